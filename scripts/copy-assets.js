@@ -1,0 +1,7 @@
+// Copies non-TypeScript runtime assets (Lua scripts, the web UI) next to the compiled code.
+import { cpSync, existsSync } from 'node:fs';
+
+const assets = [['src/store/lua', 'dist/store/lua']];
+for (const [from, to] of assets) {
+  if (existsSync(from)) cpSync(from, to, { recursive: true });
+}

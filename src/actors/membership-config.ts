@@ -1,0 +1,25 @@
+import type { Settings } from '../config/settings.js';
+import { defaultMembershipConfig, type MembershipConfig } from '../machines/config.js';
+
+/** The membership timings of the settings, in the machine's terms. */
+export function membershipConfigFrom(settings: Settings): MembershipConfig {
+  const m = settings.membership;
+  return {
+    ...defaultMembershipConfig,
+    sessionTimeoutMs: m['session-timeout'],
+    heartbeatIntervalMs: m['heartbeat-interval'],
+    rebalanceTimeoutMs: m['rebalance-timeout'],
+    rebalanceHeartbeatIntervalMs: m['rebalance-heartbeat-interval'],
+    assignmentDebounceMs: m['assignment-debounce'],
+    minSessionTimeoutMs: Math.min(
+      defaultMembershipConfig.minSessionTimeoutMs,
+      m['session-timeout'],
+    ),
+    minRebalanceTimeoutMs: Math.min(
+      defaultMembershipConfig.minRebalanceTimeoutMs,
+      m['rebalance-timeout'],
+    ),
+    coordinationVersionMin: settings['coordination-version'].min,
+    coordinationVersionMax: settings['coordination-version'].max,
+  };
+}

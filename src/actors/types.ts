@@ -1,0 +1,56 @@
+import type { GroupContext } from '../machines/context.js';
+import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
+import type { GroupRef } from '../machines/types.js';
+
+/** A read of one group's actor: its context and where the statechart is. */
+export interface GroupSnapshot {
+  readonly context: GroupContext;
+  /** XState state value, e.g. `{ lifecycle: 'active', membership: 'stable' }`. */
+  readonly stateValue: unknown;
+  /** Replica that owns the group. */
+  readonly owner: string;
+}
+
+/** Who asked for a change and why (audited, and kept on migrations). */
+export interface ChangeRequest {
+  readonly requestedBy: string;
+  readonly reason: string;
+}
+
+/** Admin commands that go through the group's actor. */
+export type AdminCommand =
+  | { readonly type: 'FREEZE' }
+  | { readonly type: 'UNFREEZE' }
+  | { readonly type: 'PAUSE_PRODUCERS' }
+  | { readonly type: 'RESUME_PRODUCERS' };
+
+/** The actor system as the HTTP layer sees it. */
+export interface GroupCoordinator {
+  createGroup(ref: GroupRef, shardCount: number): Promise<GroupSnapshot>;
+  /** The group's snapshot; `GROUP_NOT_FOUND` when it does not exist. */
+  getGroup(ref: GroupRef): Promise<GroupSnapshot>;
+  listGroups(options: { cursor?: string | undefined; limit: number }): Promise<{
+    groups: GroupSnapshot[];
+    nextCursor: string | null;
+  }>;
+  /** Desired state: create the group, leave it (same shard count) or start a migration. */
+  putGroup(
+    ref: GroupRef,
+    shardCount: number,
+    change: ChangeRequest,
+  ): Promise<{
+    outcome: 'CREATED' | 'UNCHANGED' | 'MIGRATION_STARTED';
+    snapshot: GroupSnapshot;
+    migration?: unknown;
+  }>;
+  deleteGroup(ref: GroupRef, options: { force: boolean }): Promise<void>;
+  /** Runs an admin command; resolves with the machine's reply or throws its error. */
+  command(
+    ref: GroupRef,
+    command: AdminCommand,
+  ): Promise<{ reply: unknown; snapshot: GroupSnapshot }>;
+  heartbeat(ref: GroupRef, request: HeartbeatRequest): Promise<HeartbeatReply>;
+  /** Throws `STORE_UNAVAILABLE` when writes cannot be made now (checked before admin mutations). */
+  assertWritable(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,103 @@
+import { z } from 'zod';
+import { parseDuration } from './duration.js';
+
+const duration = (fallback: string) =>
+  z
+    .union([z.string(), z.number()])
+    .default(fallback)
+    .transform((value, ctx) => {
+      const ms = parseDuration(value);
+      if (ms === null) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `not a duration (use e.g. 500ms, 30s, 5m, 7d): ${String(value)}`,
+        });
+        return z.NEVER;
+      }
+      return ms;
+    });
+
+const int = (fallback: number, min: number, max: number) =>
+  z.coerce.number().int().min(min).max(max).default(fallback);
+
+/**
+ * Every setting of DESIGN.md §10, with its default. Durations are parsed to milliseconds.
+ * Keys are the Spring-style names, nested by their dots.
+ */
+export const settingsSchema = z.object({
+  http: z
+    .object({
+      port: int(8080, 0, 65535),
+      host: z.string().default('0.0.0.0'),
+      'advertised-url': z.string().url().optional(),
+    })
+    .prefault({}),
+  store: z
+    .object({
+      type: z.enum(['memory', 'redis', 'redis-cluster']).default('memory'),
+      url: z.string().default('redis://127.0.0.1:6379'),
+      'cluster-nodes': z
+        .union([z.array(z.string()), z.string()])
+        .default([])
+        .transform((v) =>
+          typeof v === 'string'
+            ? v
+                .split(',')
+                .map((s) => s.trim())
+                .filter(Boolean)
+            : v,
+        ),
+      'key-prefix': z
+        .string()
+        .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/, 'letters, digits, ".", "_", ":" and "-" only')
+        .default('redis-stream:coord'),
+      'verify-interval': duration('5s'),
+    })
+    .prefault({}),
+  security: z
+    .object({
+      'jwt-secret': z.string().min(32, 'must be at least 32 characters').optional(),
+      'token-ttl': duration('7d'),
+      'users-file': z.string().optional(),
+      'bootstrap-admin-password': z.string().min(8, 'must be at least 8 characters').optional(),
+      'login-max-failures': int(5, 1, 1000),
+      'login-throttle-window': duration('1m'),
+    })
+    .prefault({}),
+  membership: z
+    .object({
+      'session-timeout': duration('45s'),
+      'heartbeat-interval': duration('3s'),
+      'rebalance-timeout': duration('60s'),
+      'rebalance-heartbeat-interval': duration('250ms'),
+      'assignment-debounce': duration('100ms'),
+      'sweep-interval': duration('250ms'),
+    })
+    .prefault({}),
+  migration: z.object({ 'rollback-window': duration('30m') }).prefault({}),
+  lease: z.object({ ttl: duration('10s') }).prefault({}),
+  replica: z.object({ id: z.string().min(1).max(128).optional() }).prefault({}),
+  'coordination-version': z
+    .object({ min: int(1, 1, 1_000_000), max: int(1, 1, 1_000_000) })
+    .prefault({}),
+  audit: z.object({ 'max-len': int(100_000, 100, 100_000_000) }).prefault({}),
+  limits: z
+    .object({
+      'max-shard-count': int(1024, 1, 1_000_000),
+      'max-body-bytes': int(65_536, 1024, 16 * 1024 * 1024),
+    })
+    .prefault({}),
+  log: z
+    .object({
+      level: z.enum(['error', 'warn', 'info', 'debug']).default('info'),
+      format: z.enum(['json', 'text']).default('text'),
+    })
+    .prefault({}),
+});
+
+export type Settings = z.infer<typeof settingsSchema>;
+
+/** Whether the coordinator runs on its embedded default (MemoryStore, one replica). */
+export function isEmbedded(settings: Settings): boolean {
+  return settings.store.type === 'memory';
+}

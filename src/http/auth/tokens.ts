@@ -1,0 +1,88 @@
+import jwt from 'jsonwebtoken';
+import { CoordinatorError } from '../../errors.js';
+import type { Clock } from '../../machines/clock.js';
+import { ROLES, type Principal, type Role } from './roles.js';
+
+export const TOKEN_ISSUER = 'stream-coordinator';
+
+interface CachedToken {
+  readonly principal: Principal;
+  readonly expiresAt: number;
+}
+
+/**
+ * Signs and verifies HS256 JWTs with the claims of DESIGN.md §9. Verified tokens are cached
+ * (bounded) so the heartbeat path does not pay an HMAC per request.
+ */
+export class TokenService {
+  private readonly cache = new Map<string, CachedToken>();
+  private static readonly CACHE_MAX = 10_000;
+
+  constructor(
+    private readonly secret: string,
+    private readonly ttlMs: number,
+    private readonly clock: Clock,
+  ) {}
+
+  sign(principal: Principal): { accessToken: string; expiresIn: number } {
+    const nowSeconds = Math.floor(this.clock.now() / 1000);
+    const expiresIn = Math.floor(this.ttlMs / 1000);
+    const accessToken = jwt.sign(
+      {
+        sub: principal.name,
+        roles: principal.roles,
+        iat: nowSeconds,
+        exp: nowSeconds + expiresIn,
+        iss: TOKEN_ISSUER,
+      },
+      this.secret,
+      { algorithm: 'HS256', noTimestamp: true },
+    );
+    return { accessToken, expiresIn };
+  }
+
+  /** Returns the principal of a valid token or throws INVALID_TOKEN / TOKEN_EXPIRED. */
+  verify(token: string): Principal {
+    const now = this.clock.now();
+    const cached = this.cache.get(token);
+    if (cached) {
+      if (cached.expiresAt > now) return cached.principal;
+      this.cache.delete(token);
+      throw new CoordinatorError('TOKEN_EXPIRED', 'the access token has expired');
+    }
+    let claims: jwt.JwtPayload;
+    try {
+      claims = jwt.verify(token, this.secret, {
+        algorithms: ['HS256'],
+        issuer: TOKEN_ISSUER,
+        clockTimestamp: Math.floor(now / 1000),
+      }) as jwt.JwtPayload;
+    } catch (error) {
+      if (error instanceof jwt.TokenExpiredError)
+        throw new CoordinatorError('TOKEN_EXPIRED', 'the access token has expired');
+      throw new CoordinatorError('INVALID_TOKEN', 'the access token is invalid');
+    }
+    const principal = principalFromClaims(claims);
+    if (this.cache.size >= TokenService.CACHE_MAX) this.cache.clear();
+    this.cache.set(token, { principal, expiresAt: (claims.exp ?? 0) * 1000 });
+    return principal;
+  }
+}
+
+/** Validates the claims of a verified token (any issuer of ours may mint service tokens). */
+export function principalFromClaims(claims: jwt.JwtPayload): Principal {
+  const roles = claims.roles as unknown;
+  if (
+    typeof claims.sub !== 'string' ||
+    claims.sub.length === 0 ||
+    !Array.isArray(roles) ||
+    typeof claims.exp !== 'number'
+  ) {
+    throw new CoordinatorError(
+      'INVALID_TOKEN',
+      'the access token lacks the sub, roles or exp claim',
+    );
+  }
+  const known = roles.filter((r): r is Role => (ROLES as readonly unknown[]).includes(r));
+  return { name: claims.sub, roles: known };
+}

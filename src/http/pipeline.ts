@@ -1,0 +1,126 @@
+import { randomUUID } from 'node:crypto';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { CoordinatorError } from '../errors.js';
+import { toErrorResponse } from './errors.js';
+import { requestContext, type RequestContext } from './request-context.js';
+import type { HandlerResult } from './route.js';
+import type { Services } from './services.js';
+
+const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
+
+/** Gives every request an id (the caller's `X-Request-Id` when sane) and a context. */
+export function requestIdMiddleware(services: Services) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const given = req.get('x-request-id');
+    const requestId = given && REQUEST_ID.test(given) ? given : randomUUID();
+    res.setHeader('X-Request-Id', requestId);
+    const ctx: RequestContext = {
+      requestId,
+      startedAt: services.clock.now(),
+      rawBody: null,
+      body: undefined,
+      principal: null,
+      audited: req.path.startsWith('/coord/v1/admin/') || req.path === '/coord/v1/admin',
+      streamPrefix: null,
+      consumerGroup: null,
+      operation: null,
+    };
+    res.locals.coord = ctx;
+    next();
+  };
+}
+
+function isJson(req: Request): boolean {
+  const type = (req.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+}
+
+/**
+ * Reads the raw body (bounded: 413 past `max-body-bytes`), keeps its bytes for the audit
+ * fingerprint, then parses JSON: 415 for another media type, 400 for bad JSON.
+ */
+export function bodyMiddleware(maxBytes: number) {
+  const raw = express.raw({ type: () => true, limit: maxBytes });
+  return [
+    raw,
+    (req: Request, res: Response, next: NextFunction): void => {
+      const ctx = requestContext(res);
+      const bytes = Buffer.isBuffer(req.body) ? req.body : null;
+      req.body = undefined;
+      if (!bytes || bytes.length === 0) return next();
+      ctx.rawBody = bytes;
+      if (!isJson(req)) {
+        return next(
+          new CoordinatorError('UNSUPPORTED_MEDIA_TYPE', 'request bodies must be application/json'),
+        );
+      }
+      try {
+        ctx.body = JSON.parse(bytes.toString('utf8')) as unknown;
+      } catch {
+        return next(new CoordinatorError('INVALID_JSON', 'request body is not valid JSON'));
+      }
+      next();
+    },
+  ];
+}
+
+/**
+ * Sends a response. On admin requests the audit record is written first; if it cannot be
+ * written the caller gets 503 AUDIT_UNAVAILABLE instead.
+ */
+export async function send(
+  services: Services,
+  req: Request,
+  res: Response,
+  result: HandlerResult,
+): Promise<void> {
+  const ctx = requestContext(res);
+  let { status, body } = result;
+  if (ctx.audited) {
+    try {
+      await services.audit.write(services.audit.build(req, ctx, status));
+    } catch (error) {
+      services.logger.error('audit record could not be written', {
+        requestId: ctx.requestId,
+        error: String(error),
+      });
+      ({ status, body } = toErrorResponse(
+        new CoordinatorError('AUDIT_UNAVAILABLE', 'the audit record could not be written'),
+        ctx.requestId,
+      ));
+    }
+    services.metrics.adminRequests.inc({
+      operation: ctx.operation ?? 'unknown',
+      status: String(status),
+    });
+  }
+  if (res.headersSent) return;
+  for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, value);
+  if (body === undefined) res.status(status).end();
+  else res.status(status).json(body);
+}
+
+export async function sendError(
+  services: Services,
+  req: Request,
+  res: Response,
+  error: unknown,
+): Promise<void> {
+  const ctx = requestContext(res);
+  const { status, body } = toErrorResponse(error, ctx.requestId);
+  if (status >= 500) {
+    const log = status === 500 ? 'error' : 'warn';
+    services.logger[log]('request failed', {
+      requestId: ctx.requestId,
+      method: req.method,
+      path: req.path,
+      code: body.error.code,
+      error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+    });
+  }
+  const headers: Record<string, string> = {};
+  const retryAfter = (body.error.details as { retryAfterSeconds?: number } | undefined)
+    ?.retryAfterSeconds;
+  if (retryAfter !== undefined) headers['Retry-After'] = String(retryAfter);
+  await send(services, req, res, { status, body, headers });
+}

@@ -1,0 +1,135 @@
+import { z } from 'zod';
+import type { AdminCommand } from '../../actors/types.js';
+import type { Settings } from '../../config/settings.js';
+import { route, type RouteSpec } from '../route.js';
+import {
+  changeMetaSchema,
+  consumerGroupSchema,
+  errorSchema,
+  groupDetailSchema,
+  groupParamsSchema,
+  shardCountSchema,
+  streamPrefixSchema,
+} from '../schemas.js';
+import { groupDetail } from '../views.js';
+
+const WRITE = ['WRITE'] as const;
+const groupPath = '/coord/v1/admin/streams/:stream/groups/:group';
+const toRef = (p: { stream: string; group: string }) => ({
+  streamPrefix: p.stream,
+  consumerGroup: p.group,
+});
+const errors = {
+  400: { description: 'Invalid request', schema: errorSchema },
+  401: { description: 'No or invalid token', schema: errorSchema },
+  403: { description: 'Missing role WRITE', schema: errorSchema },
+  404: { description: 'Unknown group', schema: errorSchema },
+  409: { description: 'Conflicts with the group state', schema: errorSchema },
+  503: { description: 'Store or audit unavailable, or group failed closed', schema: errorSchema },
+};
+
+function commandRoute(
+  suffix: string,
+  operation: string,
+  type: AdminCommand['type'],
+  summary: string,
+): RouteSpec {
+  return route({
+    method: 'post',
+    path: `${groupPath}${suffix}`,
+    summary,
+    tag: 'admin',
+    roles: WRITE,
+    operation,
+    params: groupParamsSchema,
+    body: changeMetaSchema,
+    responses: { 200: { description: 'Done', schema: groupDetailSchema }, ...errors },
+    async handler({ params, services }) {
+      const { snapshot } = await services.coordinator.command(toRef(params), { type });
+      return { status: 200, body: groupDetail(snapshot) };
+    },
+  });
+}
+
+/** Admin routes; the shard count bound comes from settings. */
+export function adminRoutes(settings: Settings): RouteSpec[] {
+  const shardCount = shardCountSchema(settings.limits['max-shard-count']);
+  return [
+    route({
+      method: 'post',
+      path: '/coord/v1/admin/groups',
+      summary: 'Create a group',
+      tag: 'admin',
+      roles: WRITE,
+      operation: 'createGroup',
+      body: changeMetaSchema.extend({
+        streamPrefix: streamPrefixSchema,
+        consumerGroup: consumerGroupSchema,
+        shardCount,
+      }),
+      responses: { 201: { description: 'Created', schema: groupDetailSchema }, ...errors },
+      async handler({ body, services }) {
+        const snapshot = await services.coordinator.createGroup(
+          { streamPrefix: body.streamPrefix, consumerGroup: body.consumerGroup },
+          body.shardCount,
+        );
+        return { status: 201, body: groupDetail(snapshot) };
+      },
+    }),
+    route({
+      method: 'put',
+      path: groupPath,
+      summary: 'Desired state: create the group, or leave it unchanged (200)',
+      tag: 'admin',
+      roles: WRITE,
+      operation: 'putGroup',
+      params: groupParamsSchema,
+      body: changeMetaSchema.extend({ shardCount }),
+      responses: {
+        200: { description: 'Unchanged', schema: groupDetailSchema },
+        201: { description: 'Created', schema: groupDetailSchema },
+        202: { description: 'Migration started' },
+        ...errors,
+      },
+      async handler({ params, body, services }) {
+        const result = await services.coordinator.putGroup(toRef(params), body.shardCount, {
+          requestedBy: body.requestedBy,
+          reason: body.reason,
+        });
+        const status = { CREATED: 201, UNCHANGED: 200, MIGRATION_STARTED: 202 }[result.outcome];
+        const group = groupDetail(result.snapshot);
+        return { status, body: result.migration ? { migration: result.migration, group } : group };
+      },
+    }),
+    route({
+      method: 'delete',
+      path: groupPath,
+      summary: 'Delete a group (409 while it has live members unless force=true)',
+      tag: 'admin',
+      roles: WRITE,
+      operation: 'deleteGroup',
+      params: groupParamsSchema,
+      body: changeMetaSchema,
+      query: z.object({ force: z.enum(['true', 'false']).default('false') }),
+      responses: { 204: { description: 'Deleted' }, ...errors },
+      async handler({ params, query, services }) {
+        await services.coordinator.deleteGroup(toRef(params), { force: query.force === 'true' });
+        return { status: 204 };
+      },
+    }),
+    commandRoute('/freeze', 'freeze', 'FREEZE', 'Freeze: refuse admin mutations until unfrozen'),
+    commandRoute('/unfreeze', 'unfreeze', 'UNFREEZE', 'Unfreeze a frozen group'),
+    commandRoute(
+      '/producers/pause',
+      'pauseProducers',
+      'PAUSE_PRODUCERS',
+      'Tell producers to pause (routing producersPaused)',
+    ),
+    commandRoute(
+      '/producers/resume',
+      'resumeProducers',
+      'RESUME_PRODUCERS',
+      'Tell producers to resume',
+    ),
+  ];
+}

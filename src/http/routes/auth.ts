@@ -1,0 +1,42 @@
+import { CoordinatorError } from '../../errors.js';
+import { route } from '../route.js';
+import { errorSchema, loginBodySchema, loginResponseSchema } from '../schemas.js';
+
+export const authRoutes = [
+  route({
+    method: 'post',
+    path: '/coord/v1/auth/login',
+    summary: 'Exchange a username and password for a bearer token',
+    tag: 'auth',
+    roles: null,
+    body: loginBodySchema,
+    responses: {
+      200: { description: 'Token issued', schema: loginResponseSchema },
+      401: { description: 'Wrong username or password', schema: errorSchema },
+      429: { description: 'Too many failed logins', schema: errorSchema },
+    },
+    async handler({ body, req, services }) {
+      const address = req.socket.remoteAddress ?? 'unknown';
+      const waitMs = services.throttle.retryAfterMs(body.username, address);
+      if (waitMs > 0) {
+        const retryAfterSeconds = Math.ceil(waitMs / 1000);
+        throw new CoordinatorError(
+          'LOGIN_THROTTLED',
+          `too many failed logins; retry in ${retryAfterSeconds}s`,
+          {
+            details: { retryAfterSeconds },
+          },
+        );
+      }
+      const roles = await services.users.authenticate(body.username, body.password);
+      if (!roles) {
+        services.throttle.recordFailure(body.username, address);
+        services.logger.warn('failed login', { username: body.username, clientAddress: address });
+        throw new CoordinatorError('INVALID_CREDENTIALS', 'wrong username or password');
+      }
+      services.throttle.recordSuccess(body.username, address);
+      const { accessToken, expiresIn } = services.tokens.sign({ name: body.username, roles });
+      return { status: 200, body: { accessToken, tokenType: 'Bearer', expiresIn, roles } };
+    },
+  }),
+];

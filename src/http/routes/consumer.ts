@@ -1,0 +1,75 @@
+import { z } from 'zod';
+import { route } from '../route.js';
+import { errorSchema, groupParamsSchema } from '../schemas.js';
+
+const shard = z.number().int().min(0).max(1_000_000);
+
+/** The heartbeat body of DESIGN.md §5. */
+export const heartbeatBodySchema = z.object({
+  memberId: z.string().min(1).max(128),
+  memberEpoch: z.number().int().min(-1),
+  assignmentEpoch: z.number().int().min(0),
+  metadataVersion: z.number().int().min(0),
+  currentAssignments: z.array(shard).max(100_000),
+  revokeProgress: z
+    .array(z.object({ shard, state: z.enum(['DRAINING', 'DONE']) }))
+    .max(100_000)
+    .default([]),
+  coordinationVersion: z.number().int().min(0).optional(),
+  lifecycleId: z.string().max(128).optional(),
+  clientId: z.string().max(256).optional(),
+  sessionTimeoutMs: z.number().int().min(0).optional(),
+  rebalanceTimeoutMs: z.number().int().min(0).optional(),
+});
+
+export const heartbeatReplySchema = z.object({
+  outcome: z.enum(['SYNC_METADATA', 'FENCED_MEMBER_EPOCH', 'REVOKE_PENDING', 'OK']),
+  memberId: z.string(),
+  memberEpoch: z.number().int(),
+  assignmentEpoch: z.number().int(),
+  metadataVersion: z.number().int(),
+  lifecycleId: z.string(),
+  shardCount: z.number().int(),
+  assignedShards: z.array(z.number().int()),
+  revokeShards: z.array(z.number().int()),
+  retireShards: z.array(z.number().int()),
+  pendingShards: z.array(z.number().int()),
+  heartbeatIntervalMs: z.number().int(),
+});
+
+export const consumerRoutes = [
+  route({
+    method: 'post',
+    path: '/coord/v1/consumer/streams/:stream/groups/:group/heartbeat',
+    summary: 'Consumer heartbeat: join (epoch 0), report progress, leave (epoch -1)',
+    tag: 'consumer',
+    roles: ['CONSUMER'],
+    params: groupParamsSchema,
+    body: heartbeatBodySchema,
+    responses: {
+      200: { description: 'Instructions for the member', schema: heartbeatReplySchema },
+      400: {
+        description: 'Invalid request or unsupported coordination version',
+        schema: errorSchema,
+      },
+      404: { description: 'Unknown group', schema: errorSchema },
+      503: { description: 'Store down or group failed closed', schema: errorSchema },
+    },
+    async handler({ params, body, services }) {
+      const stop = services.metrics.heartbeatDuration.startTimer();
+      try {
+        const reply = await services.coordinator.heartbeat(
+          { streamPrefix: params.stream, consumerGroup: params.group },
+          body,
+        );
+        services.metrics.heartbeats.inc({ outcome: reply.outcome });
+        return { status: 200, body: reply };
+      } catch (error) {
+        services.metrics.heartbeats.inc({ outcome: (error as { code?: string }).code ?? 'ERROR' });
+        throw error;
+      } finally {
+        stop();
+      }
+    },
+  }),
+];

@@ -1,0 +1,118 @@
+import { z } from 'zod';
+
+/** Names of DESIGN.md §9. */
+export const streamPrefixSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/, 'must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$');
+export const consumerGroupSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$');
+
+export const groupParamsSchema = z.object({
+  stream: streamPrefixSchema,
+  group: consumerGroupSchema,
+});
+
+export function shardCountSchema(max: number) {
+  return z.number().int().min(1).max(max);
+}
+
+/** `requestedBy` and `reason` of every admin mutation. */
+export const changeMetaSchema = z.object({
+  requestedBy: z.string().trim().min(1).max(256),
+  reason: z.string().trim().min(1).max(1024),
+});
+
+export const errorSchema = z.object({
+  error: z.object({
+    code: z.string(),
+    message: z.string(),
+    requestId: z.string(),
+    details: z.record(z.string(), z.unknown()).optional(),
+  }),
+});
+
+export const loginBodySchema = z.object({
+  username: z.string().min(1).max(128),
+  password: z.string().min(1).max(1024),
+});
+
+export const loginResponseSchema = z.object({
+  accessToken: z.string(),
+  tokenType: z.literal('Bearer'),
+  expiresIn: z.number().int(),
+  roles: z.array(z.string()),
+});
+
+export const rollbackSignalsSchema = z
+  .object({
+    count: z.number().int(),
+    firstAt: z.string(),
+    lastAt: z.string(),
+    highestVersionSeen: z.number().int(),
+    lastSource: z.string(),
+  })
+  .nullable();
+
+export const groupSummarySchema = z.object({
+  streamPrefix: z.string(),
+  consumerGroup: z.string(),
+  shardCount: z.number().int(),
+  metadataVersion: z.number().int(),
+  assignmentEpoch: z.number().int(),
+  lifecycleId: z.string(),
+  status: z.enum(['ACTIVE', 'FROZEN', 'FAILED_CLOSED']),
+  phase: z.string(),
+  memberCount: z.number().int(),
+  owner: z.string(),
+});
+
+export const groupDetailSchema = groupSummarySchema.extend({
+  failureReason: z.string().nullable(),
+  producersPaused: z.boolean(),
+  storeRevision: z.number().int(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  state: z.unknown(),
+  rollbackSignals: rollbackSignalsSchema,
+});
+
+export const groupListSchema = z.object({
+  groups: z.array(groupSummarySchema),
+  nextCursor: z.string().nullable(),
+});
+
+export const auditRecordSchema = z.object({
+  timestamp: z.string(),
+  method: z.string(),
+  path: z.string(),
+  operation: z.string(),
+  outcome: z.enum(['SUCCEEDED', 'REJECTED', 'DENIED', 'FAILED']),
+  status: z.number().int(),
+  principal: z.string().nullable(),
+  roles: z.array(z.string()),
+  requestId: z.string(),
+  bodySha256: z.string().nullable(),
+  clientAddress: z.string().nullable(),
+  durationMs: z.number(),
+  streamPrefix: z.string().nullable(),
+  consumerGroup: z.string().nullable(),
+  requestedBy: z.string().nullable(),
+  reason: z.string().nullable(),
+});
+
+export const routingSchema = z.object({
+  streamPrefix: z.string(),
+  consumerGroup: z.string(),
+  lifecycleId: z.string(),
+  shardCount: z.number().int(),
+  metadataVersion: z.number().int(),
+  streams: z.array(z.string()),
+  partitioner: z.string(),
+  producersPaused: z.boolean(),
+});
+
+export const pagingQuerySchema = z.object({
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+  cursor: z.string().max(2048).optional(),
+});

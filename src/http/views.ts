@@ -1,0 +1,143 @@
+import type { GroupSnapshot } from '../actors/types.js';
+import { partitionerName, streamNames } from '../machines/routing.js';
+
+const iso = (ms: number | null | undefined) =>
+  ms === null || ms === undefined ? null : new Date(ms).toISOString();
+
+/** `{lifecycle: 'active', membership: {rebalancing: 'revoking'}}` → `active/rebalancing.revoking`. */
+export function phaseOf(stateValue: unknown): string {
+  const flatten = (value: unknown): string =>
+    typeof value === 'string'
+      ? value
+      : Object.entries(value as Record<string, unknown>)
+          .map(([k, v]) => (typeof v === 'string' ? `${k}.${v}` : `${k}.${flatten(v)}`))
+          .join(',');
+  if (typeof stateValue !== 'object' || stateValue === null) return String(stateValue);
+  const regions = stateValue as Record<string, unknown>;
+  const membership = regions.membership;
+  const text = (v: unknown) => (typeof v === 'string' ? v : flatten(v));
+  return membership === undefined ? flatten(stateValue) : text(membership);
+}
+
+export function groupSummary(snapshot: GroupSnapshot) {
+  const g = snapshot.context.group;
+  return {
+    streamPrefix: g.streamPrefix,
+    consumerGroup: g.consumerGroup,
+    shardCount: g.shardCount,
+    metadataVersion: g.metadataVersion,
+    assignmentEpoch: g.assignmentEpoch,
+    lifecycleId: g.lifecycleId,
+    status: g.status,
+    phase: phaseOf(snapshot.stateValue),
+    memberCount: Object.keys(g.members).length,
+    owner: snapshot.owner,
+  };
+}
+
+export function groupDetail(snapshot: GroupSnapshot) {
+  const { group: g, signals, storeRevision } = snapshot.context;
+  return {
+    ...groupSummary(snapshot),
+    failureReason: g.failureReason,
+    producersPaused: g.producersPaused,
+    storeRevision,
+    createdAt: iso(g.createdAt) ?? '',
+    updatedAt: iso(g.updatedAt) ?? '',
+    state: snapshot.stateValue,
+    rollbackSignals: signals
+      ? {
+          count: signals.count,
+          firstAt: iso(signals.firstAt) ?? '',
+          lastAt: iso(signals.lastAt) ?? '',
+          highestVersionSeen: signals.highestVersionSeen,
+          lastSource: signals.lastSource,
+        }
+      : null,
+  };
+}
+
+function shardsOf(snapshot: GroupSnapshot, memberId: string, state: string): number[] {
+  return Object.values(snapshot.context.group.shards)
+    .filter((s) => s.owner === memberId && s.state === state)
+    .map((s) => s.shard)
+    .sort((a, b) => a - b);
+}
+
+function targetOf(snapshot: GroupSnapshot, memberId: string): number[] {
+  return Object.values(snapshot.context.group.shards)
+    .filter((s) => s.target === memberId && s.state !== 'retiring')
+    .map((s) => s.shard)
+    .sort((a, b) => a - b);
+}
+
+export function membersView(snapshot: GroupSnapshot) {
+  const { group: g, liveness } = snapshot.context;
+  return {
+    members: Object.values(g.members)
+      .sort((a, b) => a.memberId.localeCompare(b.memberId))
+      .map((m) => {
+        const live = liveness[m.memberId];
+        return {
+          memberId: m.memberId,
+          clientId: m.clientId,
+          memberEpoch: m.memberEpoch,
+          assignmentEpoch: live?.reportedAssignmentEpoch ?? null,
+          metadataVersion: live?.reportedMetadataVersion ?? null,
+          lastHeartbeatAt: iso(live?.lastHeartbeatAt),
+          sessionExpiresAt: iso(live?.sessionExpiresAt),
+          revokeDeadline: iso(live?.revokeDeadline),
+          currentAssignments: live?.currentAssignments ?? [],
+          revokeProgress: live?.revokeProgress ?? [],
+          assignedShards: shardsOf(snapshot, m.memberId, 'assigned'),
+          revokeShards: shardsOf(snapshot, m.memberId, 'revoking'),
+          retireShards: shardsOf(snapshot, m.memberId, 'retiring'),
+          targetShards: targetOf(snapshot, m.memberId),
+          sessionTimeoutMs: m.sessionTimeoutMs,
+          rebalanceTimeoutMs: m.rebalanceTimeoutMs,
+        };
+      }),
+  };
+}
+
+export function assignmentsView(snapshot: GroupSnapshot) {
+  const g = snapshot.context.group;
+  const members = membersView(snapshot).members;
+  return {
+    shardCount: g.shardCount,
+    metadataVersion: g.metadataVersion,
+    assignmentEpoch: g.assignmentEpoch,
+    shards: Object.values(g.shards)
+      .sort((a, b) => a.shard - b.shard)
+      .map((s) => ({
+        shard: s.shard,
+        state: s.state,
+        owner: s.owner,
+        target: s.target,
+        ownerEpoch: s.ownerEpoch,
+      })),
+    members: members.map((m) => ({
+      memberId: m.memberId,
+      currentAssignments: m.currentAssignments,
+      revokeProgress: m.revokeProgress,
+      assignedShards: m.assignedShards,
+      revokeShards: m.revokeShards,
+      retireShards: m.retireShards,
+      targetShards: m.targetShards,
+    })),
+  };
+}
+
+export function routingView(snapshot: GroupSnapshot) {
+  const g = snapshot.context.group;
+  return {
+    streamPrefix: g.streamPrefix,
+    consumerGroup: g.consumerGroup,
+    lifecycleId: g.lifecycleId,
+    shardCount: g.shardCount,
+    metadataVersion: g.metadataVersion,
+    streams: streamNames(g.streamPrefix, g.shardCount),
+    partitioner: partitionerName,
+    producersPaused: g.producersPaused,
+  };
+}

@@ -1,0 +1,91 @@
+/**
+ * Admin commands that go through the group actor (DESIGN.md §6, §7): freeze/unfreeze and
+ * pausing/resuming producers. A failed-closed group refuses them all: the only way out of
+ * FAILED_CLOSED is the recovery command.
+ */
+import type { GroupContext } from './context.js';
+import { beginEvent, fail, succeed, touched } from './context.js';
+import type { GroupState, GroupStatus } from './types.js';
+import { groupId } from './types.js';
+
+/** Reply of a successful admin command. */
+export interface AdminSummary {
+  readonly status: GroupStatus;
+  readonly producersPaused: boolean;
+  readonly metadataVersion: number;
+  /** False when the command found the group already as asked (an idempotent no-op). */
+  readonly changed: boolean;
+}
+
+/** ACTIVE → FROZEN: admin mutations stop until UNFREEZE (recovery step 1 of spec §7). */
+export function applyFreeze(ctx: GroupContext, now: number): GroupContext {
+  return command(ctx, now, (group) => {
+    if (group.status === 'FROZEN')
+      return refusal('GROUP_FROZEN', `group ${groupId(group)} is already frozen`);
+    return { ...group, status: 'FROZEN' };
+  });
+}
+
+/** FROZEN → ACTIVE. */
+export function applyUnfreeze(ctx: GroupContext, now: number): GroupContext {
+  return command(ctx, now, (group) => {
+    if (group.status !== 'FROZEN')
+      return refusal('GROUP_NOT_FROZEN', `group ${groupId(group)} is not frozen`);
+    return { ...group, status: 'ACTIVE' };
+  });
+}
+
+/** Sets `producersPaused`; routing metadata changes, so `metadataVersion` goes up. */
+export function applyPauseProducers(ctx: GroupContext, now: number): GroupContext {
+  return setProducersPaused(ctx, now, true);
+}
+
+/** Clears `producersPaused`; routing metadata changes, so `metadataVersion` goes up. */
+export function applyResumeProducers(ctx: GroupContext, now: number): GroupContext {
+  return setProducersPaused(ctx, now, false);
+}
+
+function setProducersPaused(ctx: GroupContext, now: number, paused: boolean): GroupContext {
+  return command(ctx, now, (group) => {
+    if (group.status === 'FROZEN') {
+      return refusal('GROUP_FROZEN', `group ${groupId(group)} is frozen; unfreeze it first`);
+    }
+    if (group.producersPaused === paused) return group;
+    return { ...group, producersPaused: paused, metadataVersion: group.metadataVersion + 1 };
+  });
+}
+
+interface Refusal {
+  readonly refused: true;
+  readonly code: 'GROUP_FROZEN' | 'GROUP_NOT_FROZEN';
+  readonly message: string;
+}
+
+function refusal(code: Refusal['code'], message: string): Refusal {
+  return { refused: true, code, message };
+}
+
+function command(
+  ctx: GroupContext,
+  now: number,
+  change: (group: GroupState) => GroupState | Refusal,
+): GroupContext {
+  const start = beginEvent(ctx, now);
+  const { group } = start;
+  if (group.status === 'FAILED_CLOSED') {
+    return fail(
+      start,
+      'GROUP_FAILED_CLOSED_ADMIN',
+      `group ${groupId(group)} is failed closed; only recovery is allowed`,
+    );
+  }
+  const outcome = change(group);
+  if ('refused' in outcome) return fail(start, outcome.code, outcome.message);
+  const summary: AdminSummary = {
+    status: outcome.status,
+    producersPaused: outcome.producersPaused,
+    metadataVersion: outcome.metadataVersion,
+    changed: outcome !== group,
+  };
+  return touched(start, succeed({ ...start, group: outcome }, summary), now);
+}

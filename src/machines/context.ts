@@ -1,0 +1,184 @@
+/**
+ * The context of a group actor: the persisted `GroupState` plus what lives in memory only
+ * (liveness, a pending recompute, rollback signals) and the answer to the last command.
+ * Everything here is a pure function of its arguments: time arrives as `now`.
+ */
+import type { ErrorCode } from '../errors.js';
+import type { MembershipConfig } from './config.js';
+import { memberIds, ownedShards } from './group-state.js';
+import { targetsAreStale } from './targets.js';
+import type { GroupState, MemberLiveness } from './types.js';
+
+/** Client-reported versions above the stored ones (spec §7.3): evidence of a store rollback. */
+export interface RollbackSignals {
+  readonly count: number;
+  readonly firstAt: number;
+  readonly lastAt: number;
+  /** Highest `metadataVersion` any client reported; RESUME is refused below it (DESIGN.md §7). */
+  readonly highestVersionSeen: number;
+  readonly lastSource: 'heartbeat';
+}
+
+/** Answer to the command an event carried; the host replies from it. */
+export type CommandResult =
+  | { readonly ok: true; readonly reply?: unknown }
+  | {
+      readonly ok: false;
+      readonly code: ErrorCode;
+      readonly message: string;
+      readonly details?: Record<string, unknown>;
+    };
+
+export type FenceReason =
+  'REBALANCE_TIMEOUT' | 'STALE_EPOCH' | 'UNKNOWN_MEMBER' | 'LIFECYCLE_MISMATCH';
+
+export type RollbackField = 'metadataVersion' | 'assignmentEpoch' | 'memberEpoch';
+
+/** Something the host turns into metrics and logs; never into a store write. */
+export type Effect =
+  | { readonly type: 'MEMBER_JOINED'; readonly memberId: string }
+  | { readonly type: 'MEMBER_LEFT'; readonly memberId: string }
+  | { readonly type: 'MEMBER_EXPIRED'; readonly memberId: string }
+  | { readonly type: 'MEMBER_FENCED'; readonly memberId: string; readonly reason: FenceReason }
+  | {
+      readonly type: 'ROLLBACK_SIGNAL';
+      readonly source: 'heartbeat';
+      readonly field: RollbackField;
+      readonly reported: number;
+      readonly stored: number;
+    }
+  | { readonly type: 'REBALANCE_STARTED' }
+  | { readonly type: 'REBALANCE_COMPLETED'; readonly durationMs: number }
+  | { readonly type: 'ASSIGNMENT_RECOMPUTED'; readonly assignmentEpoch: number }
+  | { readonly type: 'INVARIANT_VIOLATION'; readonly invariant: string; readonly detail: string }
+  | { readonly type: 'EVENT_FAILED'; readonly event: string; readonly message: string };
+
+export interface GroupContext {
+  /** The persisted state; the host writes exactly what changed in it. */
+  readonly group: GroupState;
+  /** In-memory liveness of every member of `group` (DESIGN.md §4: never persisted). */
+  readonly liveness: Readonly<Record<string, MemberLiveness>>;
+  readonly config: MembershipConfig;
+  /** Store revision of the last committed write (or of the load). */
+  readonly storeRevision: number;
+  /** When a debounced target recompute falls due; null when none is pending. */
+  readonly recomputeAt: number | null;
+  /** When the current rebalance started; null while not rebalancing. */
+  readonly rebalanceStartedAt: number | null;
+  readonly signals: RollbackSignals | null;
+  /** Answer to the last command event; null before the first. */
+  readonly result: CommandResult | null;
+  /** Effects of the last command event, in order. */
+  readonly effects: readonly Effect[];
+  /**
+   * Time of the last command event. Entry and exit actions of derived states run on eventless
+   * transitions, which carry no time of their own.
+   */
+  readonly lastEventAt: number;
+  /** `updatedAt` of the last committed write, as reported by PERSISTED. */
+  readonly lastPersistedAt: number | null;
+}
+
+/** Input of {@link createGroupContext}. */
+export interface CreateGroupContextInput {
+  readonly group: GroupState;
+  readonly config: MembershipConfig;
+  readonly now: number;
+  readonly storeRevision: number;
+  /** Liveness to keep (an actor rebuilt in-process); omitted after a load from the store. */
+  readonly liveness?: Readonly<Record<string, MemberLiveness>>;
+}
+
+/**
+ * Context of a group actor built from persisted state. Without `liveness`, every member gets a
+ * full session timeout of grace from `now` (and a full rebalance timeout if it is revoking):
+ * heartbeat times are not persisted, so a coordinator restart or failover must not read as
+ * every member having gone silent.
+ */
+export function createGroupContext(input: CreateGroupContextInput): GroupContext {
+  const { group, now } = input;
+  const liveness: Record<string, MemberLiveness> = {};
+  for (const memberId of memberIds(group)) {
+    const kept = input.liveness?.[memberId];
+    liveness[memberId] = kept ?? graceLiveness(group, memberId, now);
+  }
+  return {
+    group,
+    liveness,
+    config: input.config,
+    storeRevision: input.storeRevision,
+    recomputeAt: targetsAreStale(group) ? now : null,
+    rebalanceStartedAt: null,
+    signals: null,
+    result: null,
+    effects: [],
+    lastEventAt: now,
+    lastPersistedAt: null,
+  };
+}
+
+function graceLiveness(group: GroupState, memberId: string, now: number): MemberLiveness {
+  const member = group.members[memberId];
+  const sessionTimeoutMs = member?.sessionTimeoutMs ?? 0;
+  const revoking = ownedShards(group, memberId, 'revoking').length > 0;
+  return {
+    lastHeartbeatAt: now,
+    sessionExpiresAt: now + sessionTimeoutMs,
+    revokeDeadline: revoking && member ? now + member.rebalanceTimeoutMs : null,
+    // Unknown until the member's first heartbeat after the restart.
+    reportedMetadataVersion: 0,
+    reportedAssignmentEpoch: 0,
+    currentAssignments: [],
+    revokeProgress: [],
+  };
+}
+
+/**
+ * The earliest time at which a TICK would change something: a session expiry, a revoke
+ * deadline or a due recompute. Null when nothing is scheduled, and for a failed-closed group
+ * (nothing may change until it is recovered).
+ */
+export function nextDeadline(ctx: GroupContext): number | null {
+  if (ctx.group.status === 'FAILED_CLOSED') return null;
+  let earliest = ctx.recomputeAt;
+  const consider = (at: number | null): void => {
+    if (at !== null && (earliest === null || at < earliest)) earliest = at;
+  };
+  for (const memberId of memberIds(ctx.group)) {
+    const live = ctx.liveness[memberId];
+    if (!live) continue;
+    consider(live.sessionExpiresAt);
+    consider(live.revokeDeadline);
+  }
+  return earliest;
+}
+
+/** Starts a command event: the previous result and effects are dropped. */
+export function beginEvent(ctx: GroupContext, now: number): GroupContext {
+  return { ...ctx, result: null, effects: [], lastEventAt: now };
+}
+
+export function withEffects(ctx: GroupContext, ...effects: Effect[]): GroupContext {
+  return effects.length === 0 ? ctx : { ...ctx, effects: [...ctx.effects, ...effects] };
+}
+
+export function succeed(ctx: GroupContext, reply?: unknown): GroupContext {
+  return { ...ctx, result: reply === undefined ? { ok: true } : { ok: true, reply } };
+}
+
+export function fail(
+  ctx: GroupContext,
+  code: ErrorCode,
+  message: string,
+  details?: Record<string, unknown>,
+): GroupContext {
+  const result: CommandResult =
+    details === undefined ? { ok: false, code, message } : { ok: false, code, message, details };
+  return { ...ctx, result };
+}
+
+/** Stamps `updatedAt` when the event changed the persisted group, and only then. */
+export function touched(before: GroupContext, after: GroupContext, now: number): GroupContext {
+  if (after.group === before.group) return after;
+  return { ...after, group: { ...after.group, updatedAt: now } };
+}

@@ -1,0 +1,145 @@
+/**
+ * Safety invariants of a group (DESIGN.md §5, spec §3 rule 2), checked on every state change by
+ * the reducer and over random event sequences by the property tests.
+ */
+import type { Effect, GroupContext } from './context.js';
+import { allShards, isMember, memberIds, memberOf, memberShards, shardAt } from './group-state.js';
+
+export type InvariantName =
+  | 'SINGLE_OWNER'
+  | 'MONOTONIC_VERSIONS'
+  | 'TARGET_COVERAGE'
+  | 'RELEASE_BEFORE_GRANT'
+  | 'NO_RELEASED_TO_REVOKING';
+
+export interface Violation {
+  readonly invariant: InvariantName;
+  readonly detail: string;
+}
+
+/**
+ * The invariants of one state: owners of assigned/revoking shards are members, only released
+ * shards lack an owner, no shard is in two members' assigned lists, and while members exist
+ * and no recompute is pending every shard below `shardCount` targets a live member.
+ */
+export function checkGroupState(ctx: GroupContext): Violation[] {
+  const { group } = ctx;
+  const violations: Violation[] = [];
+  const single = (detail: string): void => {
+    violations.push({ invariant: 'SINGLE_OWNER', detail });
+  };
+  for (const record of allShards(group)) {
+    if (record.state === 'released') {
+      if (record.owner !== null)
+        single(`shard ${record.shard} is released but names owner ${record.owner}`);
+      continue;
+    }
+    if (record.owner === null) {
+      single(`shard ${record.shard} is ${record.state} without an owner`);
+    } else if (record.state !== 'retiring' && !isMember(group, record.owner)) {
+      single(`shard ${record.shard} is ${record.state} by ${record.owner}, which is not a member`);
+    }
+  }
+  const holder = new Map<number, string>();
+  const members = memberIds(group);
+  for (const memberId of members) {
+    for (const shard of memberShards(group, memberId).assigned) {
+      const other = holder.get(shard);
+      if (other !== undefined)
+        single(`shard ${shard} is assigned to both ${other} and ${memberId}`);
+      holder.set(shard, memberId);
+    }
+  }
+  if (members.length > 0 && ctx.recomputeAt === null) {
+    for (let shard = 0; shard < group.shardCount; shard++) {
+      const { target } = shardAt(group, shard);
+      if (!isMember(group, target)) {
+        violations.push({
+          invariant: 'TARGET_COVERAGE',
+          detail: `shard ${shard} targets ${target ?? 'nobody'}, not a live member`,
+        });
+      }
+    }
+  }
+  return violations;
+}
+
+/**
+ * Every invariant of the step `prev` → `next`: those of {@link checkGroupState} on `next`, plus
+ * versions and surviving members' epochs never decreasing, no shard changing owner from one
+ * member to another without passing through released, and no shard going released → revoking
+ * without a new assignment epoch.
+ */
+export function checkInvariants(prev: GroupContext, next: GroupContext): Violation[] {
+  const violations = checkGroupState(next);
+  const before = prev.group;
+  const after = next.group;
+  const monotonic = (name: string, was: number, is: number): void => {
+    if (is < was) {
+      violations.push({
+        invariant: 'MONOTONIC_VERSIONS',
+        detail: `${name} went from ${was} to ${is}`,
+      });
+    }
+  };
+  monotonic('metadataVersion', before.metadataVersion, after.metadataVersion);
+  monotonic('assignmentEpoch', before.assignmentEpoch, after.assignmentEpoch);
+  monotonic('memberEpochSeq', before.memberEpochSeq, after.memberEpochSeq);
+  for (const memberId of memberIds(after)) {
+    const was = memberOf(before, memberId);
+    const is = memberOf(after, memberId);
+    if (was && is) monotonic(`memberEpoch of ${memberId}`, was.memberEpoch, is.memberEpoch);
+  }
+  if (before === after) return violations;
+  const shards = new Set([...allShards(before), ...allShards(after)].map((r) => r.shard));
+  for (const shard of shards) {
+    const was = shardAt(before, shard);
+    const is = shardAt(after, shard);
+    if (was.owner !== null && is.owner !== null && was.owner !== is.owner) {
+      violations.push({
+        invariant: 'RELEASE_BEFORE_GRANT',
+        detail: `shard ${shard} moved from ${was.owner} to ${is.owner} without being released`,
+      });
+    }
+    if (
+      was.state === 'released' &&
+      is.state === 'revoking' &&
+      after.assignmentEpoch === before.assignmentEpoch
+    ) {
+      violations.push({
+        invariant: 'NO_RELEASED_TO_REVOKING',
+        detail: `shard ${shard} went released → revoking within assignment epoch ${after.assignmentEpoch}`,
+      });
+    }
+  }
+  return violations;
+}
+
+/**
+ * Accepts `next` unless the step introduces a violation `prev` did not already have; then the
+ * step is rejected: `prev` is kept, the command fails with INTERNAL and each new violation is
+ * an effect (the host counts them in `coord_invariant_violations_total`). Violations inherited
+ * from a state loaded that way are not held against every later event.
+ */
+export function guardInvariants(prev: GroupContext, next: GroupContext): GroupContext {
+  if (next.group === prev.group && next.recomputeAt === prev.recomputeAt) return next;
+  const inherited = new Set(checkGroupState(prev).map(key));
+  const fresh = checkInvariants(prev, next).filter((v) => !inherited.has(key(v)));
+  if (fresh.length === 0) return next;
+  const effects: Effect[] = fresh.map((v) => ({ type: 'INVARIANT_VIOLATION', ...v }));
+  return {
+    ...prev,
+    lastEventAt: next.lastEventAt,
+    effects,
+    result: {
+      ok: false,
+      code: 'INTERNAL',
+      message: 'the change would break a group invariant and was rejected',
+      details: { violations: fresh },
+    },
+  };
+}
+
+function key(violation: Violation): string {
+  return `${violation.invariant}:${violation.detail}`;
+}

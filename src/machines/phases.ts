@@ -1,0 +1,59 @@
+/**
+ * The statechart's state is derived from the context, never stored beside it: these functions
+ * say which state a context belongs in. The machine's guards use them, so an actor restored
+ * from any context lands in the right state, and tests compare them with the actual state.
+ */
+import type { GroupContext } from './context.js';
+import { allShards, memberIds } from './group-state.js';
+import type { GroupState } from './types.js';
+
+export type LifecyclePhase = 'active' | 'frozen' | 'failedClosed';
+
+/** `rebalancing` has two substates: `revoking` and `granting`. */
+export type MembershipPhase = 'empty' | 'stable' | 'revoking' | 'granting';
+
+/** The state value a context belongs in (the shape of `snapshot.value`). */
+export interface GroupStateValue {
+  readonly lifecycle: LifecyclePhase;
+  readonly membership: 'empty' | 'stable' | { readonly rebalancing: 'revoking' | 'granting' };
+  readonly migration: 'idle';
+}
+
+/** Follows `group.status`. */
+export function lifecyclePhase(group: GroupState): LifecyclePhase {
+  switch (group.status) {
+    case 'FROZEN':
+      return 'frozen';
+    case 'FAILED_CLOSED':
+      return 'failedClosed';
+    default:
+      return 'active';
+  }
+}
+
+/**
+ * `empty` without members; `revoking` while some shard is revoking; `granting` while no shard
+ * revokes but some shard below `shardCount` is not yet with its target, or a recompute is
+ * pending; `stable` otherwise. Retiring shards belong to migrations and are not looked at.
+ */
+export function membershipPhase(ctx: GroupContext): MembershipPhase {
+  const { group } = ctx;
+  if (memberIds(group).length === 0) return 'empty';
+  let granting = ctx.recomputeAt !== null;
+  for (const record of allShards(group)) {
+    if (record.state === 'revoking') return 'revoking';
+    if (record.state === 'retiring' || record.shard >= group.shardCount) continue;
+    if (record.target !== record.owner) granting = true;
+  }
+  return granting ? 'granting' : 'stable';
+}
+
+/** The full state value for `ctx`. */
+export function expectedStateValue(ctx: GroupContext): GroupStateValue {
+  const phase = membershipPhase(ctx);
+  return {
+    lifecycle: lifecyclePhase(ctx.group),
+    membership: phase === 'empty' || phase === 'stable' ? phase : { rebalancing: phase },
+    migration: 'idle',
+  };
+}

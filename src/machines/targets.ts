@@ -1,0 +1,66 @@
+/**
+ * Target assignment of a group: which member each shard should end up with. Recomputed only
+ * when membership or the shard count changes (DESIGN.md §5), never per heartbeat.
+ */
+import { assignTargets } from './assignor.js';
+import { isMember, memberIds, shardAt, withShards } from './group-state.js';
+import type { GroupState, ShardRecord } from './types.js';
+
+/**
+ * Sticky preference of every shard below `shardCount`: its owner while assigned or revoking
+ * (the member that really has it), else its target if that is still a member.
+ */
+export function stickyPreferences(group: GroupState): Map<number, string | null> {
+  const current = new Map<number, string | null>();
+  for (let shard = 0; shard < group.shardCount; shard++) {
+    const record = shardAt(group, shard);
+    const holder =
+      record.state === 'assigned' || record.state === 'revoking' ? record.owner : record.target;
+    current.set(shard, isMember(group, holder) ? holder : null);
+  }
+  return current;
+}
+
+/**
+ * Sets every shard's target from the assignor (null for all when there are no members) and
+ * bumps `assignmentEpoch` when any target changed. Returns `group` itself when nothing did.
+ * Retiring shards are not below `shardCount` and so never take part.
+ */
+export function recomputeTargets(group: GroupState): GroupState {
+  const members = memberIds(group);
+  const targets = assignTargets({
+    shardCount: group.shardCount,
+    members,
+    current: stickyPreferences(group),
+  });
+  const changes = new Map<number, ShardRecord>();
+  for (let shard = 0; shard < group.shardCount; shard++) {
+    const record = shardAt(group, shard);
+    const target = targets.get(shard) ?? null;
+    if (record.target !== target) changes.set(shard, { ...record, target });
+  }
+  if (changes.size === 0) return group;
+  return { ...withShards(group, changes), assignmentEpoch: group.assignmentEpoch + 1 };
+}
+
+/**
+ * Whether the persisted targets cannot be the assignor's answer for the current members: a
+ * shard without a live target, targets when nobody is left, or per-member target counts outside
+ * ±1 of each other (a member joined and the debounced recompute never ran before a restart).
+ */
+export function targetsAreStale(group: GroupState): boolean {
+  const members = memberIds(group);
+  const counts = new Map<string, number>(members.map((id) => [id, 0]));
+  for (let shard = 0; shard < group.shardCount; shard++) {
+    const { target } = shardAt(group, shard);
+    if (members.length === 0) {
+      if (target !== null) return true;
+      continue;
+    }
+    if (!isMember(group, target)) return true;
+    counts.set(target, (counts.get(target) ?? 0) + 1);
+  }
+  if (members.length === 0) return false;
+  const values = [...counts.values()];
+  return Math.max(...values) - Math.min(...values) > 1;
+}

@@ -1,0 +1,118 @@
+/**
+ * Domain types of a coordinated group. Pure data: no I/O, no Redis types.
+ * The persisted shape (what goes into the metadata hash) is `GroupState`; liveness that
+ * DESIGN.md §4 keeps out of the store lives in `MemberLiveness`.
+ */
+
+/** Lifecycle status of a group, persisted in the metadata hash. */
+export type GroupStatus = 'ACTIVE' | 'FROZEN' | 'FAILED_CLOSED';
+
+/** Why a group failed closed (DESIGN.md §7). */
+export type FailureReason = 'METADATA_LOST' | 'STORE_REVISION_REGRESSION';
+
+/**
+ * Shard states (DESIGN.md §4):
+ * - `assigned`: owned by `owner`;
+ * - `revoking`: `owner` must stop and drain, `target` waits for it;
+ * - `released`: free (may carry the `target` it will be granted to);
+ * - `retiring`: removed by a scale-in, `owner` consumes it to the end, then it disappears.
+ */
+export type ShardState = 'assigned' | 'revoking' | 'released' | 'retiring';
+
+export interface ShardRecord {
+  readonly shard: number;
+  readonly state: ShardState;
+  /** Member that owns the shard (assigned, revoking, retiring); null when released. */
+  readonly owner: string | null;
+  /** Member epoch at which `owner` was given the shard. */
+  readonly ownerEpoch: number | null;
+  /** Member the target assignment gives the shard to; null when no member exists (or retiring). */
+  readonly target: string | null;
+  /** Epoch ms of the last state change. */
+  readonly since: number;
+}
+
+export interface MemberRecord {
+  readonly memberId: string;
+  readonly clientId: string | null;
+  /** Current epoch; the member must report it (or, after a lost response, `previousEpoch`). */
+  readonly memberEpoch: number;
+  readonly previousEpoch: number | null;
+  /** Effective (clamped) timeouts of this member. */
+  readonly sessionTimeoutMs: number;
+  readonly rebalanceTimeoutMs: number;
+  readonly joinedAt: number;
+}
+
+export type MigrationKind = 'SCALE' | 'ROLLBACK';
+export type MigrationState = 'IN_PROGRESS' | 'CONVERGED' | 'COMPLETED' | 'ROLLED_BACK';
+
+export interface MigrationRecord {
+  readonly migrationId: string;
+  readonly kind: MigrationKind;
+  readonly fromShardCount: number;
+  readonly toShardCount: number;
+  readonly state: MigrationState;
+  readonly startedAt: number;
+  readonly convergedAt: number | null;
+  readonly completedAt: number | null;
+  /** Set when the migration converges: convergedAt + rollback window. */
+  readonly rollbackAllowedUntil: number | null;
+  readonly requestedBy: string;
+  readonly reason: string;
+  /** For a ROLLBACK migration: the migration it rolls back. */
+  readonly rollbackOf: string | null;
+}
+
+/** The authoritative, persisted state of one group (the metadata hash, decoded). */
+export interface GroupState {
+  readonly streamPrefix: string;
+  readonly consumerGroup: string;
+  readonly lifecycleId: string;
+  readonly shardCount: number;
+  readonly metadataVersion: number;
+  readonly assignmentEpoch: number;
+  /** Highest member epoch ever issued in this group; new epochs are drawn from it. */
+  readonly memberEpochSeq: number;
+  readonly status: GroupStatus;
+  readonly failureReason: FailureReason | null;
+  readonly producersPaused: boolean;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  /** Keyed by shard number. Shards >= shardCount may exist only while `retiring`. */
+  readonly shards: Readonly<Record<number, ShardRecord>>;
+  readonly members: Readonly<Record<string, MemberRecord>>;
+  readonly activeMigration: MigrationRecord | null;
+  /** Finished migrations, newest first, capped. */
+  readonly migrations: readonly MigrationRecord[];
+}
+
+/** Identity of a group. */
+export interface GroupRef {
+  readonly streamPrefix: string;
+  readonly consumerGroup: string;
+}
+
+export type RevokeState = 'DRAINING' | 'DONE';
+
+export interface RevokeProgress {
+  readonly shard: number;
+  readonly state: RevokeState;
+}
+
+/** What a member reported last and when; kept in memory only (DESIGN.md §4). */
+export interface MemberLiveness {
+  readonly lastHeartbeatAt: number;
+  readonly sessionExpiresAt: number;
+  /** Set while the member has shards to revoke: it is fenced if still revoking at this time. */
+  readonly revokeDeadline: number | null;
+  readonly reportedMetadataVersion: number;
+  readonly reportedAssignmentEpoch: number;
+  readonly currentAssignments: readonly number[];
+  readonly revokeProgress: readonly RevokeProgress[];
+}
+
+/** `<streamPrefix>:<consumerGroup>`, the id used in logs, registries and maps. */
+export function groupId(ref: GroupRef): string {
+  return `${ref.streamPrefix}:${ref.consumerGroup}`;
+}

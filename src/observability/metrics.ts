@@ -1,0 +1,121 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * The `coord_` metrics of DESIGN.md §11, on a registry of their own so several coordinators
+ * can live in one process (tests) without sharing counters.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly memberExpiry = new Counter({
+    name: 'coord_member_expiry_total',
+    help: 'Members expired after their session timeout',
+    registers: [this.registry],
+  });
+  readonly rebalanceDuration = new Histogram({
+    name: 'coord_rebalance_duration_seconds',
+    help: 'Time from the start of a rebalance until the group is stable again',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+    registers: [this.registry],
+  });
+  readonly revokePending = new Gauge({
+    name: 'coord_revoke_pending',
+    help: 'Shards currently revoking or retiring, over all owned groups',
+    registers: [this.registry],
+  });
+  readonly invariantViolations = new Counter({
+    name: 'coord_invariant_violations_total',
+    help: 'Group invariant violations detected on a state change',
+    labelNames: ['invariant'] as const,
+    registers: [this.registry],
+  });
+  readonly metadataVersionRegression = new Counter({
+    name: 'coord_metadata_version_regression_total',
+    help: 'Clients reporting a metadata version, assignment epoch or member epoch higher than stored',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+  readonly storeRevisionRegression = new Counter({
+    name: 'coord_store_revision_regression_total',
+    help: 'Owner reads that found a store revision lower than one already seen',
+    registers: [this.registry],
+  });
+  readonly heartbeats = new Counter({
+    name: 'coord_heartbeats_total',
+    help: 'Consumer heartbeats by outcome (or error code)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly heartbeatDuration = new Histogram({
+    name: 'coord_heartbeat_duration_seconds',
+    help: 'Time to answer a heartbeat, including any store write',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
+  readonly fencedMembers = new Counter({
+    name: 'coord_fenced_members_total',
+    help: 'Members fenced (stale epoch, rebalance timeout, lifecycle mismatch)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly groupsOwned = new Gauge({
+    name: 'coord_groups_owned',
+    help: 'Groups whose actor runs on this replica',
+    registers: [this.registry],
+  });
+  readonly members = new Gauge({
+    name: 'coord_members',
+    help: 'Live members over all owned groups',
+    registers: [this.registry],
+  });
+  readonly leaseChanges = new Counter({
+    name: 'coord_lease_changes_total',
+    help: 'Group lease events',
+    labelNames: ['event'] as const,
+    registers: [this.registry],
+  });
+  readonly adminRequests = new Counter({
+    name: 'coord_admin_requests_total',
+    help: 'Admin API requests by operation and status',
+    labelNames: ['operation', 'status'] as const,
+    registers: [this.registry],
+  });
+  readonly storeErrors = new Counter({
+    name: 'coord_store_errors_total',
+    help: 'Store operations that failed',
+    registers: [this.registry],
+  });
+  readonly migrationsStarted = new Counter({
+    name: 'coord_migrations_started_total',
+    help: 'Migrations started',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  readonly migrationsCompleted = new Counter({
+    name: 'coord_migrations_completed_total',
+    help: 'Migrations completed',
+    registers: [this.registry],
+  });
+  readonly migrationsRolledBack = new Counter({
+    name: 'coord_migrations_rolled_back_total',
+    help: 'Migrations rolled back',
+    registers: [this.registry],
+  });
+  readonly migrationDuration = new Histogram({
+    name: 'coord_migration_duration_seconds',
+    help: 'Time from the start of a migration until it converged',
+    buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1800],
+    registers: [this.registry],
+  });
+  readonly groupsFailedClosed = new Counter({
+    name: 'coord_groups_failed_closed_total',
+    help: 'Groups that failed closed',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics)
+      collectDefaultMetrics({ register: this.registry, prefix: 'coord_process_' });
+  }
+}

@@ -1,0 +1,112 @@
+import type {
+  FailureReason,
+  GroupState,
+  GroupStatus,
+  MemberRecord,
+  MigrationRecord,
+  ShardRecord,
+} from '../machines/types.js';
+
+/**
+ * The metadata hash of a group as field → string (DESIGN.md §4). Both stores keep exactly
+ * these fields, so MemoryStore and RedisStore behave alike and a backup is a plain field map.
+ */
+export type GroupFields = Readonly<Record<string, string>>;
+
+/** Only the changed fields of one write. */
+export interface FieldPatch {
+  readonly set: Readonly<Record<string, string>>;
+  readonly del: readonly string[];
+}
+
+/** Fields the store itself owns: never part of a GroupState encoding or a patch. */
+export const STORE_FIELDS = ['storeRevision', 'fence'] as const;
+
+const SHARD = 'shard:';
+const MEMBER = 'member:';
+
+/** Encodes the persisted part of a group. */
+export function encodeGroup(state: GroupState): Record<string, string> {
+  const fields: Record<string, string> = {
+    streamPrefix: state.streamPrefix,
+    consumerGroup: state.consumerGroup,
+    lifecycleId: state.lifecycleId,
+    shardCount: String(state.shardCount),
+    metadataVersion: String(state.metadataVersion),
+    assignmentEpoch: String(state.assignmentEpoch),
+    memberEpochSeq: String(state.memberEpochSeq),
+    status: state.status,
+    producersPaused: state.producersPaused ? 'true' : 'false',
+    createdAt: String(state.createdAt),
+    updatedAt: String(state.updatedAt),
+    migrations: JSON.stringify(state.migrations),
+  };
+  if (state.failureReason) fields.failureReason = state.failureReason;
+  if (state.activeMigration) fields['migration:active'] = JSON.stringify(state.activeMigration);
+  for (const shard of Object.values(state.shards)) {
+    const { shard: n, ...rest } = shard;
+    fields[`${SHARD}${n}`] = JSON.stringify(rest);
+  }
+  for (const member of Object.values(state.members)) {
+    const { memberId, ...rest } = member;
+    fields[`${MEMBER}${memberId}`] = JSON.stringify(rest);
+  }
+  return fields;
+}
+
+function num(fields: GroupFields, name: string): number {
+  const value = Number(fields[name]);
+  if (!Number.isFinite(value)) throw new Error(`metadata field ${name} is missing or not a number`);
+  return value;
+}
+
+/** Decodes a metadata hash; throws on a hash that is not a group's metadata. */
+export function decodeGroup(fields: GroupFields): GroupState {
+  const shards: Record<number, ShardRecord> = {};
+  const members: Record<string, MemberRecord> = {};
+  for (const [name, value] of Object.entries(fields)) {
+    if (name.startsWith(SHARD)) {
+      const shard = Number(name.slice(SHARD.length));
+      shards[shard] = { shard, ...(JSON.parse(value) as Omit<ShardRecord, 'shard'>) };
+    } else if (name.startsWith(MEMBER)) {
+      const memberId = name.slice(MEMBER.length);
+      members[memberId] = { memberId, ...(JSON.parse(value) as Omit<MemberRecord, 'memberId'>) };
+    }
+  }
+  const active = fields['migration:active'];
+  return {
+    streamPrefix: fields.streamPrefix ?? '',
+    consumerGroup: fields.consumerGroup ?? '',
+    lifecycleId: fields.lifecycleId ?? '',
+    shardCount: num(fields, 'shardCount'),
+    metadataVersion: num(fields, 'metadataVersion'),
+    assignmentEpoch: num(fields, 'assignmentEpoch'),
+    memberEpochSeq: fields.memberEpochSeq === undefined ? 0 : num(fields, 'memberEpochSeq'),
+    status: (fields.status ?? 'ACTIVE') as GroupStatus,
+    failureReason: (fields.failureReason ?? null) as FailureReason | null,
+    producersPaused: fields.producersPaused === 'true',
+    createdAt: num(fields, 'createdAt'),
+    updatedAt: num(fields, 'updatedAt'),
+    shards,
+    members,
+    activeMigration: active ? (JSON.parse(active) as MigrationRecord) : null,
+    migrations: fields.migrations ? (JSON.parse(fields.migrations) as MigrationRecord[]) : [],
+  };
+}
+
+/** The fields that differ between two encodings: what one fenced write must send. */
+export function diffFields(before: GroupFields, after: GroupFields): FieldPatch {
+  const set: Record<string, string> = {};
+  const del: string[] = [];
+  for (const [name, value] of Object.entries(after)) {
+    if (before[name] !== value) set[name] = value;
+  }
+  for (const name of Object.keys(before)) {
+    if (!(name in after)) del.push(name);
+  }
+  return { set, del };
+}
+
+export function isEmptyPatch(patch: FieldPatch): boolean {
+  return patch.del.length === 0 && Object.keys(patch.set).length === 0;
+}

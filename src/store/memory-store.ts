@@ -1,0 +1,243 @@
+import type { GroupRef, GroupState } from '../machines/types.js';
+import { matchesAuditQuery } from './audit-query.js';
+import { decodeGroup, encodeGroup } from './codec.js';
+import type { FieldPatch, GroupFields } from './codec.js';
+import { assertPageLimit, compareMembers, decodeCursor, encodeCursor } from './group-paging.js';
+import { keyNames, parseRegistryMember, registryMember } from './keys.js';
+import type { KeyNames } from './keys.js';
+import { refusalError, ScriptStatus } from './script-status.js';
+import type {
+  AuditQuery,
+  AuditRecord,
+  GroupPage,
+  GroupRevision,
+  Store,
+  StoredGroup,
+  StoreHealth,
+} from './store.js';
+import { toStoredGroup } from './stored-group.js';
+import { assertImportable, assertPatchAllowed } from './write-guards.js';
+
+/** Options of {@link MemoryStore}. */
+export interface MemoryStoreOptions {
+  /** Key prefix, so keys (and errors naming them) match what a RedisStore would use. */
+  readonly keyPrefix: string;
+  /** Exact cap of the audit log; the oldest records go first. */
+  readonly auditMaxLen: number;
+}
+
+/**
+ * The embedded-mode store (DESIGN.md §3). It keeps the same field maps as the Redis metadata
+ * hashes and refuses writes with the same script status codes, so it passes the same contract
+ * suite; everything handed out is a copy. Nothing survives the process.
+ */
+export class MemoryStore implements Store {
+  readonly kind = 'memory' as const;
+  private readonly keys: KeyNames;
+  private readonly auditMaxLen: number;
+  private readonly hashes = new Map<string, Map<string, string>>();
+  /** Registry members in BYLEX order, as the Redis registry (all scores 0) lists them. */
+  private readonly registry: string[] = [];
+  /** Oldest first. */
+  private audit: AuditRecord[] = [];
+
+  constructor(options: MemoryStoreOptions) {
+    this.keys = keyNames(options.keyPrefix);
+    this.auditMaxLen = options.auditMaxLen;
+  }
+
+  createGroup(state: GroupState, fence: string): Promise<StoredGroup> {
+    return settle(() => {
+      const ref = { streamPrefix: state.streamPrefix, consumerGroup: state.consumerGroup };
+      const key = this.keys.metadata(ref);
+      if (this.hashes.has(key) || this.registryIndex(registryMember(ref)).found) {
+        throw refusalError(ScriptStatus.GROUP_EXISTS, { ref, actualRevision: 0 });
+      }
+      const fields = encodeGroup(state);
+      this.hashes.set(
+        key,
+        new Map([...Object.entries(fields), ['fence', fence], ['storeRevision', '1']]),
+      );
+      this.register(ref);
+      return { state: decodeGroup(fields), revision: 1, fence };
+    });
+  }
+
+  loadGroup(ref: GroupRef): Promise<StoredGroup | null> {
+    return settle(() => {
+      const fields = this.fieldsOf(ref);
+      return fields === null ? null : toStoredGroup(fields);
+    });
+  }
+
+  commitGroup(
+    ref: GroupRef,
+    fence: string,
+    expectedRevision: number,
+    patch: FieldPatch,
+  ): Promise<number> {
+    return settle(() => {
+      assertPatchAllowed(patch);
+      const hash = this.writableHash(ref, fence, expectedRevision);
+      for (const [name, value] of Object.entries(patch.set)) hash.set(name, value);
+      for (const name of patch.del) hash.delete(name);
+      return bumpRevision(hash);
+    });
+  }
+
+  deleteGroup(ref: GroupRef, fence: string, expectedRevision: number): Promise<void> {
+    return settle(() => {
+      this.writableHash(ref, fence, expectedRevision);
+      const { found, index } = this.registryIndex(registryMember(ref));
+      if (found) this.registry.splice(index, 1);
+      this.hashes.delete(this.keys.metadata(ref));
+    });
+  }
+
+  takeOwnership(ref: GroupRef, newFence: string): Promise<StoredGroup> {
+    return settle(() => {
+      const hash = this.hashes.get(this.keys.metadata(ref));
+      if (hash === undefined) {
+        throw refusalError(ScriptStatus.GROUP_NOT_FOUND, { ref, actualRevision: 0 });
+      }
+      hash.set('fence', newFence);
+      bumpRevision(hash);
+      return toStoredGroup(Object.fromEntries(hash));
+    });
+  }
+
+  isRegistered(ref: GroupRef): Promise<boolean> {
+    return settle(() => this.registryIndex(registryMember(ref)).found);
+  }
+
+  listGroups(options: { cursor?: string | undefined; limit: number }): Promise<GroupPage> {
+    return settle(() => {
+      assertPageLimit(options.limit);
+      let start = 0;
+      if (options.cursor !== undefined) {
+        const { found, index } = this.registryIndex(decodeCursor(options.cursor));
+        start = found ? index + 1 : index;
+      }
+      const page = this.registry.slice(start, start + options.limit);
+      const last = page[page.length - 1];
+      const more = start + options.limit < this.registry.length;
+      return {
+        groups: page.map(parseRegistryMember),
+        nextCursor: more && last !== undefined ? encodeCursor(last) : null,
+      };
+    });
+  }
+
+  readRevisions(refs: readonly GroupRef[]): Promise<Array<GroupRevision | null>> {
+    return settle(() =>
+      refs.map((ref) => {
+        const hash = this.hashes.get(this.keys.metadata(ref));
+        return hash === undefined
+          ? null
+          : { revision: revisionOf(hash), lifecycleId: hash.get('lifecycleId') ?? '' };
+      }),
+    );
+  }
+
+  exportGroup(ref: GroupRef): Promise<GroupFields | null> {
+    return settle(() => this.fieldsOf(ref));
+  }
+
+  importGroup(ref: GroupRef, fields: GroupFields): Promise<void> {
+    return settle(() => {
+      assertImportable(ref, fields);
+      this.hashes.set(this.keys.metadata(ref), new Map(Object.entries(fields)));
+      this.register(ref);
+    });
+  }
+
+  appendAudit(record: AuditRecord): Promise<void> {
+    return settle(() => {
+      this.audit.push(structuredClone(record));
+      if (this.audit.length > this.auditMaxLen) {
+        this.audit = this.audit.slice(this.audit.length - this.auditMaxLen);
+      }
+    });
+  }
+
+  queryAudit(query: AuditQuery): Promise<AuditRecord[]> {
+    return settle(() => {
+      const matched: AuditRecord[] = [];
+      for (let i = this.audit.length - 1; i >= 0 && matched.length < query.limit; i--) {
+        const record = this.audit[i];
+        if (record && matchesAuditQuery(record, query)) matched.push(structuredClone(record));
+      }
+      return matched;
+    });
+  }
+
+  ping(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** Embedded mode has no store connection to be up or down (DESIGN.md §3). */
+  health(): StoreHealth {
+    return 'NOT_CONFIGURED';
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  private fieldsOf(ref: GroupRef): Record<string, string> | null {
+    const hash = this.hashes.get(this.keys.metadata(ref));
+    return hash === undefined ? null : Object.fromEntries(hash);
+  }
+
+  /** The hash a fenced write may change, refused exactly as the Lua `checkWriter` refuses. */
+  private writableHash(
+    ref: GroupRef,
+    fence: string,
+    expectedRevision: number,
+  ): Map<string, string> {
+    const hash = this.hashes.get(this.keys.metadata(ref));
+    const refuse = (status: ScriptStatus, actualRevision: number) =>
+      refusalError(status, { ref, expectedRevision, actualRevision });
+    if (hash === undefined) throw refuse(ScriptStatus.GROUP_NOT_FOUND, 0);
+    const revision = revisionOf(hash);
+    if (hash.get('fence') !== fence) throw refuse(ScriptStatus.FENCE_MISMATCH, revision);
+    if (revision !== expectedRevision) throw refuse(ScriptStatus.REVISION_MISMATCH, revision);
+    return hash;
+  }
+
+  private register(ref: GroupRef): void {
+    const member = registryMember(ref);
+    const { found, index } = this.registryIndex(member);
+    if (!found) this.registry.splice(index, 0, member);
+  }
+
+  /** Binary search: where `member` is, or where it would be inserted. */
+  private registryIndex(member: string): { found: boolean; index: number } {
+    let low = 0;
+    let high = this.registry.length;
+    while (low < high) {
+      const mid = (low + high) >>> 1;
+      const order = compareMembers(this.registry[mid] as string, member);
+      if (order === 0) return { found: true, index: mid };
+      if (order < 0) low = mid + 1;
+      else high = mid;
+    }
+    return { found: false, index: low };
+  }
+}
+
+function revisionOf(hash: Map<string, string>): number {
+  return Number(hash.get('storeRevision') ?? 0);
+}
+
+function bumpRevision(hash: Map<string, string>): number {
+  const revision = revisionOf(hash) + 1;
+  hash.set('storeRevision', String(revision));
+  return revision;
+}
+
+/** Runs synchronously but answers like a store: results and refusals both arrive as promises. */
+function settle<T>(run: () => T): Promise<T> {
+  // The executor runs synchronously, and a throw inside it becomes the rejection.
+  return new Promise<T>((resolve) => resolve(run()));
+}

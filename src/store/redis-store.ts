@@ -1,0 +1,388 @@
+import { readFileSync } from 'node:fs';
+import { Cluster, Redis } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
+import { CoordinatorError, StoreUnavailableError } from '../errors.js';
+import type { GroupRef, GroupState } from '../machines/types.js';
+import { matchesAuditQuery } from './audit-query.js';
+import { decodeGroup, encodeGroup } from './codec.js';
+import type { FieldPatch, GroupFields } from './codec.js';
+import { assertPageLimit, decodeCursor, encodeCursor } from './group-paging.js';
+import { keyNames, parseRegistryMember, registryMember } from './keys.js';
+import type { KeyNames } from './keys.js';
+import { loadLuaScripts } from './lua-scripts.js';
+import { refusalError, ScriptStatus } from './script-status.js';
+import type {
+  AuditQuery,
+  AuditRecord,
+  GroupPage,
+  GroupRevision,
+  Store,
+  StoredGroup,
+  StoreHealth,
+} from './store.js';
+import { toStoredGroup } from './stored-group.js';
+import { assertImportable, assertPatchAllowed } from './write-guards.js';
+
+/*
+ * Layout decisions (DESIGN.md §4) that readers of the data must know:
+ * - Registry `kp:groups`: every member has score 0 so ZRANGE BYLEX gives a stable order for
+ *   cursor paging (see group-paging.ts); `createdAt` lives in the metadata hash only.
+ * - Registry and metadata key live in different Cluster slots, so no script touches both.
+ *   create/import: metadata script first, then ZADD; delete: fence check, ZREM, fenced DEL
+ *   script (ZADD back if it refuses). A crash in between leaves an unregistered metadata key
+ *   (create answers GROUP_EXISTS, a delete retry finishes), never a registered group without
+ *   metadata, which §7 would treat as lost metadata.
+ * - Audit `kp:audit`: one stream entry per record with a single field `json` (the record as
+ *   JSON, lossless for nulls and arrays), trimmed with `MAXLEN ~ auditMaxLen`: Redis keeps at
+ *   least auditMaxLen entries and at most about one stream node (100 entries) more.
+ */
+
+/** Options of {@link RedisStore}. */
+export interface RedisStoreOptions {
+  /** Standalone Redis URL. @default 'redis://127.0.0.1:6379' */
+  readonly url?: string;
+  /** Redis Cluster startup nodes (`host:port` or `redis://host:port`); selects cluster mode. */
+  readonly clusterNodes?: readonly string[];
+  /** `coordinator.store.key-prefix`: every key starts with it. */
+  readonly keyPrefix: string;
+  /** `coordinator.audit.max-len`: approximate cap of the audit stream. */
+  readonly auditMaxLen: number;
+  /** Time to establish a connection. @default 2000 */
+  readonly connectTimeoutMs?: number;
+  /** A command without a reply by then fails with `StoreUnavailableError`. @default 2000 */
+  readonly commandTimeoutMs?: number;
+}
+
+type Client = Redis | Cluster;
+type ScriptCommand = (...args: Array<string | number>) => Promise<unknown>;
+
+interface ScriptReply {
+  readonly status: number;
+  readonly revision: number;
+  /** Flat `[field, value, ...]` list, only from takeOwnership. */
+  readonly fields: readonly string[];
+}
+
+/** Upper bound of audit entries one query reads, so a rare filter cannot scan forever. */
+const AUDIT_SCAN_LIMIT = 10_000;
+const AUDIT_SCAN_BATCH = 500;
+/** Reconnect backoff cap: after a Redis restart the store is back within about a second. */
+const MAX_RECONNECT_DELAY_MS = 1_000;
+
+const PACKAGE_VERSION = (
+  JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  }
+).version;
+
+/**
+ * Script command names carry the package version, so replicas of two versions sharing one
+ * Redis during a rolling upgrade never run each other's scripts.
+ */
+const COMMAND_PREFIX = `coord_${PACKAGE_VERSION.replace(/[^A-Za-z0-9]/g, '_')}_`;
+
+const reconnectDelay = (times: number): number => Math.min(times * 100, MAX_RECONNECT_DELAY_MS);
+
+/**
+ * The store on Redis (standalone or Cluster) through ioredis. Every group write is one Lua
+ * script of `src/store/lua/`; commands fail fast with `StoreUnavailableError` while Redis is
+ * down (one retry, a command timeout) instead of queueing until it returns.
+ */
+export class RedisStore implements Store {
+  readonly kind: 'redis' | 'redis-cluster';
+  private readonly client: Client;
+  private readonly keys: KeyNames;
+  private readonly auditMaxLen: number;
+  private lastHealth: StoreHealth = 'DOWN';
+
+  constructor(options: RedisStoreOptions) {
+    this.keys = keyNames(options.keyPrefix);
+    this.auditMaxLen = options.auditMaxLen;
+    const redisOptions: RedisOptions = {
+      connectTimeout: options.connectTimeoutMs ?? 2_000,
+      commandTimeout: options.commandTimeoutMs ?? 2_000,
+      maxRetriesPerRequest: 1,
+    };
+    if (options.clusterNodes && options.clusterNodes.length > 0) {
+      this.kind = 'redis-cluster';
+      this.client = new Cluster([...options.clusterNodes], {
+        redisOptions,
+        clusterRetryStrategy: reconnectDelay,
+        enableOfflineQueue: true,
+      });
+    } else {
+      this.kind = 'redis';
+      this.client = new Redis(options.url ?? 'redis://127.0.0.1:6379', {
+        ...redisOptions,
+        enableOfflineQueue: true,
+        retryStrategy: reconnectDelay,
+      });
+    }
+    for (const script of loadLuaScripts()) {
+      this.client.defineCommand(COMMAND_PREFIX + script.name, {
+        lua: script.lua,
+        numberOfKeys: script.numberOfKeys,
+      });
+    }
+    this.client.on('ready', () => {
+      this.lastHealth = 'UP';
+    });
+    // The listener also keeps ioredis from reporting every reconnect failure as unhandled.
+    for (const event of ['error', 'close', 'end']) {
+      this.client.on(event, () => {
+        this.lastHealth = 'DOWN';
+      });
+    }
+  }
+
+  async createGroup(state: GroupState, fence: string): Promise<StoredGroup> {
+    const ref = refOf(state);
+    const member = registryMember(ref);
+    const registered = await this.command('createGroup', () =>
+      this.client.zscore(this.keys.groups(), member),
+    );
+    if (registered !== null) {
+      throw refusalError(ScriptStatus.GROUP_EXISTS, { ref, actualRevision: 0 });
+    }
+    const fields = encodeGroup(state);
+    const { revision } = await this.runScript('createGroup', ref, [fence, JSON.stringify(fields)]);
+    await this.command('createGroup', () => this.client.zadd(this.keys.groups(), 0, member));
+    return { state: decodeGroup(fields), revision, fence };
+  }
+
+  async loadGroup(ref: GroupRef): Promise<StoredGroup | null> {
+    const fields = await this.exportGroup(ref);
+    return fields === null ? null : toStoredGroup(fields);
+  }
+
+  async commitGroup(
+    ref: GroupRef,
+    fence: string,
+    expectedRevision: number,
+    patch: FieldPatch,
+  ): Promise<number> {
+    assertPatchAllowed(patch);
+    const { revision } = await this.runScript(
+      'commitGroup',
+      ref,
+      [fence, expectedRevision, JSON.stringify({ set: patch.set, del: patch.del })],
+      expectedRevision,
+    );
+    return revision;
+  }
+
+  async deleteGroup(ref: GroupRef, fence: string, expectedRevision: number): Promise<void> {
+    const member = registryMember(ref);
+    await this.runScript('checkWriter', ref, [fence, expectedRevision], expectedRevision);
+    await this.command('deleteGroup', () => this.client.zrem(this.keys.groups(), member));
+    try {
+      await this.runScript('deleteGroup', ref, [fence, expectedRevision], expectedRevision);
+    } catch (error) {
+      // Refused: the owner changed since the check, so the group lives on and stays registered.
+      // Unavailable: the DEL may have happened; a retry of the delete finishes the job.
+      if (!(error instanceof StoreUnavailableError)) {
+        await this.command('deleteGroup', () => this.client.zadd(this.keys.groups(), 0, member));
+      }
+      throw error;
+    }
+  }
+
+  async takeOwnership(ref: GroupRef, newFence: string): Promise<StoredGroup> {
+    const { fields } = await this.runScript('takeOwnership', ref, [newFence]);
+    return toStoredGroup(pairsToFields(fields));
+  }
+
+  async isRegistered(ref: GroupRef): Promise<boolean> {
+    const score = await this.command('isRegistered', () =>
+      this.client.zscore(this.keys.groups(), registryMember(ref)),
+    );
+    return score !== null;
+  }
+
+  async listGroups(options: { cursor?: string | undefined; limit: number }): Promise<GroupPage> {
+    assertPageLimit(options.limit);
+    const start = options.cursor === undefined ? '-' : `(${decodeCursor(options.cursor)}`;
+    // One extra member tells whether another page follows without a second round trip.
+    const members = await this.command('listGroups', () =>
+      this.client.zrange(this.keys.groups(), start, '+', 'BYLEX', 'LIMIT', 0, options.limit + 1),
+    );
+    const page = members.slice(0, options.limit);
+    const last = page[page.length - 1];
+    return {
+      groups: page.map(parseRegistryMember),
+      nextCursor: members.length > options.limit && last !== undefined ? encodeCursor(last) : null,
+    };
+  }
+
+  async readRevisions(refs: readonly GroupRef[]): Promise<Array<GroupRevision | null>> {
+    if (refs.length === 0) return [];
+    const keys = refs.map((ref) => this.keys.metadata(ref));
+    const replies = await this.command('readRevisions', async () => {
+      if (this.client instanceof Cluster) {
+        // A Cluster pipeline must stay within one slot; parallel commands still share round trips.
+        return Promise.all(
+          keys.map((key) => this.client.hmget(key, 'storeRevision', 'lifecycleId')),
+        );
+      }
+      const pipeline = this.client.pipeline();
+      for (const key of keys) pipeline.hmget(key, 'storeRevision', 'lifecycleId');
+      const results = (await pipeline.exec()) ?? [];
+      return results.map(([error, reply]) => {
+        if (error) throw error;
+        return reply as Array<string | null>;
+      });
+    });
+    return replies.map(([revision, lifecycleId]) =>
+      revision === null || revision === undefined
+        ? null
+        : { revision: Number(revision), lifecycleId: lifecycleId ?? '' },
+    );
+  }
+
+  async exportGroup(ref: GroupRef): Promise<GroupFields | null> {
+    const fields = await this.command('loadGroup', () =>
+      this.client.hgetall(this.keys.metadata(ref)),
+    );
+    return Object.keys(fields).length === 0 ? null : { ...fields };
+  }
+
+  async importGroup(ref: GroupRef, fields: GroupFields): Promise<void> {
+    assertImportable(ref, fields);
+    await this.runScript('importGroup', ref, [JSON.stringify(fields)]);
+    await this.command('importGroup', () =>
+      this.client.zadd(this.keys.groups(), 0, registryMember(ref)),
+    );
+  }
+
+  async appendAudit(record: AuditRecord): Promise<void> {
+    await this.command('appendAudit', () =>
+      this.client.xadd(
+        this.keys.audit(),
+        'MAXLEN',
+        '~',
+        this.auditMaxLen,
+        '*',
+        'json',
+        JSON.stringify(record),
+      ),
+    );
+  }
+
+  async queryAudit(query: AuditQuery): Promise<AuditRecord[]> {
+    const matched: AuditRecord[] = [];
+    let end = '+';
+    let scanned = 0;
+    while (matched.length < query.limit && scanned < AUDIT_SCAN_LIMIT) {
+      const count = Math.min(AUDIT_SCAN_BATCH, AUDIT_SCAN_LIMIT - scanned);
+      const upTo = end;
+      const entries = await this.command('queryAudit', () =>
+        this.client.xrevrange(this.keys.audit(), upTo, '-', 'COUNT', count),
+      );
+      for (const [, entryFields] of entries) {
+        const record = parseAuditEntry(entryFields);
+        if (record && matchesAuditQuery(record, query)) matched.push(record);
+        if (matched.length >= query.limit) break;
+      }
+      scanned += entries.length;
+      const last = entries[entries.length - 1];
+      if (entries.length < count || last === undefined) break;
+      end = `(${last[0]}`;
+    }
+    return matched;
+  }
+
+  async ping(): Promise<void> {
+    await this.command('ping', () => this.client.ping());
+  }
+
+  health(): StoreHealth {
+    return this.lastHealth;
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.client.quit();
+    } catch {
+      // Already disconnected: nothing left to flush.
+      this.client.disconnect();
+    }
+    this.lastHealth = 'DOWN';
+  }
+
+  /**
+   * Every script call goes through here: runs it on the group's metadata key and turns a
+   * negative status into the typed error of `refusalError`.
+   */
+  private async runScript(
+    name: string,
+    ref: GroupRef,
+    args: Array<string | number>,
+    expectedRevision?: number,
+  ): Promise<ScriptReply> {
+    const commandName = COMMAND_PREFIX + name;
+    const run = (this.client as unknown as Record<string, ScriptCommand | undefined>)[commandName];
+    if (run === undefined) {
+      throw new CoordinatorError('INTERNAL', `store script ${name} is not loaded`);
+    }
+    const reply = parseScriptReply(
+      await this.command(name, () => run.call(this.client, this.keys.metadata(ref), ...args)),
+    );
+    if (reply.status < 0) {
+      throw refusalError(reply.status, {
+        ref,
+        actualRevision: reply.revision,
+        ...(expectedRevision === undefined ? {} : { expectedRevision }),
+      });
+    }
+    return reply;
+  }
+
+  /** Runs one round trip, tracking health; any failure becomes `StoreUnavailableError`. */
+  private async command<T>(operation: string, run: () => Promise<T>): Promise<T> {
+    try {
+      const result = await run();
+      this.lastHealth = 'UP';
+      return result;
+    } catch (error) {
+      this.lastHealth = 'DOWN';
+      const message = error instanceof Error ? error.message : String(error);
+      throw new StoreUnavailableError(`store ${operation} failed: ${message}`, { cause: error });
+    }
+  }
+}
+
+function refOf(state: GroupState): GroupRef {
+  return { streamPrefix: state.streamPrefix, consumerGroup: state.consumerGroup };
+}
+
+function parseScriptReply(reply: unknown): ScriptReply {
+  if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'number') {
+    throw new CoordinatorError('INTERNAL', 'store script returned an unexpected reply');
+  }
+  const fields: unknown = reply[2];
+  return {
+    status: reply[0],
+    revision: reply[1],
+    fields: Array.isArray(fields) ? fields.map(String) : [],
+  };
+}
+
+function pairsToFields(pairs: readonly string[]): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (let i = 0; i + 1 < pairs.length; i += 2) {
+    fields[pairs[i] as string] = pairs[i + 1] as string;
+  }
+  return fields;
+}
+
+/** An entry written by appendAudit; null for anything else found in the stream. */
+function parseAuditEntry(entryFields: readonly string[]): AuditRecord | null {
+  const index = entryFields.indexOf('json');
+  const json = index >= 0 && index % 2 === 0 ? entryFields[index + 1] : undefined;
+  if (json === undefined) return null;
+  try {
+    return JSON.parse(json) as AuditRecord;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,731 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import {
+  CoordinatorError,
+  FenceMismatchError,
+  RevisionMismatchError,
+  StoreUnavailableError,
+} from '../../src/errors.js';
+import type { GroupRef, MemberRecord, ShardRecord } from '../../src/machines/types.js';
+import type { FieldPatch, GroupFields } from '../../src/store/codec.js';
+import { compareMembers } from '../../src/store/group-paging.js';
+import { keyNames, registryMember } from '../../src/store/keys.js';
+import { createStore } from '../../src/store/index.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import { RedisStore } from '../../src/store/redis-store.js';
+import type { AuditRecord, Store } from '../../src/store/store.js';
+import { makeGroupState, refOf } from '../support/fixtures.js';
+import {
+  randomKeyPrefix,
+  startRedisCluster,
+  startRedisServer,
+  waitFor,
+} from '../support/redis-server.js';
+import type { RedisClusterHandle, RedisServerHandle } from '../support/redis-server.js';
+
+/** A store under test plus what the suite needs to know about its backend. */
+interface StoreUnderTest {
+  readonly store: Store;
+  /**
+   * How far above `auditMaxLen` the audit may grow: 0 for MemoryStore (exact cap); Redis
+   * `MAXLEN ~` only trims whole stream nodes, up to `stream-node-max-entries` (100) over.
+   */
+  readonly auditCapSlack: number;
+  /** Closes the store and removes every key with its prefix. */
+  cleanup(): Promise<void>;
+}
+
+type MakeStore = (options: { keyPrefix: string; auditMaxLen: number }) => Promise<StoreUnderTest>;
+
+const FENCE = 'fence-owner-1';
+const AUDIT_MAX_LEN = 1_000;
+
+function audit(overrides: Partial<AuditRecord> = {}): AuditRecord {
+  return {
+    timestamp: new Date(Date.UTC(2026, 0, 1)).toISOString(),
+    method: 'POST',
+    path: '/coord/v1/admin/groups',
+    operation: 'createGroup',
+    outcome: 'SUCCEEDED',
+    status: 201,
+    principal: 'admin',
+    roles: ['WRITE'],
+    requestId: 'req-0',
+    bodySha256: null,
+    clientAddress: '127.0.0.1',
+    durationMs: 3,
+    streamPrefix: 'orders',
+    consumerGroup: 'billing',
+    requestedBy: 'ops@example.com',
+    reason: 'test',
+    ...overrides,
+  };
+}
+
+function applyPatch(fields: GroupFields, patch: FieldPatch, revision: number): GroupFields {
+  const after: Record<string, string> = { ...fields, ...patch.set };
+  for (const name of patch.del) delete after[name];
+  after.storeRevision = String(revision);
+  return after;
+}
+
+/** Every key of a Redis node, by SCAN (never KEYS). */
+async function scanKeys(client: Redis, match = '*'): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await client.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+    keys.push(...batch);
+    cursor = next;
+  } while (cursor !== '0');
+  return keys;
+}
+
+async function deleteKeysWithPrefix(clients: readonly Redis[], prefix: string): Promise<void> {
+  for (const client of clients) {
+    // One key per DEL: in Cluster mode the keys of one node still span many slots.
+    for (const key of await scanKeys(client, `${prefix}:*`)) await client.del(key);
+  }
+}
+
+/**
+ * The store contract of `src/store/store.ts`, run unchanged against every implementation.
+ * Each test opens stores with its own random key prefix; they are cleaned up after it.
+ */
+function describeStoreContract(name: string, makeStore: MakeStore): void {
+  describe(`${name} store contract`, () => {
+    const opened: StoreUnderTest[] = [];
+    const open = async (auditMaxLen = AUDIT_MAX_LEN) => {
+      const underTest = await makeStore({ keyPrefix: randomKeyPrefix(), auditMaxLen });
+      opened.push(underTest);
+      return underTest;
+    };
+    const openStore = async () => (await open()).store;
+
+    afterEach(async () => {
+      await Promise.all(opened.splice(0).map((underTest) => underTest.cleanup()));
+    });
+
+    describe('create and load', () => {
+      it('a created group loads back with every GroupState field intact', async () => {
+        const store = await openStore();
+        const state = makeGroupState();
+        const created = await store.createGroup(state, FENCE);
+        expect(created).toEqual({ state, revision: 1, fence: FENCE });
+        expect(await store.loadGroup(refOf(state))).toEqual({ state, revision: 1, fence: FENCE });
+      });
+
+      it('a failed-closed, paused group without members or migrations round-trips too', async () => {
+        const store = await openStore();
+        const state = makeGroupState({
+          streamPrefix: 'payments:eu.v2',
+          consumerGroup: 'ledger_1',
+          status: 'FAILED_CLOSED',
+          failureReason: 'METADATA_LOST',
+          producersPaused: true,
+          shards: {},
+          members: {},
+          activeMigration: null,
+          migrations: [],
+        });
+        await store.createGroup(state, FENCE);
+        expect((await store.loadGroup(refOf(state)))?.state).toEqual(state);
+      });
+
+      it('a group at the shard limit with thousands of members round-trips and patches', async () => {
+        const store = await openStore();
+        const shards: Record<number, ShardRecord> = {};
+        for (let shard = 0; shard < 1024; shard++) {
+          shards[shard] = {
+            shard,
+            state: 'released',
+            owner: null,
+            ownerEpoch: null,
+            target: null,
+            since: 1,
+          };
+        }
+        const members: Record<string, MemberRecord> = {};
+        for (let i = 0; i < 3000; i++) {
+          const memberId = `member-${i}`;
+          members[memberId] = {
+            memberId,
+            clientId: null,
+            memberEpoch: i,
+            previousEpoch: null,
+            sessionTimeoutMs: 45_000,
+            rebalanceTimeoutMs: 60_000,
+            joinedAt: 1,
+          };
+        }
+        const state = makeGroupState({ shardCount: 1024, shards, members, activeMigration: null });
+        const ref = refOf(state);
+        await store.createGroup(state, FENCE);
+        expect((await store.loadGroup(ref))?.state).toEqual(state);
+        // Larger than one Lua unpack() can take: the scripts must write in chunks.
+        const patch: FieldPatch = {
+          set: Object.fromEntries(
+            Object.keys(shards).map((n) => [
+              `shard:${n}`,
+              '{"state":"released","owner":null,"ownerEpoch":null,"target":"member-0","since":2}',
+            ]),
+          ),
+          del: Object.keys(members).map((memberId) => `member:${memberId}`),
+        };
+        expect(await store.commitGroup(ref, FENCE, 1, patch)).toBe(2);
+        const loaded = await store.loadGroup(ref);
+        expect(loaded?.state.members).toEqual({});
+        expect(
+          Object.values(loaded?.state.shards ?? {}).every((s) => s.target === 'member-0'),
+        ).toBe(true);
+      });
+
+      it('loading a group that was never created gives null', async () => {
+        const store = await openStore();
+        expect(await store.loadGroup({ streamPrefix: 'nope', consumerGroup: 'none' })).toBeNull();
+      });
+
+      it('a second create of the same group fails with GROUP_EXISTS and changes nothing', async () => {
+        const store = await openStore();
+        const state = makeGroupState();
+        await store.createGroup(state, FENCE);
+        const before = await store.exportGroup(refOf(state));
+        await expect(
+          store.createGroup(makeGroupState({ shardCount: 9 }), 'fence-other'),
+        ).rejects.toMatchObject({ name: 'CoordinatorError', code: 'GROUP_EXISTS' });
+        expect(await store.exportGroup(refOf(state))).toEqual(before);
+      });
+
+      it('returned groups are copies: mutating one does not change the store', async () => {
+        const store = await openStore();
+        const state = makeGroupState();
+        const created = await store.createGroup(state, FENCE);
+        (created.state.members as Record<string, unknown>)['m-9'] = {};
+        const exported = await store.exportGroup(refOf(state));
+        (exported as Record<string, string>).shardCount = '99';
+        expect((await store.loadGroup(refOf(state)))?.state).toEqual(state);
+      });
+    });
+
+    describe('fenced commit', () => {
+      const patch: FieldPatch = {
+        set: {
+          assignmentEpoch: '8',
+          'shard:1': JSON.stringify({
+            state: 'assigned',
+            owner: 'm-2',
+            ownerEpoch: 12,
+            target: 'm-2',
+            since: 1,
+          }),
+        },
+        del: ['member:m-1'],
+      };
+
+      it('with the current fence and revision applies exactly the patch and returns revision + 1', async () => {
+        const store = await openStore();
+        const ref = refOf(makeGroupState());
+        await store.createGroup(makeGroupState(), FENCE);
+        const before = (await store.exportGroup(ref)) ?? {};
+        expect(await store.commitGroup(ref, FENCE, 1, patch)).toBe(2);
+        expect(await store.exportGroup(ref)).toEqual(applyPatch(before, patch, 2));
+        expect(await store.commitGroup(ref, FENCE, 2, { set: {}, del: [] })).toBe(3);
+        const loaded = await store.loadGroup(ref);
+        expect(loaded?.revision).toBe(3);
+        expect(loaded?.state.members['m-1']).toBeUndefined();
+        expect(loaded?.state.shards[1]?.owner).toBe('m-2');
+      });
+
+      it('a stale fence is refused with FenceMismatchError and changes nothing', async () => {
+        const store = await openStore();
+        const ref = refOf(makeGroupState());
+        await store.createGroup(makeGroupState(), FENCE);
+        const before = await store.exportGroup(ref);
+        await expect(store.commitGroup(ref, 'fence-stale', 1, patch)).rejects.toBeInstanceOf(
+          FenceMismatchError,
+        );
+        expect(await store.exportGroup(ref)).toEqual(before);
+        expect(await store.readRevisions([ref])).toEqual([
+          { revision: 1, lifecycleId: before?.lifecycleId },
+        ]);
+      });
+
+      it('a stale revision is refused with RevisionMismatchError and changes nothing', async () => {
+        const store = await openStore();
+        const ref = refOf(makeGroupState());
+        await store.createGroup(makeGroupState(), FENCE);
+        await store.commitGroup(ref, FENCE, 1, { set: { metadataVersion: '4' }, del: [] });
+        const before = await store.exportGroup(ref);
+        const refused = store.commitGroup(ref, FENCE, 1, patch);
+        await expect(refused).rejects.toBeInstanceOf(RevisionMismatchError);
+        await expect(refused).rejects.toMatchObject({ expected: 1, actual: 2 });
+        expect(await store.exportGroup(ref)).toEqual(before);
+        expect((await store.loadGroup(ref))?.revision).toBe(2);
+      });
+
+      it('a commit to a group whose metadata key is missing fails with GROUP_NOT_FOUND', async () => {
+        const store = await openStore();
+        await expect(
+          store.commitGroup({ streamPrefix: 'gone', consumerGroup: 'g' }, FENCE, 1, patch),
+        ).rejects.toMatchObject({ code: 'GROUP_NOT_FOUND' });
+        expect(await store.isRegistered({ streamPrefix: 'gone', consumerGroup: 'g' })).toBe(false);
+      });
+
+      it('a patch touching store-owned fields is refused and changes nothing', async () => {
+        const store = await openStore();
+        const ref = refOf(makeGroupState());
+        await store.createGroup(makeGroupState(), FENCE);
+        const before = await store.exportGroup(ref);
+        const forbidden: FieldPatch[] = [
+          { set: { fence: 'mine' }, del: [] },
+          { set: {}, del: ['storeRevision'] },
+        ];
+        for (const bad of forbidden) {
+          await expect(store.commitGroup(ref, FENCE, 1, bad)).rejects.toBeInstanceOf(
+            CoordinatorError,
+          );
+        }
+        expect(await store.exportGroup(ref)).toEqual(before);
+      });
+    });
+
+    describe('fenced delete', () => {
+      it('refuses a stale fence or revision and keeps the group; deletes with the current ones', async () => {
+        const store = await openStore();
+        const ref = refOf(makeGroupState());
+        await store.createGroup(makeGroupState(), FENCE);
+        const before = await store.exportGroup(ref);
+
+        await expect(store.deleteGroup(ref, 'fence-stale', 1)).rejects.toBeInstanceOf(
+          FenceMismatchError,
+        );
+        await expect(store.deleteGroup(ref, FENCE, 7)).rejects.toBeInstanceOf(
+          RevisionMismatchError,
+        );
+        expect(await store.exportGroup(ref)).toEqual(before);
+        expect(await store.isRegistered(ref)).toBe(true);
+
+        await store.deleteGroup(ref, FENCE, 1);
+        expect(await store.loadGroup(ref)).toBeNull();
+        expect(await store.isRegistered(ref)).toBe(false);
+        expect((await store.listGroups({ limit: 10 })).groups).toEqual([]);
+        await expect(store.deleteGroup(ref, FENCE, 1)).rejects.toMatchObject({
+          code: 'GROUP_NOT_FOUND',
+        });
+      });
+
+      it('a deleted group can be created again', async () => {
+        const store = await openStore();
+        const ref = refOf(makeGroupState());
+        await store.createGroup(makeGroupState(), FENCE);
+        await store.deleteGroup(ref, FENCE, 1);
+        const recreated = makeGroupState();
+        expect((await store.createGroup(recreated, 'fence-2')).revision).toBe(1);
+        expect((await store.loadGroup(ref))?.state.lifecycleId).toBe(recreated.lifecycleId);
+      });
+    });
+
+    describe('takeOwnership', () => {
+      it('replaces the fence and bumps the revision; the old fence is refused afterwards', async () => {
+        const store = await openStore();
+        const state = makeGroupState();
+        const ref = refOf(state);
+        await store.createGroup(state, FENCE);
+        await store.commitGroup(ref, FENCE, 1, { set: { metadataVersion: '4' }, del: [] });
+
+        const taken = await store.takeOwnership(ref, 'fence-owner-2');
+        expect(taken).toEqual({
+          state: { ...state, metadataVersion: 4 },
+          revision: 3,
+          fence: 'fence-owner-2',
+        });
+
+        const before = await store.exportGroup(ref);
+        await expect(
+          store.commitGroup(ref, FENCE, 3, { set: { metadataVersion: '5' }, del: [] }),
+        ).rejects.toBeInstanceOf(FenceMismatchError);
+        expect(await store.exportGroup(ref)).toEqual(before);
+        expect(
+          await store.commitGroup(ref, 'fence-owner-2', 3, {
+            set: { metadataVersion: '5' },
+            del: [],
+          }),
+        ).toBe(4);
+      });
+
+      it('of a missing group fails with GROUP_NOT_FOUND', async () => {
+        const store = await openStore();
+        await expect(
+          store.takeOwnership({ streamPrefix: 'gone', consumerGroup: 'g' }, 'fence-2'),
+        ).rejects.toMatchObject({ code: 'GROUP_NOT_FOUND' });
+      });
+    });
+
+    describe('registry', () => {
+      it('isRegistered is true for a created group only', async () => {
+        const store = await openStore();
+        await store.createGroup(makeGroupState(), FENCE);
+        expect(await store.isRegistered(refOf(makeGroupState()))).toBe(true);
+        expect(await store.isRegistered({ streamPrefix: 'orders', consumerGroup: 'other' })).toBe(
+          false,
+        );
+      });
+
+      it('listGroups pages through every group exactly once, in a stable order', async () => {
+        const store = await openStore();
+        const refs: GroupRef[] = Array.from({ length: 25 }, (_, i) => ({
+          streamPrefix: `stream-${i % 3}`,
+          consumerGroup: `group-${String(i).padStart(2, '0')}`,
+        }));
+        for (const ref of refs) await store.createGroup(makeGroupState(ref), FENCE);
+
+        const listAll = async () => {
+          const pages: GroupRef[][] = [];
+          let cursor: string | undefined;
+          do {
+            const page = await store.listGroups({ cursor, limit: 10 });
+            pages.push([...page.groups]);
+            cursor = page.nextCursor ?? undefined;
+          } while (cursor !== undefined);
+          return pages;
+        };
+        const pages = await listAll();
+        expect(pages.map((page) => page.length)).toEqual([10, 10, 5]);
+        const expected = [...refs].sort((a, b) =>
+          compareMembers(registryMember(a), registryMember(b)),
+        );
+        expect(pages.flat()).toEqual(expected);
+        expect(await listAll()).toEqual(pages);
+      });
+
+      it('a page boundary survives deletes and creates between pages', async () => {
+        const store = await openStore();
+        const refs: GroupRef[] = Array.from({ length: 6 }, (_, i) => ({
+          streamPrefix: 'orders',
+          consumerGroup: `g${i}`,
+        }));
+        for (const ref of refs) await store.createGroup(makeGroupState(ref), FENCE);
+        const first = await store.listGroups({ limit: 3 });
+        expect(first.groups).toEqual(refs.slice(0, 3));
+        await store.deleteGroup(refs[2] as GroupRef, FENCE, 1);
+        await store.createGroup(
+          makeGroupState({ streamPrefix: 'a', consumerGroup: 'first' }),
+          FENCE,
+        );
+        const second = await store.listGroups({ cursor: first.nextCursor ?? '', limit: 3 });
+        expect(second).toEqual({ groups: refs.slice(3), nextCursor: null });
+      });
+
+      it('an exactly full last page has no next cursor; a forged cursor is refused', async () => {
+        const store = await openStore();
+        for (let i = 0; i < 4; i++) {
+          await store.createGroup(makeGroupState({ consumerGroup: `g${i}` }), FENCE);
+        }
+        expect((await store.listGroups({ limit: 4 })).nextCursor).toBeNull();
+        expect(await store.listGroups({ limit: 10 })).toMatchObject({ nextCursor: null });
+        await expect(store.listGroups({ cursor: 'not-a-cursor', limit: 4 })).rejects.toMatchObject({
+          code: 'VALIDATION_FAILED',
+        });
+        await expect(store.listGroups({ limit: 0 })).rejects.toMatchObject({
+          code: 'VALIDATION_FAILED',
+        });
+      });
+    });
+
+    describe('readRevisions', () => {
+      it('reads revision and lifecycle of many groups in order, null for a missing key', async () => {
+        const store = await openStore();
+        const a = makeGroupState({ consumerGroup: 'a' });
+        const b = makeGroupState({ consumerGroup: 'b' });
+        await store.createGroup(a, FENCE);
+        await store.createGroup(b, FENCE);
+        await store.commitGroup(refOf(b), FENCE, 1, { set: { updatedAt: '1' }, del: [] });
+        expect(
+          await store.readRevisions([
+            refOf(a),
+            { streamPrefix: 'orders', consumerGroup: 'missing' },
+            refOf(b),
+          ]),
+        ).toEqual([
+          { revision: 1, lifecycleId: a.lifecycleId },
+          null,
+          { revision: 2, lifecycleId: b.lifecycleId },
+        ]);
+        expect(await store.readRevisions([])).toEqual([]);
+      });
+    });
+
+    describe('backup and restore', () => {
+      it('an exported group imports back with its fields, revision and fence, registered', async () => {
+        const store = await openStore();
+        const state = makeGroupState();
+        const ref = refOf(state);
+        await store.createGroup(state, FENCE);
+        await store.commitGroup(ref, FENCE, 1, { set: { metadataVersion: '4' }, del: [] });
+        const exported = await store.exportGroup(ref);
+        expect(exported).toMatchObject({
+          storeRevision: '2',
+          fence: FENCE,
+          streamPrefix: 'orders',
+        });
+
+        await store.deleteGroup(ref, FENCE, 2);
+        expect(await store.exportGroup(ref)).toBeNull();
+        await store.importGroup(ref, exported ?? {});
+        expect(await store.exportGroup(ref)).toEqual(exported);
+        expect(await store.isRegistered(ref)).toBe(true);
+        expect(await store.loadGroup(ref)).toEqual({
+          state: { ...state, metadataVersion: 4 },
+          revision: 2,
+          fence: FENCE,
+        });
+      });
+
+      it('import replaces every field of an existing hash, dropping fields the backup lacks', async () => {
+        const store = await openStore();
+        const state = makeGroupState();
+        const ref = refOf(state);
+        await store.createGroup(state, FENCE);
+        const exported = (await store.exportGroup(ref)) ?? {};
+        await store.commitGroup(ref, FENCE, 1, { set: { 'member:m-3': '{}' }, del: [] });
+        await store.importGroup(ref, exported);
+        expect(await store.exportGroup(ref)).toEqual(exported);
+      });
+
+      it("import refuses fields that are not the group's metadata", async () => {
+        const store = await openStore();
+        const state = makeGroupState();
+        await store.createGroup(state, FENCE);
+        const exported = (await store.exportGroup(refOf(state))) ?? {};
+        const other = { streamPrefix: 'orders', consumerGroup: 'other' };
+        await expect(store.importGroup(other, exported)).rejects.toMatchObject({
+          code: 'VALIDATION_FAILED',
+        });
+        expect(await store.exportGroup(other)).toBeNull();
+        expect(await store.isRegistered(other)).toBe(false);
+      });
+    });
+
+    describe('audit', () => {
+      it('queries newest first, filtered by stream prefix and consumer group, up to the limit', async () => {
+        const store = await openStore();
+        const records = [
+          audit({ requestId: 'r0' }),
+          audit({ requestId: 'r1', consumerGroup: 'shipping' }),
+          audit({ requestId: 'r2', streamPrefix: 'payments', consumerGroup: 'ledger' }),
+          audit({ requestId: 'r3', streamPrefix: null, consumerGroup: null, outcome: 'DENIED' }),
+          audit({ requestId: 'r4' }),
+        ];
+        for (const record of records) await store.appendAudit(record);
+
+        const ids = async (query: Parameters<Store['queryAudit']>[0]) =>
+          (await store.queryAudit(query)).map((record) => record.requestId);
+        expect(await store.queryAudit({ limit: 10 })).toEqual([...records].reverse());
+        expect(await ids({ limit: 2 })).toEqual(['r4', 'r3']);
+        expect(await ids({ streamPrefix: 'orders', limit: 10 })).toEqual(['r4', 'r1', 'r0']);
+        expect(await ids({ streamPrefix: 'orders', consumerGroup: 'billing', limit: 10 })).toEqual([
+          'r4',
+          'r0',
+        ]);
+        expect(await ids({ consumerGroup: 'ledger', limit: 10 })).toEqual(['r2']);
+        expect(await ids({ streamPrefix: 'nothing', limit: 10 })).toEqual([]);
+      });
+
+      it('keeps at least the newest max-len records and at most the backend slack more', async () => {
+        const auditMaxLen = 10;
+        const { store, auditCapSlack } = await open(auditMaxLen);
+        const total = 250;
+        for (let i = 0; i < total; i++) await store.appendAudit(audit({ requestId: `r${i}` }));
+        const kept = await store.queryAudit({ limit: 1_000 });
+        expect(kept.length).toBeGreaterThanOrEqual(auditMaxLen);
+        expect(kept.length).toBeLessThanOrEqual(auditMaxLen + auditCapSlack);
+        expect(kept.map((record) => record.requestId)).toEqual(
+          Array.from({ length: kept.length }, (_, i) => `r${total - 1 - i}`),
+        );
+      });
+    });
+  });
+}
+
+/**
+ * What only a Redis backend can show: the key layout of DESIGN.md §4 and the §7 lost-metadata
+ * case (a key deleted behind the store's back).
+ */
+function describeRedisLayout(name: string, makeStore: MakeStore, nodes: () => Redis[]): void {
+  describe(`${name} key layout`, () => {
+    const opened: StoreUnderTest[] = [];
+    afterEach(async () => {
+      await Promise.all(opened.splice(0).map((underTest) => underTest.cleanup()));
+    });
+    const open = async (keyPrefix: string) => {
+      const underTest = await makeStore({ keyPrefix, auditMaxLen: AUDIT_MAX_LEN });
+      opened.push(underTest);
+      return underTest.store;
+    };
+
+    it('every key the store writes starts with the key prefix', async () => {
+      const keyPrefix = randomKeyPrefix();
+      const store = await open(keyPrefix);
+      const state = makeGroupState();
+      await store.createGroup(state, FENCE);
+      await store.commitGroup(refOf(state), FENCE, 1, { set: { updatedAt: '2' }, del: [] });
+      await store.appendAudit(audit());
+      const keys = (await Promise.all(nodes().map((node) => scanKeys(node)))).flat().sort();
+      const names = keyNames(keyPrefix);
+      expect(keys).toEqual([names.audit(), names.groups(), names.metadata(refOf(state))].sort());
+      for (const key of keys) expect(key.startsWith(`${keyPrefix}:`)).toBe(true);
+    });
+
+    it('a registered group whose metadata key vanished: load null, create GROUP_EXISTS, commit GROUP_NOT_FOUND', async () => {
+      const keyPrefix = randomKeyPrefix();
+      const store = await open(keyPrefix);
+      const state = makeGroupState();
+      const ref = refOf(state);
+      await store.createGroup(state, FENCE);
+      await deleteKeysWithPrefix(nodes(), `${keyPrefix}:${keyNames(keyPrefix).groupTag(ref)}`);
+      expect(await store.isRegistered(ref)).toBe(true);
+      expect(await store.loadGroup(ref)).toBeNull();
+      expect(await store.readRevisions([ref])).toEqual([null]);
+      await expect(store.createGroup(state, FENCE)).rejects.toMatchObject({
+        code: 'GROUP_EXISTS',
+      });
+      await expect(
+        store.commitGroup(ref, FENCE, 1, { set: { updatedAt: '2' }, del: [] }),
+      ).rejects.toMatchObject({ code: 'GROUP_NOT_FOUND' });
+      expect(await store.loadGroup(ref)).toBeNull();
+    });
+  });
+}
+
+describeStoreContract('MemoryStore', ({ keyPrefix, auditMaxLen }) => {
+  const store = new MemoryStore({ keyPrefix, auditMaxLen });
+  return Promise.resolve({ store, auditCapSlack: 0, cleanup: () => store.close() });
+});
+
+describe('MemoryStore health', () => {
+  it('reports NOT_CONFIGURED: embedded mode has no store connection', async () => {
+    const store = new MemoryStore({ keyPrefix: randomKeyPrefix(), auditMaxLen: 10 });
+    await store.ping();
+    expect(store.health()).toBe('NOT_CONFIGURED');
+    expect(store.kind).toBe('memory');
+  });
+});
+
+describe('RedisStore on a standalone redis-server', () => {
+  let server: RedisServerHandle;
+  beforeAll(async () => {
+    server = await startRedisServer();
+  }, 20_000);
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  const makeStore: MakeStore = async ({ keyPrefix, auditMaxLen }) => {
+    const store = new RedisStore({ url: server.url, keyPrefix, auditMaxLen });
+    await store.ping();
+    return {
+      store,
+      auditCapSlack: 100,
+      cleanup: async () => {
+        await store.close();
+        await deleteKeysWithPrefix([server.client()], keyPrefix);
+      },
+    };
+  };
+  describeStoreContract('RedisStore', makeStore);
+  describeRedisLayout('RedisStore', makeStore, () => [server.client()]);
+});
+
+describe('createStore', () => {
+  it('builds the store of each runtime mode and refuses a cluster without nodes', async () => {
+    const memory = createStore({ type: 'memory', keyPrefix: randomKeyPrefix(), auditMaxLen: 10 });
+    expect(memory).toBeInstanceOf(MemoryStore);
+    expect(memory.kind).toBe('memory');
+    const server = await startRedisServer();
+    const redis = createStore({
+      type: 'redis',
+      url: server.url,
+      keyPrefix: randomKeyPrefix(),
+      auditMaxLen: 10,
+    });
+    try {
+      await redis.ping();
+      expect(redis.kind).toBe('redis');
+      expect(redis.health()).toBe('UP');
+    } finally {
+      await redis.close();
+      await server.stop();
+    }
+    expect(() =>
+      createStore({ type: 'redis-cluster', keyPrefix: randomKeyPrefix(), auditMaxLen: 10 }),
+    ).toThrow(CoordinatorError);
+  }, 20_000);
+});
+
+describe('RedisStore on a 3-master Redis Cluster', () => {
+  let cluster: RedisClusterHandle;
+  beforeAll(async () => {
+    cluster = await startRedisCluster();
+  }, 30_000);
+  afterAll(async () => {
+    await cluster.stop();
+  });
+
+  const makeStore: MakeStore = async ({ keyPrefix, auditMaxLen }) => {
+    const store = new RedisStore({ clusterNodes: cluster.nodes, keyPrefix, auditMaxLen });
+    expect(store.kind).toBe('redis-cluster');
+    await store.ping();
+    return {
+      store,
+      auditCapSlack: 100,
+      cleanup: async () => {
+        await store.close();
+        await deleteKeysWithPrefix(cluster.clients(), keyPrefix);
+      },
+    };
+  };
+  describeStoreContract('RedisStore (cluster)', makeStore);
+  describeRedisLayout('RedisStore (cluster)', makeStore, () => cluster.clients());
+});
+
+describe('RedisStore when Redis goes away', () => {
+  let server: RedisServerHandle;
+  let store: RedisStore;
+  beforeAll(async () => {
+    server = await startRedisServer();
+    store = new RedisStore({ url: server.url, keyPrefix: randomKeyPrefix(), auditMaxLen: 10 });
+  }, 20_000);
+  afterAll(async () => {
+    await store.close();
+    await server.stop();
+  });
+
+  it('fails writes fast with StoreUnavailableError and reports DOWN, then recovers after a restart', async () => {
+    const state = makeGroupState();
+    await store.createGroup(state, FENCE);
+    expect(store.health()).toBe('UP');
+
+    await server.kill();
+    const started = Date.now();
+    await expect(
+      store.commitGroup(refOf(state), FENCE, 1, { set: { updatedAt: '2' }, del: [] }),
+    ).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(store.health()).toBe('DOWN');
+    await expect(store.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+
+    await server.restart();
+    await waitFor(
+      async () => {
+        await store.ping();
+        return true;
+      },
+      { timeoutMs: 10_000, what: 'the store to reconnect' },
+    );
+    expect(store.health()).toBe('UP');
+    // Without persistence the restarted Redis is empty: the group is gone, and the store says so.
+    await expect(
+      store.commitGroup(refOf(state), FENCE, 1, { set: { updatedAt: '2' }, del: [] }),
+    ).rejects.toMatchObject({ code: 'GROUP_NOT_FOUND' });
+  }, 30_000);
+});

@@ -1,0 +1,290 @@
+import { spawn, execFile } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+
+/*
+ * Real redis-server processes for tests (no mocks): each handle owns a process on a free port
+ * with a throwaway working directory. `redis-server` and `redis-cli` must be on PATH.
+ */
+
+const execFileAsync = promisify(execFile);
+const START_TIMEOUT_MS = 10_000;
+const POLL_INTERVAL_MS = 20;
+
+/** Options of {@link startRedisServer}. */
+export interface RedisServerOptions {
+  /** Standalone only; clusters come from {@link startRedisCluster}. */
+  readonly cluster?: false;
+  /** Extra redis-server arguments, e.g. `['--appendonly', 'yes']` for persistence tests. */
+  readonly extraArgs?: readonly string[];
+}
+
+/** A redis-server process started by {@link startRedisServer}. */
+export interface RedisServerHandle {
+  readonly port: number;
+  /** `redis://127.0.0.1:<port>` */
+  readonly url: string;
+  /** The server's `--dir` (RDB/AOF files of persistence tests land here). */
+  readonly dir: string;
+  /** SIGTERM, wait for exit, remove the working directory. */
+  stop(): Promise<void>;
+  /** SIGKILL and wait for exit: an abrupt outage. The directory stays for restart(). */
+  kill(): Promise<void>;
+  /** Starts the server again on the same port and directory, resolving once it answers PING. */
+  restart(): Promise<void>;
+  /** One shared ioredis client for assertions; closed by stop(). */
+  client(): Redis;
+}
+
+/** A 3-master Redis Cluster started by {@link startRedisCluster}. */
+export interface RedisClusterHandle {
+  /** `127.0.0.1:<port>` of each master. */
+  readonly nodes: string[];
+  /** One assertion client per master (each holds part of the slots); closed by stop(). */
+  clients(): Redis[];
+  stop(): Promise<void>;
+}
+
+/** A key prefix no other test uses: `test-<random>:coord`. */
+export function randomKeyPrefix(): string {
+  return `test-${randomBytes(6).toString('hex')}:coord`;
+}
+
+/** A port nobody listens on right now (the OS picks it; it is free again once we close). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => {
+        if (address !== null && typeof address === 'object') resolve(address.port);
+        else reject(new Error('no port assigned'));
+      });
+    });
+  });
+}
+
+/**
+ * Polls `check` until it returns true, failing after `timeoutMs`. The one waiting primitive of
+ * the tests: a condition with a deadline, never a fixed sleep.
+ */
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+): Promise<void> {
+  const deadline = Date.now() + (options.timeoutMs ?? 5_000);
+  let lastError: unknown;
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() >= deadline) {
+      throw new Error(`timed out waiting for ${options.what ?? 'condition'}`, { cause: lastError });
+    }
+    await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? POLL_INTERVAL_MS));
+  }
+}
+
+/** Sends one command on a short-lived connection; rejects when nobody answers. */
+async function probe(port: number, ...command: [string, ...string[]]): Promise<unknown> {
+  const client = new Redis({
+    port,
+    host: '127.0.0.1',
+    lazyConnect: true,
+    retryStrategy: () => null,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 500,
+  });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return await client.call(...command);
+  } finally {
+    client.disconnect();
+  }
+}
+
+interface RunningServer {
+  readonly child: ChildProcess;
+  readonly exited: Promise<void>;
+  /** Set once the process has exited (crash during start, or stopped). */
+  exitCode: number | null | undefined;
+  output: string;
+}
+
+function launch(args: readonly string[]): RunningServer {
+  const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const server: RunningServer = {
+    child,
+    exitCode: undefined,
+    output: '',
+    exited: new Promise<void>((resolve) => {
+      child.once('exit', (code) => {
+        server.exitCode = code;
+        resolve();
+      });
+      child.once('error', (error) => {
+        server.output += String(error);
+        server.exitCode = null;
+        resolve();
+      });
+    }),
+  };
+  const collect = (chunk: Buffer) => {
+    server.output = (server.output + chunk.toString()).slice(-4_000);
+  };
+  child.stdout?.on('data', collect);
+  child.stderr?.on('data', collect);
+  return server;
+}
+
+async function startProcess(port: number, args: readonly string[]): Promise<RunningServer> {
+  const server = launch(args);
+  try {
+    await waitFor(
+      async () => {
+        if (server.exitCode !== undefined) {
+          throw new Error(`redis-server exited (${server.exitCode}): ${server.output}`);
+        }
+        return (await probe(port, 'PING')) === 'PONG';
+      },
+      { timeoutMs: START_TIMEOUT_MS, what: `redis-server on port ${port} to answer PING` },
+    );
+  } catch (error) {
+    await signal(server, 'SIGKILL');
+    throw new Error(`${(error as Error).message}\n${server.output}`, { cause: error });
+  }
+  return server;
+}
+
+async function signal(server: RunningServer, name: 'SIGTERM' | 'SIGKILL'): Promise<void> {
+  if (server.exitCode === undefined) server.child.kill(name);
+  await server.exited;
+}
+
+/**
+ * Starts a redis-server on a free port without persistence (`--save "" --appendonly no`, which
+ * `extraArgs` may override) and resolves once it answers PING.
+ */
+export async function startRedisServer(
+  options: RedisServerOptions = {},
+): Promise<RedisServerHandle> {
+  const port = await freePort();
+  const dir = await mkdtemp(join(tmpdir(), 'coord-redis-'));
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    ...(options.extraArgs ?? []),
+  ];
+  let server = await startProcess(port, args);
+  let assertionClient: Redis | undefined;
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    dir,
+    async stop() {
+      assertionClient?.disconnect();
+      await signal(server, 'SIGTERM');
+      await rm(dir, { recursive: true, force: true });
+    },
+    async kill() {
+      await signal(server, 'SIGKILL');
+    },
+    async restart() {
+      await signal(server, 'SIGTERM');
+      server = await startProcess(port, args);
+    },
+    client() {
+      assertionClient ??= new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 1 });
+      return assertionClient;
+    },
+  };
+}
+
+async function clusterState(port: number): Promise<string> {
+  const info = String(await probe(port, 'CLUSTER', 'INFO'));
+  return /cluster_state:(\w+)/.exec(info)?.[1] ?? 'unknown';
+}
+
+/**
+ * Starts three cluster-enabled masters, joins them with `redis-cli --cluster create`, and
+ * resolves once every node reports `cluster_state:ok`.
+ */
+export async function startRedisCluster(): Promise<RedisClusterHandle> {
+  const dir = await mkdtemp(join(tmpdir(), 'coord-redis-cluster-'));
+  const servers: RunningServer[] = [];
+  const ports: number[] = [];
+  const stopAll = async () => {
+    await Promise.all(servers.map((server) => signal(server, 'SIGTERM')));
+    await rm(dir, { recursive: true, force: true });
+  };
+  try {
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      ports.push(port);
+      servers.push(
+        await startProcess(port, [
+          '--port',
+          String(port),
+          '--bind',
+          '127.0.0.1',
+          '--dir',
+          dir,
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          join(dir, `nodes-${port}.conf`),
+        ]),
+      );
+    }
+    const nodes = ports.map((port) => `127.0.0.1:${port}`);
+    await execFileAsync(
+      'redis-cli',
+      ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'],
+      { timeout: START_TIMEOUT_MS },
+    );
+    await waitFor(
+      async () => (await Promise.all(ports.map(clusterState))).every((state) => state === 'ok'),
+      { timeoutMs: START_TIMEOUT_MS, what: 'cluster_state:ok on every node' },
+    );
+    let assertionClients: Redis[] | undefined;
+    return {
+      nodes,
+      clients() {
+        assertionClients ??= ports.map(
+          (port) => new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 1 }),
+        );
+        return assertionClients;
+      },
+      async stop() {
+        for (const client of assertionClients ?? []) client.disconnect();
+        await stopAll();
+      },
+    };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}
