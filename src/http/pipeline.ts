@@ -4,6 +4,7 @@ import { CoordinatorError } from '../errors.js';
 import { toErrorResponse } from './errors.js';
 import { requestContext, type RequestContext } from './request-context.js';
 import type { HandlerResult } from './route.js';
+import type { Principal } from './auth/roles.js';
 import type { Services } from './services.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
@@ -64,6 +65,17 @@ export function bodyMiddleware(maxBytes: number) {
   ];
 }
 
+/** The caller of a request rejected before authentication ran (e.g. bad JSON), if its token is valid. */
+function principalOfHeader(services: Services, req: Request): Principal | null {
+  const match = /^Bearer\s+(\S+)$/i.exec(req.get('authorization') ?? '');
+  if (!match?.[1]) return null;
+  try {
+    return services.tokens.verify(match[1]);
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Sends a response. On admin requests the audit record is written first; if it cannot be
  * written the caller gets 503 AUDIT_UNAVAILABLE instead.
@@ -77,6 +89,7 @@ export async function send(
   const ctx = requestContext(res);
   let { status, body } = result;
   if (ctx.audited) {
+    ctx.principal ??= principalOfHeader(services, req);
     try {
       await services.audit.write(services.audit.build(req, ctx, status));
     } catch (error) {

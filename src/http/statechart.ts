@@ -1,5 +1,6 @@
 import type { GroupSnapshot } from '../actors/types.js';
 import { groupMachine } from '../machines/group-machine.js';
+import { machineDefinition } from '../machines/machine-definition.js';
 import { toMermaid } from '../machines/mermaid.js';
 
 let cached: { definition: unknown; mermaid: string } | null = null;
@@ -7,8 +8,8 @@ let cached: { definition: unknown; mermaid: string } | null = null;
 /** Machine definition (same for every group, computed once), current state value and mermaid text. */
 export function statechartView(snapshot: GroupSnapshot) {
   if (!cached) {
-    const definition = groupMachine.toJSON() as unknown;
-    cached = { definition, mermaid: toMermaid(definition as Parameters<typeof toMermaid>[0]) };
+    const definition = machineDefinition(groupMachine);
+    cached = { definition, mermaid: toMermaid(definition) };
   }
   return {
     machineId: groupMachine.id,

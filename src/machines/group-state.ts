@@ -29,7 +29,8 @@ export function memberIds(group: GroupState): string[] {
   return Object.keys(group.members).sort(compareIds);
 }
 
-export function isMember(group: GroupState, memberId: string | null): memberId is string {
+/** Whether `memberId` names a current member (false for null). */
+export function isMember(group: GroupState, memberId: string | null): boolean {
   return memberId !== null && Object.hasOwn(group.members, memberId);
 }
 

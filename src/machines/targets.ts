@@ -16,7 +16,7 @@ export function stickyPreferences(group: GroupState): Map<number, string | null>
     const record = shardAt(group, shard);
     const holder =
       record.state === 'assigned' || record.state === 'revoking' ? record.owner : record.target;
-    current.set(shard, isMember(group, holder) ? holder : null);
+    current.set(shard, holder !== null && isMember(group, holder) ? holder : null);
   }
   return current;
 }
@@ -57,7 +57,7 @@ export function targetsAreStale(group: GroupState): boolean {
       if (target !== null) return true;
       continue;
     }
-    if (!isMember(group, target)) return true;
+    if (target === null || !isMember(group, target)) return true;
     counts.set(target, (counts.get(target) ?? 0) + 1);
   }
   if (members.length === 0) return false;

@@ -94,6 +94,8 @@ export class RedisStore implements Store {
   private readonly keys: KeyNames;
   private readonly auditMaxLen: number;
   private lastHealth: StoreHealth = 'DOWN';
+  /** Whether the client ever connected: before that, calls wait for the first connection. */
+  private wasReady = false;
 
   constructor(options: RedisStoreOptions) {
     this.keys = keyNames(options.keyPrefix);
@@ -125,6 +127,7 @@ export class RedisStore implements Store {
       });
     }
     this.client.on('ready', () => {
+      this.wasReady = true;
       this.lastHealth = 'UP';
     });
     // The listener also keeps ioredis from reporting every reconnect failure as unhandled.
@@ -339,6 +342,14 @@ export class RedisStore implements Store {
 
   /** Runs one round trip, tracking health; any failure becomes `StoreUnavailableError`. */
   private async command<T>(operation: string, run: () => Promise<T>): Promise<T> {
+    // Once connected, a lost connection fails calls at once instead of queueing them for the
+    // command timeout: callers (503s, health) learn of an outage without waiting for it.
+    if (this.wasReady && LOST.has(this.client.status)) {
+      this.lastHealth = 'DOWN';
+      throw new StoreUnavailableError(
+        `store ${operation} failed: connection is ${this.client.status}`,
+      );
+    }
     try {
       const result = await run();
       this.lastHealth = 'UP';
@@ -350,6 +361,9 @@ export class RedisStore implements Store {
     }
   }
 }
+
+/** Client states in which a command would only wait in the offline queue. */
+const LOST = new Set(['reconnecting', 'close', 'end']);
 
 function refOf(state: GroupState): GroupRef {
   return { streamPrefix: state.streamPrefix, consumerGroup: state.consumerGroup };

@@ -36,7 +36,7 @@ export class TokenService {
         iss: TOKEN_ISSUER,
       },
       this.secret,
-      { algorithm: 'HS256', noTimestamp: true },
+      { algorithm: 'HS256' },
     );
     return { accessToken, expiresIn };
   }

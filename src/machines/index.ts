@@ -1,0 +1,69 @@
+/**
+ * Public surface of the pure group logic (DESIGN.md §2 `machines/`): no I/O anywhere below.
+ */
+export type { AdminSummary } from './admin.js';
+export { applyFreeze, applyPauseProducers, applyResumeProducers, applyUnfreeze } from './admin.js';
+export type { AssignInput } from './assignor.js';
+export { assignTargets, compareIds } from './assignor.js';
+export type { Clock } from './clock.js';
+export { ManualClock, systemClock } from './clock.js';
+export type { MembershipConfig } from './config.js';
+export {
+  defaultMembershipConfig,
+  effectiveRebalanceTimeout,
+  effectiveSessionTimeout,
+} from './config.js';
+export type {
+  CommandResult,
+  CreateGroupContextInput,
+  Effect,
+  FenceReason,
+  GroupContext,
+  RollbackField,
+  RollbackSignals,
+} from './context.js';
+export { createGroupContext, nextDeadline } from './context.js';
+export type {
+  AdminEvent,
+  CommandEvent,
+  GroupEvent,
+  GroupEventName,
+  HeartbeatEvent,
+  PersistedEvent,
+  TickEvent,
+} from './events.js';
+export { GroupEventType } from './events.js';
+export type { GroupMachine } from './group-machine.js';
+export { groupMachine } from './group-machine.js';
+export { reduceGroupEvent } from './group-reducer.js';
+export type { MemberShards } from './group-state.js';
+export { memberShards, shardAt } from './group-state.js';
+export type { InvariantName, Violation } from './invariants.js';
+export { checkGroupState, checkInvariants, guardInvariants } from './invariants.js';
+export type { StateNodeJson, TargetRef, TransitionJson } from './machine-definition.js';
+export { machineDefinition } from './machine-definition.js';
+export type { TickReport } from './membership.js';
+export { applyHeartbeat, applyTick } from './membership.js';
+export { toMermaid } from './mermaid.js';
+export { newGroupState } from './new-group.js';
+export type { GroupStateValue, LifecyclePhase, MembershipPhase } from './phases.js';
+export { expectedStateValue, lifecyclePhase, membershipPhase } from './phases.js';
+export type { HeartbeatOutcome, HeartbeatReply, HeartbeatRequest } from './protocol.js';
+export { HEARTBEAT_OUTCOMES } from './protocol.js';
+export { partitionerName, shardForKey, streamNames } from './routing.js';
+export type {
+  FailureReason,
+  GroupRef,
+  GroupState,
+  GroupStatus,
+  MemberLiveness,
+  MemberRecord,
+  MigrationKind,
+  MigrationRecord,
+  MigrationState,
+  RevokeProgress,
+  RevokeState,
+  ShardRecord,
+  ShardState,
+} from './types.js';
+export { groupId } from './types.js';

@@ -1,0 +1,30 @@
+/**
+ * The two membership changes every path shares: removing a member (leave, fence, expiry) and
+ * recomputing targets afterwards.
+ */
+import type { GroupContext } from './context.js';
+import { withEffects } from './context.js';
+import { isMember, releaseShardsOf } from './group-state.js';
+import { recomputeTargets } from './targets.js';
+
+/** Recomputes targets now and clears any pending recompute. */
+export function recompute(ctx: GroupContext): GroupContext {
+  const group = recomputeTargets(ctx.group);
+  const next: GroupContext = { ...ctx, group, recomputeAt: null };
+  if (group === ctx.group) return next;
+  return withEffects(next, {
+    type: 'ASSIGNMENT_RECOMPUTED',
+    assignmentEpoch: group.assignmentEpoch,
+  });
+}
+
+/** Removes a member with its liveness and releases its shards; targets are left to the caller. */
+export function removeMember(ctx: GroupContext, memberId: string, now: number): GroupContext {
+  if (!isMember(ctx.group, memberId)) return ctx;
+  const released = releaseShardsOf(ctx.group, memberId, now);
+  const members = { ...released.members };
+  delete members[memberId];
+  const liveness = { ...ctx.liveness };
+  delete liveness[memberId];
+  return { ...ctx, group: { ...released, members }, liveness };
+}

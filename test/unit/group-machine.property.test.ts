@@ -1,0 +1,453 @@
+/**
+ * Property tests of the group statechart over random event sequences (DESIGN.md §5): the
+ * invariants hold after every step whatever members do, and once members behave, the group
+ * converges to every shard assigned to exactly one live member.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { Actor } from 'xstate';
+import { createActor } from 'xstate';
+import type { MembershipConfig } from '../../src/machines/config.js';
+import { defaultMembershipConfig } from '../../src/machines/config.js';
+import type { GroupContext } from '../../src/machines/context.js';
+import { createGroupContext } from '../../src/machines/context.js';
+import type { GroupEvent } from '../../src/machines/events.js';
+import { groupMachine } from '../../src/machines/group-machine.js';
+import {
+  checkGroupState,
+  checkInvariants,
+  guardInvariants,
+} from '../../src/machines/invariants.js';
+import { newGroupState } from '../../src/machines/new-group.js';
+import { expectedStateValue, membershipPhase } from '../../src/machines/phases.js';
+import type { HeartbeatReply, HeartbeatRequest } from '../../src/machines/protocol.js';
+import type { GroupState, RevokeProgress, ShardRecord } from '../../src/machines/types.js';
+
+const T0 = Date.UTC(2026, 0, 1);
+const config: MembershipConfig = defaultMembershipConfig;
+/** Calm phase: every live member heartbeats once per step, well inside any session timeout. */
+const CALM_STEP_MS = 5_000;
+const CALM_MAX_ROUNDS = 60;
+
+type EpochChoice = 'current' | 'previous' | 'stale' | 'random';
+
+type Command =
+  | { kind: 'join'; m: number; sessionTimeoutMs: number; rebalanceTimeoutMs: number }
+  | { kind: 'leave'; m: number }
+  | { kind: 'crash'; m: number }
+  | { kind: 'honest'; m: number; done: boolean }
+  | {
+      kind: 'wild';
+      m: number;
+      epoch: EpochChoice;
+      randomEpoch: number;
+      assignments: number[];
+      progress: RevokeProgress[];
+      versionAhead: boolean;
+    }
+  | { kind: 'advance'; ms: number }
+  | { kind: 'jumpBack'; ms: number }
+  | { kind: 'restart' }
+  | { kind: 'admin'; type: 'FREEZE' | 'UNFREEZE' | 'PAUSE_PRODUCERS' | 'RESUME_PRODUCERS' };
+
+/** What one simulated consumer knows: its last answer, and whether its process still runs. */
+interface SimMember {
+  readonly id: string;
+  last: HeartbeatReply | null;
+  running: boolean;
+}
+
+class Simulation {
+  now = T0;
+  actor: Actor<typeof groupMachine>;
+  readonly members: SimMember[];
+
+  constructor(
+    readonly shardCount: number,
+    memberCount: number,
+  ) {
+    this.members = Array.from({ length: memberCount }, (_, i) => ({
+      id: `m-${i}`,
+      last: null,
+      running: false,
+    }));
+    const group = newGroupState(
+      { streamPrefix: 'orders', consumerGroup: 'billing' },
+      { shardCount, lifecycleId: 'life-1', now: T0 },
+    );
+    this.actor = this.start(group);
+  }
+
+  get ctx(): GroupContext {
+    return this.actor.getSnapshot().context;
+  }
+
+  send(event: GroupEvent): GroupContext {
+    const before = this.ctx;
+    this.actor.send(event);
+    this.verify(before);
+    return this.ctx;
+  }
+
+  heartbeat(member: SimMember, request: HeartbeatRequest): HeartbeatReply | null {
+    const result = this.send({ type: 'HEARTBEAT', now: this.now, request }).result;
+    expect(result).not.toBeNull();
+    if (!result?.ok) return null;
+    const reply = result.reply as HeartbeatReply;
+    checkReplyShape(reply);
+    if (reply.outcome !== 'SYNC_METADATA') member.last = reply;
+    return reply;
+  }
+
+  /** Reports exactly what it was told it holds, DONE (or DRAINING) for everything revoked. */
+  honestBeat(member: SimMember, done = true): HeartbeatReply | null {
+    const last = member.last;
+    if (!last || last.outcome === 'FENCED_MEMBER_EPOCH' || last.memberEpoch < 0) {
+      return this.heartbeat(member, this.request(member.id, 0, [], []));
+    }
+    return this.heartbeat(
+      member,
+      this.request(
+        member.id,
+        last.memberEpoch,
+        [...last.assignedShards, ...last.revokeShards],
+        last.revokeShards.map((shard) => ({ shard, state: done ? 'DONE' : 'DRAINING' })),
+      ),
+    );
+  }
+
+  request(
+    memberId: string,
+    memberEpoch: number,
+    currentAssignments: number[],
+    revokeProgress: RevokeProgress[],
+    extra: Partial<HeartbeatRequest> = {},
+  ): HeartbeatRequest {
+    const { group } = this.ctx;
+    return {
+      memberId,
+      memberEpoch,
+      assignmentEpoch: group.assignmentEpoch,
+      metadataVersion: group.metadataVersion,
+      currentAssignments,
+      revokeProgress,
+      lifecycleId: group.lifecycleId,
+      ...extra,
+    };
+  }
+
+  run(command: Command): void {
+    const member = 'm' in command ? this.members[command.m % this.members.length] : undefined;
+    switch (command.kind) {
+      case 'join':
+        if (!member) return;
+        member.running = true;
+        this.heartbeat(
+          member,
+          this.request(member.id, 0, [], [], {
+            sessionTimeoutMs: command.sessionTimeoutMs,
+            rebalanceTimeoutMs: command.rebalanceTimeoutMs,
+          }),
+        );
+        return;
+      case 'leave':
+        if (!member) return;
+        member.running = false;
+        this.heartbeat(member, this.request(member.id, -1, [], []));
+        return;
+      case 'crash':
+        if (member) member.running = false;
+        return;
+      case 'honest':
+        if (member?.running) this.honestBeat(member, command.done);
+        return;
+      case 'wild': {
+        if (!member) return;
+        const { group } = this.ctx;
+        const known = group.members[member.id];
+        const epoch = {
+          current: known?.memberEpoch ?? command.randomEpoch,
+          previous: known?.previousEpoch ?? command.randomEpoch,
+          stale: Math.max(1, (known?.memberEpoch ?? 2) - 2),
+          random: command.randomEpoch,
+        }[command.epoch];
+        const extra = command.versionAhead ? { metadataVersion: group.metadataVersion + 1 } : {};
+        this.heartbeat(
+          member,
+          this.request(member.id, epoch, command.assignments, command.progress, extra),
+        );
+        return;
+      }
+      case 'advance':
+        this.now += command.ms;
+        this.send({ type: 'TICK', now: this.now });
+        return;
+      case 'jumpBack':
+        this.now -= command.ms;
+        this.send({ type: 'TICK', now: this.now });
+        return;
+      case 'restart': {
+        const before = this.ctx;
+        this.actor.stop();
+        this.actor = this.start(before.group);
+        this.verify(before);
+        return;
+      }
+      case 'admin':
+        this.send({ type: command.type, now: this.now });
+        return;
+    }
+  }
+
+  /** Members behave from now on: each running one heartbeats honestly every step, then a sweep. */
+  calmDown(): number {
+    for (let round = 1; round <= CALM_MAX_ROUNDS; round++) {
+      this.now += CALM_STEP_MS;
+      for (const member of this.members) if (member.running) this.honestBeat(member);
+      this.send({ type: 'TICK', now: this.now });
+      if (this.converged()) return round;
+    }
+    return -1;
+  }
+
+  converged(): boolean {
+    const { group } = this.ctx;
+    const running = this.members.filter((m) => m.running);
+    return (
+      membershipPhase(this.ctx) === (running.length === 0 ? 'empty' : 'stable') &&
+      Object.keys(group.members).length === running.length &&
+      running.every((m) => m.last?.outcome === 'OK' && group.members[m.id] !== undefined)
+    );
+  }
+
+  private verify(before: GroupContext): void {
+    const after = this.ctx;
+    expect(checkInvariants(before, after)).toEqual([]);
+    expect(this.actor.getSnapshot().status).toBe('active');
+    expect(this.actor.getSnapshot().value).toEqual(expectedStateValue(after));
+    const failures = after.effects.filter(
+      (e) => e.type === 'EVENT_FAILED' || e.type === 'INVARIANT_VIOLATION',
+    );
+    expect(failures).toEqual([]);
+  }
+
+  private start(group: GroupContext['group']): Actor<typeof groupMachine> {
+    const context = createGroupContext({ group, config, now: this.now, storeRevision: 1 });
+    const actor = createActor(groupMachine, { input: context });
+    actor.start();
+    return actor;
+  }
+}
+
+function checkReplyShape(reply: HeartbeatReply): void {
+  const lists = [reply.assignedShards, reply.revokeShards, reply.retireShards, reply.pendingShards];
+  for (const list of lists) expect([...list].sort((a, b) => a - b)).toEqual(list);
+  const all = lists.flat();
+  expect(new Set(all).size).toBe(all.length);
+}
+
+function commandArb(memberCount: number, shardCount: number): fc.Arbitrary<Command> {
+  const m = fc.integer({ min: 0, max: memberCount - 1 });
+  const shardNo = fc.integer({ min: 0, max: shardCount + 1 });
+  return fc.oneof(
+    {
+      weight: 6,
+      arbitrary: fc.record({
+        kind: fc.constant('join' as const),
+        m,
+        sessionTimeoutMs: fc.integer({ min: 1_000, max: 60_000 }),
+        rebalanceTimeoutMs: fc.integer({ min: 500, max: 15_000 }),
+      }),
+    },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('leave' as const), m }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('crash' as const), m }) },
+    {
+      weight: 10,
+      arbitrary: fc.record({ kind: fc.constant('honest' as const), m, done: fc.boolean() }),
+    },
+    {
+      weight: 3,
+      arbitrary: fc.record({
+        kind: fc.constant('wild' as const),
+        m,
+        epoch: fc.constantFrom<EpochChoice>('current', 'previous', 'stale', 'random'),
+        randomEpoch: fc.integer({ min: -1, max: 60 }),
+        assignments: fc.uniqueArray(shardNo, { maxLength: 6 }),
+        progress: fc.array(
+          fc.record({
+            shard: shardNo,
+            state: fc.constantFrom<'DRAINING' | 'DONE'>('DRAINING', 'DONE'),
+          }),
+          { maxLength: 4 },
+        ),
+        versionAhead: fc.boolean(),
+      }),
+    },
+    {
+      weight: 4,
+      arbitrary: fc.record({
+        kind: fc.constant('advance' as const),
+        ms: fc.integer({ min: 0, max: 4_000 }),
+      }),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant('advance' as const),
+        ms: fc.integer({ min: 4_000, max: 90_000 }),
+      }),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant('jumpBack' as const),
+        ms: fc.integer({ min: 1, max: 10_000 }),
+      }),
+    },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('restart' as const) }) },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant('admin' as const),
+        type: fc.constantFrom(
+          'FREEZE' as const,
+          'UNFREEZE' as const,
+          'PAUSE_PRODUCERS' as const,
+          'RESUME_PRODUCERS' as const,
+        ),
+      }),
+    },
+  );
+}
+
+const scenario = fc
+  .record({
+    memberCount: fc.noBias(fc.integer({ min: 1, max: 20 })),
+    shardCount: fc.noBias(fc.integer({ min: 1, max: 64 })),
+  })
+  .chain(({ memberCount, shardCount }) =>
+    fc.record({
+      memberCount: fc.constant(memberCount),
+      shardCount: fc.constant(shardCount),
+      commands: fc.array(commandArb(memberCount, shardCount), { minLength: 20, maxLength: 250 }),
+    }),
+  );
+
+describe('property: invariants hold after every step, and honest members converge', () => {
+  it('random joins, leaves, crashes, wrong heartbeats, clock jumps and restarts', () => {
+    fc.assert(
+      fc.property(scenario, ({ memberCount, shardCount, commands }) => {
+        const sim = new Simulation(shardCount, memberCount);
+        for (const command of commands) sim.run(command);
+
+        const rounds = sim.calmDown();
+        expect(rounds).toBeGreaterThan(0);
+
+        const { group } = sim.ctx;
+        const running = sim.members.filter((m) => m.running);
+        const owners = new Map<number, string>();
+        for (const member of running) {
+          const reply = sim.honestBeat(member);
+          expect(reply?.outcome).toBe('OK');
+          for (const shard of reply?.assignedShards ?? []) {
+            expect(owners.has(shard)).toBe(false);
+            owners.set(shard, member.id);
+          }
+        }
+        for (let shard = 0; shard < shardCount; shard++) {
+          const record = sim.ctx.group.shards[shard];
+          if (running.length === 0) {
+            expect(record).toMatchObject({ state: 'released', owner: null, target: null });
+            continue;
+          }
+          expect(record).toMatchObject({
+            state: 'assigned',
+            owner: owners.get(shard),
+            target: owners.get(shard),
+          });
+        }
+        // The steady state writes nothing.
+        expect(sim.ctx.group).toBe(group);
+        const sizes = running.map((m) => m.last?.assignedShards.length ?? 0);
+        if (sizes.length > 0)
+          expect(Math.max(...sizes) - Math.min(...sizes)).toBeLessThanOrEqual(1);
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
+
+describe('the invariant checker catches each kind of violation (so a clean run means something)', () => {
+  const base = (() => {
+    const sim = new Simulation(2, 2);
+    sim.run({ kind: 'join', m: 0, sessionTimeoutMs: 45_000, rebalanceTimeoutMs: 60_000 });
+    sim.run({ kind: 'join', m: 1, sessionTimeoutMs: 45_000, rebalanceTimeoutMs: 60_000 });
+    sim.run({ kind: 'advance', ms: 1_000 });
+    return sim.ctx;
+  })();
+  const withShard = (group: GroupState, record: ShardRecord): GroupState => ({
+    ...group,
+    shards: { ...group.shards, [record.shard]: record },
+  });
+  const shard1 = base.group.shards[1] as ShardRecord;
+  const names = (prev: GroupContext, next: GroupContext) =>
+    checkInvariants(prev, next).map((v) => v.invariant);
+
+  it('accepts the base state', () => {
+    expect(checkGroupState(base)).toEqual([]);
+    expect(shard1).toMatchObject({ state: 'assigned', owner: 'm-0', target: 'm-1' });
+  });
+
+  it('SINGLE_OWNER: an owner that is not a member', () => {
+    const group = withShard(base.group, { ...shard1, owner: 'm-9' });
+    expect(checkGroupState({ ...base, group }).map((v) => v.invariant)).toContain('SINGLE_OWNER');
+  });
+
+  it('RELEASE_BEFORE_GRANT: an owner changing from one member to another in one step', () => {
+    const group = withShard(base.group, { ...shard1, owner: 'm-1' });
+    expect(names(base, { ...base, group })).toContain('RELEASE_BEFORE_GRANT');
+  });
+
+  it('NO_RELEASED_TO_REVOKING: released → revoking without a new assignment epoch', () => {
+    const released = {
+      ...base,
+      group: withShard(base.group, { ...shard1, state: 'released', owner: null }),
+    };
+    const revoking = { ...base, group: withShard(base.group, { ...shard1, state: 'revoking' }) };
+    expect(names(released, revoking)).toContain('NO_RELEASED_TO_REVOKING');
+    const bumped = {
+      ...revoking,
+      group: { ...revoking.group, assignmentEpoch: base.group.assignmentEpoch + 1 },
+    };
+    expect(names(released, bumped)).not.toContain('NO_RELEASED_TO_REVOKING');
+  });
+
+  it('MONOTONIC_VERSIONS: a version or a member epoch going down', () => {
+    const m0 = base.group.members['m-0'];
+    const group: GroupState = {
+      ...base.group,
+      metadataVersion: 0,
+      members: { ...base.group.members, 'm-0': { ...m0!, memberEpoch: 0 } },
+    };
+    const found = checkInvariants(base, { ...base, group }).filter(
+      (v) => v.invariant === 'MONOTONIC_VERSIONS',
+    );
+    expect(found).toHaveLength(2);
+  });
+
+  it('TARGET_COVERAGE: a shard targeting nobody while members exist and no recompute is pending', () => {
+    const group = withShard(base.group, { ...shard1, target: null });
+    expect(checkGroupState({ ...base, group }).map((v) => v.invariant)).toEqual([
+      'TARGET_COVERAGE',
+    ]);
+    expect(checkGroupState({ ...base, group, recomputeAt: base.lastEventAt })).toEqual([]);
+  });
+
+  it('guardInvariants rejects a violating step and keeps the previous group', () => {
+    const group = withShard(base.group, { ...shard1, owner: 'm-1' });
+    const guarded = guardInvariants(base, { ...base, group });
+    expect(guarded.group).toBe(base.group);
+    expect(guarded.result).toMatchObject({ ok: false, code: 'INTERNAL' });
+    expect(guarded.effects.map((e) => e.type)).toEqual(['INVARIANT_VIOLATION']);
+  });
+});

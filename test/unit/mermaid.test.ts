@@ -1,0 +1,115 @@
+import { describe, expect, it } from 'vitest';
+import { setup } from 'xstate';
+import { groupMachine } from '../../src/machines/group-machine.js';
+import { machineDefinition } from '../../src/machines/machine-definition.js';
+import { toMermaid } from '../../src/machines/mermaid.js';
+
+/** Ids declared with `state "…" as id` and ids used by edges. */
+function parse(text: string) {
+  const declared = new Set(
+    [...text.matchAll(/state "[^"]*" as ([A-Za-z0-9_]+)/g)].map((m) => m[1]),
+  );
+  const edges = [...text.matchAll(/^\s*(\S+) --> (\S+)(?: : (.*))?$/gm)].map((m) => ({
+    from: m[1] ?? '',
+    to: m[2] ?? '',
+    label: m[3] ?? '',
+  }));
+  return { declared, edges };
+}
+
+describe('toMermaid renders the group statechart as stateDiagram-v2', () => {
+  const text = toMermaid(machineDefinition(groupMachine));
+
+  it('starts with the diagram type and the initial state of the machine', () => {
+    expect(text.split('\n')[0]).toBe('stateDiagram-v2');
+    expect(text).toContain('  [*] --> group\n');
+  });
+
+  it('nests states in `state X{ }` blocks with balanced braces', () => {
+    expect(text).toContain('state "membership" as group_membership{');
+    expect(text).toContain('state "rebalancing" as group_membership_rebalancing{');
+    expect(text.split('{').length).toBe(text.split('}').length);
+  });
+
+  it('separates the parallel regions with `--`', () => {
+    expect(text.match(/^\s*--$/gm)).toHaveLength(2);
+  });
+
+  it('marks the initial state of every compound state with [*]', () => {
+    for (const initial of [
+      'group_lifecycle_active',
+      'group_membership_empty',
+      'group_membership_rebalancing_granting',
+      'group_migration_idle',
+    ]) {
+      expect(text).toContain(`[*] --> ${initial}`);
+    }
+  });
+
+  it('labels transitions with their event, and eventless ones with their guard', () => {
+    expect(text).toContain('group_lifecycle_active --> group_lifecycle_frozen : FREEZE');
+    expect(text).toContain('group_lifecycle_frozen --> group_lifecycle_active : UNFREEZE');
+    expect(text).toContain(
+      'group_membership_rebalancing --> group_membership_stable : [allShardsSettled]',
+    );
+    expect(text).toContain(
+      'group_membership_rebalancing_granting --> group_membership_rebalancing_revoking : [someShardRevoking]',
+    );
+  });
+
+  it('draws an edge into a nested state to its composite, as mermaid requires', () => {
+    expect(text).toContain(
+      'group_membership_empty --> group_membership_rebalancing : [someShardRevoking]',
+    );
+    const { declared, edges } = parse(text);
+    for (const { from, to } of edges) {
+      if (from !== '[*]') expect(declared).toContain(from);
+      expect(declared).toContain(to);
+    }
+  });
+
+  it('gives the same text for machine.toJSON() and for its JSON round trip', () => {
+    expect(toMermaid(groupMachine.toJSON())).toBe(text);
+    expect(
+      toMermaid(
+        JSON.parse(JSON.stringify(machineDefinition(groupMachine))) as ReturnType<
+          typeof machineDefinition
+        >,
+      ),
+    ).toBe(text);
+  });
+});
+
+describe('toMermaid handles any machine definition', () => {
+  const machine = setup({ guards: { 'is-ready': () => true } }).createMachine({
+    id: 'job-runner',
+    initial: 'idle',
+    states: {
+      idle: { on: { 'job.start': { target: 'busy.working', guard: 'is-ready' }, PING: {} } },
+      busy: {
+        initial: 'working',
+        states: { working: { on: { 'job:pause': 'paused' } }, paused: {} },
+        on: { STOP: 'idle' },
+      },
+    },
+  });
+  const text = toMermaid(machine.toJSON());
+
+  it('turns ids into mermaid-safe ones and keeps keys as labels', () => {
+    expect(text).toContain('state "busy" as job_runner_busy{');
+    expect(text).toContain('state "working" as job_runner_busy_working');
+  });
+
+  it('lifts cross-composite edges and appends the guard to the event', () => {
+    expect(text).toContain('job_runner_idle --> job_runner_busy : job.start [is-ready]');
+    expect(text).toContain('job_runner_busy --> job_runner_idle : STOP');
+  });
+
+  it('draws targetless transitions of atomic states as self-loops', () => {
+    expect(text).toContain('job_runner_idle --> job_runner_idle : PING');
+  });
+
+  it('keeps `:` out of labels, where mermaid would end them', () => {
+    expect(text).toContain('job_runner_busy_working --> job_runner_busy_paused : job pause');
+  });
+});
