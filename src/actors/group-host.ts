@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, type Actor } from 'xstate';
 import type { Settings } from '../config/settings.js';
-import { CoordinatorError, StoreUnavailableError } from '../errors.js';
+import { CoordinatorError, RevisionMismatchError, StoreUnavailableError } from '../errors.js';
 import type { Clock } from '../machines/clock.js';
 import {
   createGroupContext,
@@ -13,13 +13,20 @@ import { groupMachine } from '../machines/group-machine.js';
 import { checkInvariants } from '../machines/invariants.js';
 import { newGroupState } from '../machines/new-group.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
-import { groupId, type GroupRef } from '../machines/types.js';
+import { groupId, type FailureReason, type GroupRef, type GroupState } from '../machines/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { diffFields, encodeGroup, isEmptyPatch, type GroupFields } from '../store/codec.js';
 import type { Store, StoredGroup } from '../store/store.js';
 import { membershipConfigFrom } from './membership-config.js';
-import type { AdminCommand, ChangeRequest, GroupCoordinator, GroupSnapshot } from './types.js';
+import type {
+  AdminCommand,
+  ChangeRequest,
+  GroupCoordinator,
+  GroupSnapshot,
+  RecoveryRequest,
+} from './types.js';
+import { VersionWaiters } from './version-waiters.js';
 
 type GroupActor = Actor<typeof groupMachine>;
 
@@ -56,10 +63,15 @@ export class GroupHost implements GroupCoordinator {
   private readonly entries = new Map<string, GroupEntry>();
   private readonly loading = new Map<string, Promise<GroupEntry>>();
   private stopSweep: (() => void) | null = null;
+  private stopVerify: (() => void) | null = null;
+  private readonly waiters: VersionWaiters;
   private readonly config;
 
   constructor(private readonly options: GroupHostOptions) {
     this.config = membershipConfigFrom(options.settings);
+    this.waiters = new VersionWaiters(options.clock, (open) =>
+      options.metrics.routingLongPolls.set(open),
+    );
   }
 
   /** Starts the deadline sweep. */
@@ -92,6 +104,29 @@ export class GroupHost implements GroupCoordinator {
     );
   }
 
+  /**
+   * Re-reads revision and lifecycle of every owned group in one round trip (DESIGN.md §7), so
+   * a lost or rolled-back metadata key is noticed even when nothing is being written.
+   */
+  async verify(): Promise<void> {
+    const entries = [...this.entries.values()].filter((e) => !this.failedClosed(e));
+    if (entries.length === 0) return;
+    const revisions = await this.options.store.readRevisions(entries.map((e) => e.ref));
+    await Promise.allSettled(
+      entries.map((entry, i) =>
+        this.enqueue(entry, async () => {
+          const seen = revisions[i] ?? null;
+          if (this.failedClosed(entry) || this.entries.get(groupId(entry.ref)) !== entry) return;
+          const { lifecycleId } = entry.actor.getSnapshot().context.group;
+          if (seen === null) this.failClosed(entry, 'METADATA_LOST');
+          else if (seen.revision < entry.revision || seen.lifecycleId !== lifecycleId) {
+            this.failClosed(entry, 'STORE_REVISION_REGRESSION', seen.revision);
+          }
+        }),
+      ),
+    );
+  }
+
   async assertWritable(): Promise<void> {
     if (this.options.store.kind === 'memory') return;
     await this.options.store.ping();
@@ -109,7 +144,7 @@ export class GroupHost implements GroupCoordinator {
     return this.snapshotOf(entry);
   }
 
-  async putGroup(ref: GroupRef, shardCount: number, _change: ChangeRequest) {
+  async putGroup(ref: GroupRef, shardCount: number, change: ChangeRequest) {
     let entry: GroupEntry;
     try {
       entry = await this.entry(ref);
@@ -120,9 +155,16 @@ export class GroupHost implements GroupCoordinator {
       throw error;
     }
     const group = entry.actor.getSnapshot().context.group;
-    if (group.shardCount === shardCount)
+    if (group.status === 'FAILED_CLOSED') this.refuseFailedClosed(entry);
+    if (group.shardCount === shardCount) {
       return { outcome: 'UNCHANGED' as const, snapshot: this.snapshotOf(entry) };
-    throw new CoordinatorError('VALIDATION_FAILED', 'changing the shard count needs the scale API');
+    }
+    const { reply, snapshot } = await this.command(ref, { type: 'SCALE', shardCount, ...change });
+    return {
+      outcome: 'MIGRATION_STARTED' as const,
+      snapshot,
+      migration: (reply as { migration: unknown }).migration,
+    };
   }
 
   async getGroup(ref: GroupRef): Promise<GroupSnapshot> {
@@ -174,8 +216,94 @@ export class GroupHost implements GroupCoordinator {
     command: AdminCommand,
   ): Promise<{ reply: unknown; snapshot: GroupSnapshot }> {
     const entry = await this.entry(ref);
-    const context = await this.dispatch(entry, { ...command, now: this.options.clock.now() });
+    const now = this.options.clock.now();
+    const event =
+      command.type === 'SCALE'
+        ? { ...command, now, migrationId: randomUUID() }
+        : command.type === 'ROLLBACK'
+          ? { ...command, now, newMigrationId: randomUUID() }
+          : { ...command, now };
+    const context = await this.dispatch(entry, event);
     return { reply: this.unwrap(context), snapshot: this.snapshotOf(entry) };
+  }
+
+  async recover(ref: GroupRef, request: RecoveryRequest): Promise<GroupSnapshot> {
+    const entry = await this.entry(ref);
+    return this.enqueue(entry, async () => {
+      const before = entry.actor.getSnapshot().context;
+      if (before.group.status !== 'FAILED_CLOSED') {
+        throw new CoordinatorError(
+          'GROUP_NOT_FAILED_CLOSED',
+          'recovery applies only to a failed-closed group',
+          {
+            details: { status: before.group.status },
+          },
+        );
+      }
+      const highest = Math.max(
+        before.signals?.highestVersionSeen ?? 0,
+        before.group.metadataVersion,
+      );
+      let stored: StoredGroup;
+      if (request.action === 'RESUME') {
+        const found = await this.guardStore(() => this.options.store.loadGroup(ref));
+        if (!found) {
+          throw new CoordinatorError(
+            'RESUME_REFUSED',
+            'the metadata key is missing: restore a backup first, or RECREATE',
+          );
+        }
+        if (found.state.metadataVersion < highest) {
+          throw new CoordinatorError(
+            'RESUME_REFUSED',
+            `the stored metadataVersion ${found.state.metadataVersion} is below the highest version seen (${highest}): RECREATE instead`,
+            {
+              details: {
+                storedMetadataVersion: found.state.metadataVersion,
+                highestVersionSeen: highest,
+              },
+            },
+          );
+        }
+        stored = await this.guardStore(() =>
+          this.options.store.takeOwnership(ref, this.newFence()),
+        );
+      } else {
+        stored = await this.recreate(ref, before.group, highest, request.shardCount);
+      }
+      this.replaceActor(entry, stored, before);
+      this.options.logger.warn('group recovered', {
+        group: groupId(ref),
+        action: request.action,
+        requestedBy: request.requestedBy,
+        lifecycleId: stored.state.lifecycleId,
+      });
+      return this.snapshotOf(entry);
+    });
+  }
+
+  async waitForVersion(
+    ref: GroupRef,
+    afterVersion: number,
+    waitMs: number,
+  ): Promise<GroupSnapshot> {
+    const entry = await this.entry(ref);
+    const { group } = entry.actor.getSnapshot().context;
+    if (group.metadataVersion <= afterVersion && group.status !== 'FAILED_CLOSED' && waitMs > 0) {
+      await this.waiters.wait(groupId(ref), afterVersion, waitMs);
+    }
+    return this.getGroup(ref);
+  }
+
+  async observeVersion(ref: GroupRef, version: number, source: 'routing'): Promise<void> {
+    const entry = await this.entry(ref);
+    if (version <= entry.actor.getSnapshot().context.group.metadataVersion) return;
+    await this.dispatch(entry, {
+      type: 'OBSERVE_VERSION',
+      now: this.options.clock.now(),
+      source,
+      version,
+    });
   }
 
   async heartbeat(ref: GroupRef, request: HeartbeatRequest): Promise<HeartbeatReply> {
@@ -208,9 +336,19 @@ export class GroupHost implements GroupCoordinator {
       // Taking ownership bumps the fence: a writer holding an older token can never write again.
       return this.options.store.takeOwnership(ref, this.newFence());
     });
-    if (!stored)
-      throw new CoordinatorError('GROUP_NOT_FOUND', `group ${groupId(ref)} does not exist`);
-    return this.adopt(stored);
+    if (stored) return this.adopt(stored);
+    if (await this.guardStore(() => this.options.store.isRegistered(ref))) {
+      // The registry knows the group but its metadata is gone: fail closed, never recreate it.
+      const placeholder = newGroupState(ref, {
+        shardCount: 0,
+        lifecycleId: 'unknown',
+        now: this.options.clock.now(),
+      });
+      const entry = this.adopt({ state: placeholder, revision: 0, fence: '' });
+      this.failClosed(entry, 'METADATA_LOST');
+      return entry;
+    }
+    throw new CoordinatorError('GROUP_NOT_FOUND', `group ${groupId(ref)} does not exist`);
   }
 
   private adopt(stored: StoredGroup): GroupEntry {
@@ -286,7 +424,9 @@ export class GroupHost implements GroupCoordinator {
       }
       const after = snapshot.context;
       this.checkInvariants(entry, before, after);
-      if (after.group !== before.group) {
+      // A failed-closed group is never written: lost metadata is not recreated, restored metadata
+      // stays as the operator put it (DESIGN.md §7).
+      if (after.group !== before.group && after.group.status !== 'FAILED_CLOSED') {
         const fields = encodeGroup(after.group);
         const patch = diffFields(entry.persisted, fields);
         if (!isEmptyPatch(patch)) {
@@ -303,6 +443,7 @@ export class GroupHost implements GroupCoordinator {
             // Nothing was written: forget the event, as if it never happened.
             entry.actor.stop();
             entry.actor = this.startActor(before);
+            this.onCommitRefused(entry, error);
             throw error;
           }
           entry.persisted = { ...fields, updatedAt: String(now) };
@@ -345,6 +486,29 @@ export class GroupHost implements GroupCoordinator {
         case 'REBALANCE_COMPLETED':
           metrics.rebalanceDuration.observe(effect.durationMs / 1000);
           break;
+        case 'INVARIANT_VIOLATION':
+          metrics.invariantViolations.inc({ invariant: effect.invariant });
+          logger.error('group invariant violation refused', { ...effect });
+          break;
+        case 'EVENT_FAILED':
+          logger.error('group event failed', { ...effect });
+          break;
+        case 'MIGRATION_STARTED':
+          metrics.migrationsStarted.inc({ kind: effect.kind });
+          logger.info('migration started', { ...effect });
+          break;
+        case 'MIGRATION_CONVERGED':
+          metrics.migrationDuration.observe(effect.durationMs / 1000);
+          logger.info('migration converged', { ...effect });
+          break;
+        case 'MIGRATION_COMPLETED':
+          metrics.migrationsCompleted.inc();
+          logger.info('migration completed', { ...effect });
+          break;
+        case 'MIGRATION_ROLLED_BACK':
+          metrics.migrationsRolledBack.inc();
+          logger.info('migration rolled back', { ...effect });
+          break;
         default:
           break;
       }
@@ -355,6 +519,7 @@ export class GroupHost implements GroupCoordinator {
   /** Keeps the deadline and the gauges in step with the context. */
   private observe(entry: GroupEntry, context: GroupContext): void {
     entry.deadline = nextDeadline(context);
+    this.waiters.notify(groupId(entry.ref), context.group.metadataVersion);
     const members = Object.keys(context.group.members).length;
     let revoking = 0;
     for (const shard of Object.values(context.group.shards)) {
@@ -363,6 +528,95 @@ export class GroupHost implements GroupCoordinator {
     this.options.metrics.members.inc(members - entry.counts.members);
     this.options.metrics.revokePending.inc(revoking - entry.counts.revoking);
     entry.counts = { members, revoking };
+  }
+
+  private failedClosed(entry: GroupEntry): boolean {
+    return entry.actor.getSnapshot().context.group.status === 'FAILED_CLOSED';
+  }
+
+  private refuseFailedClosed(entry: GroupEntry): never {
+    throw new CoordinatorError(
+      'GROUP_FAILED_CLOSED_ADMIN',
+      'the group failed closed; only recovery is allowed',
+      {
+        details: { failureReason: entry.actor.getSnapshot().context.group.failureReason },
+      },
+    );
+  }
+
+  /**
+   * Fails a group closed (DESIGN.md §7), in memory only: nothing is written, so lost metadata
+   * is never recreated and restored metadata is left as the operator put it.
+   */
+  private failClosed(entry: GroupEntry, reason: FailureReason, seenRevision?: number): void {
+    const { metrics, logger, clock } = this.options;
+    if (reason === 'STORE_REVISION_REGRESSION') metrics.storeRevisionRegression.inc();
+    metrics.groupsFailedClosed.inc({ reason });
+    logger.error('group failed closed', {
+      group: groupId(entry.ref),
+      reason,
+      knownRevision: entry.revision,
+      ...(seenRevision === undefined ? {} : { storeRevision: seenRevision }),
+    });
+    entry.actor.send({ type: 'FAIL_CLOSED', now: clock.now(), reason });
+    const after = entry.actor.getSnapshot().context;
+    this.applyEffects(after.effects);
+    this.observe(entry, after);
+    this.waiters.notify(groupId(entry.ref), after.group.metadataVersion, true);
+  }
+
+  /** A refused write tells what happened to the stored metadata. */
+  private onCommitRefused(entry: GroupEntry, error: unknown): void {
+    if (!(error instanceof CoordinatorError)) return;
+    if (error.code === 'GROUP_NOT_FOUND') this.failClosed(entry, 'METADATA_LOST');
+    else if (error instanceof RevisionMismatchError && error.actual < entry.revision) {
+      this.failClosed(entry, 'STORE_REVISION_REGRESSION', error.actual);
+    } else if (error.code === 'FENCED_WRITE' || error.code === 'STALE_REVISION') {
+      // Someone else owns or wrote the group: drop the actor; the next request reloads it.
+      this.options.logger.warn('group write refused; reloading on next use', {
+        group: groupId(entry.ref),
+        code: error.code,
+      });
+      this.forget(entry);
+    }
+  }
+
+  /** Writes a new lifecycle over the group (RECREATE): versions and epochs keep going up. */
+  private async recreate(
+    ref: GroupRef,
+    previous: GroupState,
+    highest: number,
+    shardCount: number,
+  ): Promise<StoredGroup> {
+    const old = (await this.guardStore(() => this.options.store.loadGroup(ref)))?.state;
+    const state = newGroupState(ref, {
+      shardCount,
+      lifecycleId: randomUUID(),
+      now: this.options.clock.now(),
+      metadataVersion: Math.max(highest, old?.metadataVersion ?? 0, previous.metadataVersion) + 1,
+      assignmentEpoch: Math.max(old?.assignmentEpoch ?? 0, previous.assignmentEpoch) + 1,
+      memberEpochSeq: Math.max(old?.memberEpochSeq ?? 0, previous.memberEpochSeq) + 1,
+    });
+    const fields = { ...encodeGroup(state), storeRevision: '1', fence: this.newFence() };
+    await this.guardStore(() => this.options.store.importGroup(ref, fields));
+    return this.guardStore(() => this.options.store.takeOwnership(ref, this.newFence()));
+  }
+
+  /** Swaps a recovered group's actor for one built from the store, keeping its rollback signals. */
+  private replaceActor(entry: GroupEntry, stored: StoredGroup, before: GroupContext): void {
+    entry.actor.stop();
+    const context = createGroupContext({
+      group: stored.state,
+      config: this.config,
+      now: this.options.clock.now(),
+      storeRevision: stored.revision,
+    });
+    entry.actor = this.startActor({ ...context, signals: before.signals });
+    entry.persisted = encodeGroup(stored.state);
+    entry.revision = stored.revision;
+    entry.fence = stored.fence;
+    this.observe(entry, entry.actor.getSnapshot().context);
+    this.waiters.notify(groupId(entry.ref), stored.state.metadataVersion, true);
   }
 
   private unwrap(context: GroupContext): unknown {

@@ -19,6 +19,7 @@ export function membershipConfigFrom(settings: Settings): MembershipConfig {
       defaultMembershipConfig.minRebalanceTimeoutMs,
       m['rebalance-timeout'],
     ),
+    rollbackWindowMs: settings.migration['rollback-window'],
     coordinationVersionMin: settings['coordination-version'].min,
     coordinationVersionMax: settings['coordination-version'].max,
   };

@@ -22,7 +22,14 @@ export type AdminCommand =
   | { readonly type: 'FREEZE' }
   | { readonly type: 'UNFREEZE' }
   | { readonly type: 'PAUSE_PRODUCERS' }
-  | { readonly type: 'RESUME_PRODUCERS' };
+  | { readonly type: 'RESUME_PRODUCERS' }
+  | ({ readonly type: 'SCALE'; readonly shardCount: number } & ChangeRequest)
+  | ({ readonly type: 'ROLLBACK'; readonly migrationId: string } & ChangeRequest);
+
+/** Recovery of a failed-closed group (DESIGN.md §7). */
+export type RecoveryRequest =
+  | ({ readonly action: 'RESUME' } & ChangeRequest)
+  | ({ readonly action: 'RECREATE'; readonly shardCount: number } & ChangeRequest);
 
 /** The actor system as the HTTP layer sees it. */
 export interface GroupCoordinator {
@@ -50,6 +57,15 @@ export interface GroupCoordinator {
     command: AdminCommand,
   ): Promise<{ reply: unknown; snapshot: GroupSnapshot }>;
   heartbeat(ref: GroupRef, request: HeartbeatRequest): Promise<HeartbeatReply>;
+  /** Brings a failed-closed group back: RESUME the stored metadata or RECREATE a new lifecycle. */
+  recover(ref: GroupRef, request: RecoveryRequest): Promise<GroupSnapshot>;
+  /**
+   * Resolves with the group once its metadataVersion exceeds `afterVersion` (or it failed
+   * closed), or after `waitMs` with the group as it is: the routing long poll.
+   */
+  waitForVersion(ref: GroupRef, afterVersion: number, waitMs: number): Promise<GroupSnapshot>;
+  /** A producer reported the metadata version it has seen (header X-Observed-Metadata-Version). */
+  observeVersion(ref: GroupRef, version: number, source: 'routing'): Promise<void>;
   /** Throws `STORE_UNAVAILABLE` when writes cannot be made now (checked before admin mutations). */
   assertWritable(): Promise<void>;
   close(): Promise<void>;

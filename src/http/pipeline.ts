@@ -9,11 +9,15 @@ import type { Services } from './services.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
+/** The caller's `X-Request-Id` when sane, a new UUID otherwise. */
+export function requestIdOf(given: string | undefined): string {
+  return given && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
 /** Gives every request an id (the caller's `X-Request-Id` when sane) and a context. */
 export function requestIdMiddleware(services: Services) {
   return (req: Request, res: Response, next: NextFunction): void => {
-    const given = req.get('x-request-id');
-    const requestId = given && REQUEST_ID.test(given) ? given : randomUUID();
+    const requestId = requestIdOf(req.get('x-request-id'));
     res.setHeader('X-Request-Id', requestId);
     const ctx: RequestContext = {
       requestId,
@@ -31,9 +35,24 @@ export function requestIdMiddleware(services: Services) {
   };
 }
 
-function isJson(req: Request): boolean {
-  const type = (req.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+function isJson(contentType: string | undefined): boolean {
+  const type = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
   return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+}
+
+/**
+ * Parses a non-empty request body: 415 for another media type, 400 for bad JSON. Shared by
+ * the express pipeline and the heartbeat fast path.
+ */
+export function parseJsonBody(bytes: Buffer, contentType: string | undefined): unknown {
+  if (!isJson(contentType)) {
+    throw new CoordinatorError('UNSUPPORTED_MEDIA_TYPE', 'request bodies must be application/json');
+  }
+  try {
+    return JSON.parse(bytes.toString('utf8')) as unknown;
+  } catch {
+    throw new CoordinatorError('INVALID_JSON', 'request body is not valid JSON');
+  }
 }
 
 /**
@@ -50,15 +69,10 @@ export function bodyMiddleware(maxBytes: number) {
       req.body = undefined;
       if (!bytes || bytes.length === 0) return next();
       ctx.rawBody = bytes;
-      if (!isJson(req)) {
-        return next(
-          new CoordinatorError('UNSUPPORTED_MEDIA_TYPE', 'request bodies must be application/json'),
-        );
-      }
       try {
-        ctx.body = JSON.parse(bytes.toString('utf8')) as unknown;
-      } catch {
-        return next(new CoordinatorError('INVALID_JSON', 'request body is not valid JSON'));
+        ctx.body = parseJsonBody(bytes, req.get('content-type'));
+      } catch (error) {
+        return next(error);
       }
       next();
     },
@@ -113,20 +127,22 @@ export async function send(
   else res.status(status).json(body);
 }
 
-export async function sendError(
+/**
+ * The response to a failed request: status, error body and `Retry-After` when the error says
+ * when to retry; 5xx are logged. Shared by express and the heartbeat fast path.
+ */
+export function errorResult(
   services: Services,
-  req: Request,
-  res: Response,
+  request: { readonly method: string; readonly path: string; readonly requestId: string },
   error: unknown,
-): Promise<void> {
-  const ctx = requestContext(res);
-  const { status, body } = toErrorResponse(error, ctx.requestId);
+): HandlerResult {
+  const { status, body } = toErrorResponse(error, request.requestId);
   if (status >= 500) {
     const log = status === 500 ? 'error' : 'warn';
     services.logger[log]('request failed', {
-      requestId: ctx.requestId,
-      method: req.method,
-      path: req.path,
+      requestId: request.requestId,
+      method: request.method,
+      path: request.path,
       code: body.error.code,
       error: error instanceof Error ? (error.stack ?? error.message) : String(error),
     });
@@ -135,5 +151,20 @@ export async function sendError(
   const retryAfter = (body.error.details as { retryAfterSeconds?: number } | undefined)
     ?.retryAfterSeconds;
   if (retryAfter !== undefined) headers['Retry-After'] = String(retryAfter);
-  await send(services, req, res, { status, body, headers });
+  return { status, body, headers };
+}
+
+export async function sendError(
+  services: Services,
+  req: Request,
+  res: Response,
+  error: unknown,
+): Promise<void> {
+  const { requestId } = requestContext(res);
+  await send(
+    services,
+    req,
+    res,
+    errorResult(services, { method: req.method, path: req.path, requestId }, error),
+  );
 }

@@ -47,22 +47,40 @@ export function applyResumeProducers(ctx: GroupContext, now: number): GroupConte
 
 function setProducersPaused(ctx: GroupContext, now: number, paused: boolean): GroupContext {
   return command(ctx, now, (group) => {
-    if (group.status === 'FROZEN') {
-      return refusal('GROUP_FROZEN', `group ${groupId(group)} is frozen; unfreeze it first`);
-    }
+    const blocked = mutationRefusal(group);
+    if (blocked) return blocked;
     if (group.producersPaused === paused) return group;
     return { ...group, producersPaused: paused, metadataVersion: group.metadataVersion + 1 };
   });
 }
 
-interface Refusal {
+/** Why an admin command may not run. */
+export interface Refusal {
   readonly refused: true;
-  readonly code: 'GROUP_FROZEN' | 'GROUP_NOT_FROZEN';
+  readonly code: 'GROUP_FROZEN' | 'GROUP_NOT_FROZEN' | 'GROUP_FAILED_CLOSED_ADMIN';
   readonly message: string;
 }
 
 function refusal(code: Refusal['code'], message: string): Refusal {
   return { refused: true, code, message };
+}
+
+/**
+ * Why an admin mutation (producers, scale, rollback) may not run on `group` now, or null:
+ * a failed-closed group takes nothing but recovery, a frozen one nothing but UNFREEZE.
+ * FREEZE and UNFREEZE judge a frozen group themselves.
+ */
+export function mutationRefusal(group: GroupState): Refusal | null {
+  if (group.status === 'FAILED_CLOSED') {
+    return refusal(
+      'GROUP_FAILED_CLOSED_ADMIN',
+      `group ${groupId(group)} is failed closed; only recovery is allowed`,
+    );
+  }
+  if (group.status === 'FROZEN') {
+    return refusal('GROUP_FROZEN', `group ${groupId(group)} is frozen; unfreeze it first`);
+  }
+  return null;
 }
 
 function command(
@@ -72,13 +90,9 @@ function command(
 ): GroupContext {
   const start = beginEvent(ctx, now);
   const { group } = start;
-  if (group.status === 'FAILED_CLOSED') {
-    return fail(
-      start,
-      'GROUP_FAILED_CLOSED_ADMIN',
-      `group ${groupId(group)} is failed closed; only recovery is allowed`,
-    );
-  }
+  const blocked = mutationRefusal(group);
+  if (blocked?.code === 'GROUP_FAILED_CLOSED_ADMIN')
+    return fail(start, blocked.code, blocked.message);
   const outcome = change(group);
   if ('refused' in outcome) return fail(start, outcome.code, outcome.message);
   const summary: AdminSummary = {

@@ -1,6 +1,7 @@
 /**
- * Membership settings the group statechart needs (DESIGN.md §5, §10). `src/config` maps the
- * `coordinator.membership.*` and `coordinator.coordination-version.*` settings onto this shape;
+ * Membership settings the group statechart needs (DESIGN.md §5, §6, §10). `src/config` maps the
+ * `coordinator.membership.*`, `coordinator.coordination-version.*` and
+ * `coordinator.migration.rollback-window` settings onto this shape;
  * the machines never read settings themselves.
  */
 export interface MembershipConfig {
@@ -20,6 +21,11 @@ export interface MembershipConfig {
   readonly assignmentDebounceMs: number;
   readonly coordinationVersionMin: number;
   readonly coordinationVersionMax: number;
+  /**
+   * How long a CONVERGED migration may still be rolled back before it becomes COMPLETED
+   * (`coordinator.migration.rollback-window`).
+   */
+  readonly rollbackWindowMs: number;
 }
 
 const SECOND = 1_000;
@@ -38,6 +44,7 @@ export const defaultMembershipConfig: MembershipConfig = Object.freeze({
   assignmentDebounceMs: 100,
   coordinationVersionMin: 1,
   coordinationVersionMax: 1,
+  rollbackWindowMs: 30 * MINUTE,
 });
 
 /** The session timeout a member gets: what it asked for, held inside the configured bounds. */

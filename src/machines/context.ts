@@ -7,7 +7,7 @@ import type { ErrorCode } from '../errors.js';
 import type { MembershipConfig } from './config.js';
 import { memberIds, ownedShards } from './group-state.js';
 import { targetsAreStale } from './targets.js';
-import type { GroupState, MemberLiveness } from './types.js';
+import type { FailureReason, GroupState, MemberLiveness, MigrationKind } from './types.js';
 
 /** Client-reported versions above the stored ones (spec §7.3): evidence of a store rollback. */
 export interface RollbackSignals {
@@ -16,7 +16,7 @@ export interface RollbackSignals {
   readonly lastAt: number;
   /** Highest `metadataVersion` any client reported; RESUME is refused below it (DESIGN.md §7). */
   readonly highestVersionSeen: number;
-  readonly lastSource: 'heartbeat';
+  readonly lastSource: RollbackSource;
 }
 
 /** Answer to the command an event carried; the host replies from it. */
@@ -32,6 +32,9 @@ export type CommandResult =
 export type FenceReason =
   'REBALANCE_TIMEOUT' | 'STALE_EPOCH' | 'UNKNOWN_MEMBER' | 'LIFECYCLE_MISMATCH';
 
+/** Who reported a version above ours: a consumer's heartbeat or a producer's routing read. */
+export type RollbackSource = 'heartbeat' | 'routing';
+
 export type RollbackField = 'metadataVersion' | 'assignmentEpoch' | 'memberEpoch';
 
 /** Something the host turns into metrics and logs; never into a store write. */
@@ -42,7 +45,7 @@ export type Effect =
   | { readonly type: 'MEMBER_FENCED'; readonly memberId: string; readonly reason: FenceReason }
   | {
       readonly type: 'ROLLBACK_SIGNAL';
-      readonly source: 'heartbeat';
+      readonly source: RollbackSource;
       readonly field: RollbackField;
       readonly reported: number;
       readonly stored: number;
@@ -51,6 +54,19 @@ export type Effect =
   | { readonly type: 'REBALANCE_COMPLETED'; readonly durationMs: number }
   | { readonly type: 'ASSIGNMENT_RECOMPUTED'; readonly assignmentEpoch: number }
   | { readonly type: 'INVARIANT_VIOLATION'; readonly invariant: string; readonly detail: string }
+  | {
+      readonly type: 'MIGRATION_STARTED';
+      readonly migrationId: string;
+      readonly kind: MigrationKind;
+    }
+  | {
+      readonly type: 'MIGRATION_CONVERGED';
+      readonly migrationId: string;
+      readonly durationMs: number;
+    }
+  | { readonly type: 'MIGRATION_COMPLETED'; readonly migrationId: string }
+  | { readonly type: 'MIGRATION_ROLLED_BACK'; readonly migrationId: string }
+  | { readonly type: 'FAILED_CLOSED'; readonly reason: FailureReason }
   | { readonly type: 'EVENT_FAILED'; readonly event: string; readonly message: string };
 
 export interface GroupContext {
@@ -135,8 +151,9 @@ function graceLiveness(group: GroupState, memberId: string, now: number): Member
 
 /**
  * The earliest time at which a TICK would change something: a session expiry, a revoke
- * deadline or a due recompute. Null when nothing is scheduled, and for a failed-closed group
- * (nothing may change until it is recovered).
+ * deadline, a due recompute, or the end of a converged migration's rollback window (it then
+ * becomes COMPLETED). Null when nothing is scheduled, and for a failed-closed group (nothing
+ * may change until it is recovered).
  */
 export function nextDeadline(ctx: GroupContext): number | null {
   if (ctx.group.status === 'FAILED_CLOSED') return null;
@@ -150,6 +167,8 @@ export function nextDeadline(ctx: GroupContext): number | null {
     consider(live.sessionExpiresAt);
     consider(live.revokeDeadline);
   }
+  const migration = ctx.group.activeMigration;
+  if (migration?.state === 'CONVERGED') consider(migration.rollbackAllowedUntil);
   return earliest;
 }
 

@@ -2,7 +2,7 @@
  * The group statechart (DESIGN.md §2, §13). Three parallel regions:
  * - `lifecycle` follows `group.status`: active | frozen | failedClosed;
  * - `membership`: empty | stable | rebalancing (revoking | granting);
- * - `migration`: idle only, until the scaling issue adds its states.
+ * - `migration` follows `group.activeMigration`: idle | inProgress | converged.
  *
  * All decisions live in the pure reducer; the chart's states are derived from the context by
  * guarded eventless transitions, so the state value always matches the context, and an actor
@@ -14,7 +14,7 @@ import type { GroupContext } from './context.js';
 import type { GroupEvent } from './events.js';
 import { GroupEventType } from './events.js';
 import { reduceGroupEvent } from './group-reducer.js';
-import { lifecyclePhase, membershipPhase } from './phases.js';
+import { lifecyclePhase, membershipPhase, migrationPhase } from './phases.js';
 import { completeRebalance, startRebalance } from './rebalance.js';
 
 const apply = { actions: 'applyEvent' } as const;
@@ -39,6 +39,9 @@ export const groupMachine = setup({
     allShardsSettled: ({ context }) => membershipPhase(context) === 'stable',
     someShardRevoking: ({ context }) => membershipPhase(context) === 'revoking',
     someShardAwaitingGrant: ({ context }) => membershipPhase(context) === 'granting',
+    noActiveMigration: ({ context }) => migrationPhase(context.group) === 'idle',
+    migrationInProgress: ({ context }) => migrationPhase(context.group) === 'inProgress',
+    migrationConverged: ({ context }) => migrationPhase(context.group) === 'converged',
   },
 }).createMachine({
   id: 'group',
@@ -47,6 +50,10 @@ export const groupMachine = setup({
   on: {
     [GroupEventType.HEARTBEAT]: apply,
     [GroupEventType.TICK]: apply,
+    [GroupEventType.SCALE]: apply,
+    [GroupEventType.ROLLBACK]: apply,
+    [GroupEventType.FAIL_CLOSED]: apply,
+    [GroupEventType.OBSERVE_VERSION]: apply,
     [GroupEventType.PERSISTED]: apply,
   },
   states: {
@@ -115,9 +122,31 @@ export const groupMachine = setup({
         },
       },
     },
+    // SCALE and ROLLBACK are applied at the root (a refused one changes nothing); the region
+    // follows the active migration, whichever event moved it: a heartbeat converges it, a
+    // TICK completes it, a SCALE may complete one and start the next in one step.
     migration: {
       initial: 'idle',
-      states: { idle: {} },
+      states: {
+        idle: {
+          always: [
+            { guard: 'migrationInProgress', target: 'inProgress' },
+            { guard: 'migrationConverged', target: 'converged' },
+          ],
+        },
+        inProgress: {
+          always: [
+            { guard: 'migrationConverged', target: 'converged' },
+            { guard: 'noActiveMigration', target: 'idle' },
+          ],
+        },
+        converged: {
+          always: [
+            { guard: 'noActiveMigration', target: 'idle' },
+            { guard: 'migrationInProgress', target: 'inProgress' },
+          ],
+        },
+      },
     },
   },
 });

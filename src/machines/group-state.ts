@@ -89,6 +89,15 @@ export function withShards(
   return { ...group, shards };
 }
 
+/** Removes shard records (retired shards leave the group); returns `group` itself when none exists. */
+export function withoutShards(group: GroupState, shards: Iterable<number>): GroupState {
+  const present = [...shards].filter((shard) => Object.hasOwn(group.shards, shard));
+  if (present.length === 0) return group;
+  const kept: Record<number, ShardRecord> = { ...group.shards };
+  for (const shard of present) delete kept[shard];
+  return { ...group, shards: kept };
+}
+
 /**
  * Releases every shard `memberId` owns as assigned or revoking: owner gone, target kept (the
  * caller recomputes targets when membership changed). Retiring shards belong to scale-in and

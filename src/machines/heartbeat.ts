@@ -18,9 +18,11 @@ import {
   ownedShards,
   releaseShardsOf,
   withShards,
+  withoutShards,
 } from './group-state.js';
 import { recompute, removeMember } from './member-changes.js';
 import type { HeartbeatOutcome, HeartbeatReply, HeartbeatRequest } from './protocol.js';
+import { retiringStep } from './retiring.js';
 import type { VersionReport } from './rollback-signals.js';
 import { recordRollbackSignal, versionsAhead } from './rollback-signals.js';
 import type { GroupState, MemberLiveness, MemberRecord, ShardRecord } from './types.js';
@@ -74,7 +76,7 @@ function syncMetadata(
   const next = recordRollbackSignal(ctx, ahead, request.metadataVersion, now);
   const member = memberOf(next.group, request.memberId);
   const view = member ? memberShards(next.group, member.memberId) : NO_SHARDS;
-  const waiting = view.revoking.length > 0 || view.pending.length > 0;
+  const waiting = view.revoking.length > 0 || view.pending.length > 0 || view.retiring.length > 0;
   return succeed(
     next,
     replyOf(
@@ -186,9 +188,13 @@ function fence(
 
 /**
  * Step 5: the heartbeat of the current member. Order matters: (b) releases what it finished
- * revoking, (d) asks it to revoke what now targets someone else, (c) grants it the released
- * shards that target it (including one it just released, if the target came back to it), then
- * (e) issues at most one new member epoch for whatever changed.
+ * revoking and drops the retiring shards it finished, (d) asks it to revoke what now targets
+ * someone else, (c) grants it the released shards that target it (including one it just
+ * released, if the target came back to it) and tells it about retiring shards it inherited,
+ * then (e) issues at most one new member epoch for whatever changed.
+ *
+ * Retiring shards do not block handoff, so they leave the outcome alone; but a member with
+ * some is told the short interval, so retirement takes round trips, not heartbeat periods.
  */
 function serveMember(
   ctx: GroupContext,
@@ -227,7 +233,13 @@ function serveMember(
   const grants = allShards(group)
     .map((record) => changes.get(record.shard) ?? record)
     .filter((r) => r.state === 'released' && r.target === memberId && r.shard < group.shardCount);
-  const bump = joined || changes.size > 0 || grants.length > 0;
+  const retiring = retiringStep(group, memberId, request, now);
+  const bump =
+    joined ||
+    changes.size > 0 ||
+    grants.length > 0 ||
+    retiring.finished.length > 0 ||
+    retiring.told.length > 0;
   const epoch = bump ? group.memberEpochSeq + 1 : member.memberEpoch;
   for (const record of grants) {
     changes.set(record.shard, {
@@ -238,8 +250,9 @@ function serveMember(
       since: now,
     });
   }
+  for (const record of retiring.told) changes.set(record.shard, { ...record, ownerEpoch: epoch });
 
-  let updated = withShards(group, changes);
+  let updated = withoutShards(withShards(group, changes), retiring.finished);
   if (bump) {
     const renewed: MemberRecord = {
       ...member,
@@ -262,7 +275,7 @@ function serveMember(
     memberId,
     epoch,
     view,
-    blocked || next.recomputeAt !== null,
+    blocked || next.recomputeAt !== null || view.retiring.length > 0,
   );
   return succeed(next, reply);
 }

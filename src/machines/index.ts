@@ -1,8 +1,14 @@
 /**
  * Public surface of the pure group logic (DESIGN.md §2 `machines/`): no I/O anywhere below.
  */
-export type { AdminSummary } from './admin.js';
-export { applyFreeze, applyPauseProducers, applyResumeProducers, applyUnfreeze } from './admin.js';
+export type { AdminSummary, Refusal } from './admin.js';
+export {
+  applyFreeze,
+  applyPauseProducers,
+  applyResumeProducers,
+  applyUnfreeze,
+  mutationRefusal,
+} from './admin.js';
 export type { AssignInput } from './assignor.js';
 export { assignTargets, compareIds } from './assignor.js';
 export type { Clock } from './clock.js';
@@ -26,13 +32,18 @@ export { createGroupContext, nextDeadline } from './context.js';
 export type {
   AdminEvent,
   CommandEvent,
+  FailClosedEvent,
   GroupEvent,
   GroupEventName,
   HeartbeatEvent,
   PersistedEvent,
+  RollbackEvent,
+  ScaleEvent,
   TickEvent,
 } from './events.js';
 export { GroupEventType } from './events.js';
+export type { FailClosedReply } from './fail-closed.js';
+export { applyFailClosed } from './fail-closed.js';
 export type { GroupMachine } from './group-machine.js';
 export { groupMachine } from './group-machine.js';
 export { reduceGroupEvent } from './group-reducer.js';
@@ -44,10 +55,25 @@ export type { StateNodeJson, TargetRef, TransitionJson } from './machine-definit
 export { machineDefinition } from './machine-definition.js';
 export type { TickReport } from './membership.js';
 export { applyHeartbeat, applyTick } from './membership.js';
+export type { RollbackReply, ScaleReply } from './migration.js';
+export {
+  MIGRATION_HISTORY_LIMIT,
+  applyRollback,
+  applyScale,
+  migrationConverged,
+  settleMigration,
+} from './migration.js';
+export type { MigrationProgress, MigrationView } from './migration-view.js';
+export {
+  migrationProgress,
+  migrationView,
+  migrationsView,
+  rollbackAllowed,
+} from './migration-view.js';
 export { toMermaid } from './mermaid.js';
 export { newGroupState } from './new-group.js';
-export type { GroupStateValue, LifecyclePhase, MembershipPhase } from './phases.js';
-export { expectedStateValue, lifecyclePhase, membershipPhase } from './phases.js';
+export type { GroupStateValue, LifecyclePhase, MembershipPhase, MigrationPhase } from './phases.js';
+export { expectedStateValue, lifecyclePhase, membershipPhase, migrationPhase } from './phases.js';
 export type { HeartbeatOutcome, HeartbeatReply, HeartbeatRequest } from './protocol.js';
 export { HEARTBEAT_OUTCOMES } from './protocol.js';
 export { partitionerName, shardForKey, streamNames } from './routing.js';

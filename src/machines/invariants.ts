@@ -10,7 +10,8 @@ export type InvariantName =
   | 'MONOTONIC_VERSIONS'
   | 'TARGET_COVERAGE'
   | 'RELEASE_BEFORE_GRANT'
-  | 'NO_RELEASED_TO_REVOKING';
+  | 'NO_RELEASED_TO_REVOKING'
+  | 'SHARDS_WITHIN_COUNT';
 
 export interface Violation {
   readonly invariant: InvariantName;
@@ -18,10 +19,12 @@ export interface Violation {
 }
 
 /**
- * The invariants of one state: owners of assigned/revoking shards are members, only released
- * shards lack an owner, every shard record is filed under its own number (so no shard can be
- * in two members' assigned lists), and while members exist and no recompute is pending every
- * shard below `shardCount` targets a live member.
+ * The invariants of one state: owners of assigned/revoking/retiring shards are members, only
+ * released shards lack an owner (and retiring ones while no member is left to inherit them),
+ * every shard record is filed under its own number (so no shard can be in two members'
+ * assigned lists), while members exist and no recompute is pending every shard below
+ * `shardCount` targets a live member, and a shard is retiring exactly when it lies at or above
+ * `shardCount` (scale-in retires what it removes; a scale-out takes retiring shards back).
  */
 export function checkGroupState(ctx: GroupContext): Violation[] {
   const { group } = ctx;
@@ -29,15 +32,25 @@ export function checkGroupState(ctx: GroupContext): Violation[] {
   const single = (detail: string): void => {
     violations.push({ invariant: 'SINGLE_OWNER', detail });
   };
+  const members = memberIds(group);
   for (const record of allShards(group)) {
+    const removed = record.shard >= group.shardCount;
+    if (removed !== (record.state === 'retiring')) {
+      violations.push({
+        invariant: 'SHARDS_WITHIN_COUNT',
+        detail: `shard ${record.shard} is ${record.state} with shardCount ${group.shardCount}`,
+      });
+    }
     if (record.state === 'released') {
       if (record.owner !== null)
         single(`shard ${record.shard} is released but names owner ${record.owner}`);
       continue;
     }
     if (record.owner === null) {
-      single(`shard ${record.shard} is ${record.state} without an owner`);
-    } else if (record.state !== 'retiring' && !isMember(group, record.owner)) {
+      // A retiring shard waits ownerless only until a member can inherit it.
+      if (record.state !== 'retiring' || members.length > 0)
+        single(`shard ${record.shard} is ${record.state} without an owner`);
+    } else if (!isMember(group, record.owner)) {
       single(`shard ${record.shard} is ${record.state} by ${record.owner}, which is not a member`);
     }
   }
@@ -46,7 +59,6 @@ export function checkGroupState(ctx: GroupContext): Violation[] {
     if (Number(key) !== record.shard)
       single(`shard record under key ${key} says shard ${record.shard}`);
   }
-  const members = memberIds(group);
   if (members.length > 0 && ctx.recomputeAt === null) {
     for (let shard = 0; shard < group.shardCount; shard++) {
       const { target } = shardAt(group, shard);
@@ -64,8 +76,9 @@ export function checkGroupState(ctx: GroupContext): Violation[] {
 /**
  * Every invariant of the step `prev` → `next`: those of {@link checkGroupState} on `next`, plus
  * versions and surviving members' epochs never decreasing, no shard changing owner from one
- * member to another without passing through released, and no shard going released → revoking
- * without a new assignment epoch.
+ * member to another without passing through released (except a retiring shard whose owner is
+ * gone after the step: it is inherited, still retiring, since its data must still be consumed),
+ * and no shard going released → revoking without a new assignment epoch.
  */
 export function checkInvariants(prev: GroupContext, next: GroupContext): Violation[] {
   const violations = checkGroupState(next);
@@ -92,7 +105,9 @@ export function checkInvariants(prev: GroupContext, next: GroupContext): Violati
   for (const shard of shards) {
     const was = shardAt(before, shard);
     const is = shardAt(after, shard);
-    if (was.owner !== null && is.owner !== null && was.owner !== is.owner) {
+    const inherited =
+      was.state === 'retiring' && is.state === 'retiring' && !isMember(after, was.owner);
+    if (was.owner !== null && is.owner !== null && was.owner !== is.owner && !inherited) {
       violations.push({
         invariant: 'RELEASE_BEFORE_GRANT',
         detail: `shard ${shard} moved from ${was.owner} to ${is.owner} without being released`,

@@ -5,6 +5,7 @@
 import type { GroupContext } from './context.js';
 import { withEffects } from './context.js';
 import { isMember, releaseShardsOf } from './group-state.js';
+import { handOverRetiring } from './retiring.js';
 import { recomputeTargets } from './targets.js';
 
 /** Recomputes targets now and clears any pending recompute. */
@@ -18,7 +19,11 @@ export function recompute(ctx: GroupContext): GroupContext {
   });
 }
 
-/** Removes a member with its liveness and releases its shards; targets are left to the caller. */
+/**
+ * Removes a member with its liveness and releases its shards, except retiring ones, which are
+ * handed over, still retiring, to a remaining member (or wait ownerless when none is left).
+ * Targets are left to the caller.
+ */
 export function removeMember(ctx: GroupContext, memberId: string, now: number): GroupContext {
   if (!isMember(ctx.group, memberId)) return ctx;
   const released = releaseShardsOf(ctx.group, memberId, now);
@@ -26,5 +31,6 @@ export function removeMember(ctx: GroupContext, memberId: string, now: number): 
   delete members[memberId];
   const liveness = { ...ctx.liveness };
   delete liveness[memberId];
-  return { ...ctx, group: { ...released, members }, liveness };
+  const group = handOverRetiring({ ...released, members }, memberId, now);
+  return { ...ctx, group, liveness };
 }

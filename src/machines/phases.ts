@@ -12,11 +12,14 @@ export type LifecyclePhase = 'active' | 'frozen' | 'failedClosed';
 /** `rebalancing` has two substates: `revoking` and `granting`. */
 export type MembershipPhase = 'empty' | 'stable' | 'revoking' | 'granting';
 
+/** Follows `group.activeMigration.state`. */
+export type MigrationPhase = 'idle' | 'inProgress' | 'converged';
+
 /** The state value a context belongs in (the shape of `snapshot.value`). */
 export interface GroupStateValue {
   readonly lifecycle: LifecyclePhase;
   readonly membership: 'empty' | 'stable' | { readonly rebalancing: 'revoking' | 'granting' };
-  readonly migration: 'idle';
+  readonly migration: MigrationPhase;
 }
 
 /** Follows `group.status`. */
@@ -28,6 +31,18 @@ export function lifecyclePhase(group: GroupState): LifecyclePhase {
       return 'failedClosed';
     default:
       return 'active';
+  }
+}
+
+/** `idle` without an active migration, else its state: IN_PROGRESS or CONVERGED. */
+export function migrationPhase(group: GroupState): MigrationPhase {
+  switch (group.activeMigration?.state) {
+    case 'IN_PROGRESS':
+      return 'inProgress';
+    case 'CONVERGED':
+      return 'converged';
+    default:
+      return 'idle';
   }
 }
 
@@ -54,6 +69,6 @@ export function expectedStateValue(ctx: GroupContext): GroupStateValue {
   return {
     lifecycle: lifecyclePhase(ctx.group),
     membership: phase === 'empty' || phase === 'stable' ? phase : { rebalancing: phase },
-    migration: 'idle',
+    migration: migrationPhase(ctx.group),
   };
 }

@@ -2,8 +2,8 @@
  * Rollback signals (spec §7.3, DESIGN.md §7): a client that reports a version above the stored
  * one has seen state the store no longer has. Never trusted, always recorded.
  */
-import type { Effect, GroupContext, RollbackField } from './context.js';
-import { withEffects } from './context.js';
+import type { Effect, GroupContext, RollbackField, RollbackSource } from './context.js';
+import { beginEvent, succeed, withEffects } from './context.js';
 import type { HeartbeatRequest } from './protocol.js';
 
 /** Reported versus stored value of one field. */
@@ -40,6 +40,7 @@ export function recordRollbackSignal(
   reports: readonly VersionReport[],
   reportedMetadataVersion: number,
   now: number,
+  source: RollbackSource = 'heartbeat',
 ): GroupContext {
   if (reports.length === 0) return ctx;
   const previous = ctx.signals;
@@ -48,12 +49,31 @@ export function recordRollbackSignal(
     firstAt: previous?.firstAt ?? now,
     lastAt: now,
     highestVersionSeen: Math.max(previous?.highestVersionSeen ?? 0, reportedMetadataVersion),
-    lastSource: 'heartbeat' as const,
+    lastSource: source,
   };
   const effects: Effect[] = reports.map((r) => ({
     type: 'ROLLBACK_SIGNAL',
-    source: 'heartbeat',
+    source,
     ...r,
   }));
   return withEffects({ ...ctx, signals }, ...effects);
+}
+
+/**
+ * OBSERVE_VERSION: a producer's routing read carried the highest metadataVersion it has seen
+ * (header X-Observed-Metadata-Version). Above ours, it is a rollback signal; never trusted.
+ */
+export function applyObservedVersion(
+  ctx: GroupContext,
+  version: number,
+  source: RollbackSource,
+  now: number,
+): GroupContext {
+  const start = beginEvent(ctx, now);
+  const stored = start.group.metadataVersion;
+  const reports: VersionReport[] =
+    version > stored ? [{ field: 'metadataVersion', reported: version, stored }] : [];
+  return succeed(recordRollbackSignal(start, reports, version, now, source), {
+    signalled: reports.length > 0,
+  });
 }

@@ -107,6 +107,11 @@ export class Metrics {
     buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1800],
     registers: [this.registry],
   });
+  readonly routingLongPolls = new Gauge({
+    name: 'coord_routing_long_polls',
+    help: 'Routing long polls waiting for a newer metadata version',
+    registers: [this.registry],
+  });
   readonly groupsFailedClosed = new Counter({
     name: 'coord_groups_failed_closed_total',
     help: 'Groups that failed closed',

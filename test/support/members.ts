@@ -19,10 +19,11 @@ export class SimulatedMember {
     private readonly consumerGroup: string,
   ) {}
 
-  /** One heartbeat; `revokeDone` false keeps revoking shards DRAINING (a stuck member). */
+  /** One heartbeat; `revokeDone` false keeps revoking and retiring shards DRAINING (a stuck member). */
   async beat(options: { revokeDone?: boolean; epoch?: number } = {}): Promise<HeartbeatReply> {
     const revokeDone = options.revokeDone ?? true;
-    const revoking = this.last?.revokeShards ?? [];
+    // Shards to give up: revoked ones (drain) and retiring ones (consumed to the end).
+    const revoking = [...(this.last?.revokeShards ?? []), ...(this.last?.retireShards ?? [])];
     const res = await this.c.call(
       'POST',
       `/coord/v1/consumer/streams/${this.streamPrefix}/groups/${this.consumerGroup}/heartbeat`,

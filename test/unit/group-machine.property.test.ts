@@ -1,7 +1,8 @@
 /**
- * Property tests of the group statechart over random event sequences (DESIGN.md §5): the
- * invariants hold after every step whatever members do, and once members behave, the group
- * converges to every shard assigned to exactly one live member.
+ * Property tests of the group statechart over random event sequences (DESIGN.md §5, §6): the
+ * invariants hold after every step whatever members and operators do (scales and rollbacks
+ * included), and once members behave, the group converges to every shard assigned to exactly
+ * one live member, and the active migration, if any, to CONVERGED.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -48,7 +49,12 @@ type Command =
   | { kind: 'advance'; ms: number }
   | { kind: 'jumpBack'; ms: number }
   | { kind: 'restart' }
-  | { kind: 'admin'; type: 'FREEZE' | 'UNFREEZE' | 'PAUSE_PRODUCERS' | 'RESUME_PRODUCERS' };
+  | { kind: 'admin'; type: 'FREEZE' | 'UNFREEZE' | 'PAUSE_PRODUCERS' | 'RESUME_PRODUCERS' }
+  | { kind: 'scale'; shardCount: number }
+  | { kind: 'rollback' };
+
+/** Highest shard count a random scale asks for. */
+const MAX_SCALE = 64;
 
 /** What one simulated consumer knows: its last answer, and whether its process still runs. */
 interface SimMember {
@@ -61,11 +67,9 @@ class Simulation {
   now = T0;
   actor: Actor<typeof groupMachine>;
   readonly members: SimMember[];
+  private migrations = 0;
 
-  constructor(
-    readonly shardCount: number,
-    memberCount: number,
-  ) {
+  constructor(shardCount: number, memberCount: number) {
     this.members = Array.from({ length: memberCount }, (_, i) => ({
       id: `m-${i}`,
       last: null,
@@ -99,19 +103,23 @@ class Simulation {
     return reply;
   }
 
-  /** Reports exactly what it was told it holds, DONE (or DRAINING) for everything revoked. */
+  /**
+   * Reports exactly what it was told it holds, DONE (or DRAINING) for everything revoked or
+   * retired.
+   */
   honestBeat(member: SimMember, done = true): HeartbeatReply | null {
     const last = member.last;
     if (!last || last.outcome === 'FENCED_MEMBER_EPOCH' || last.memberEpoch < 0) {
       return this.heartbeat(member, this.request(member.id, 0, [], []));
     }
+    const finishing = [...last.revokeShards, ...last.retireShards];
     return this.heartbeat(
       member,
       this.request(
         member.id,
         last.memberEpoch,
-        [...last.assignedShards, ...last.revokeShards],
-        last.revokeShards.map((shard) => ({ shard, state: done ? 'DONE' : 'DRAINING' })),
+        [...last.assignedShards, ...finishing],
+        finishing.map((shard) => ({ shard, state: done ? 'DONE' : 'DRAINING' })),
       ),
     );
   }
@@ -196,6 +204,26 @@ class Simulation {
       case 'admin':
         this.send({ type: command.type, now: this.now });
         return;
+      case 'scale':
+        this.send({
+          type: 'SCALE',
+          now: this.now,
+          shardCount: command.shardCount,
+          requestedBy: 'ops',
+          reason: 'property',
+          migrationId: `mig-${++this.migrations}`,
+        });
+        return;
+      case 'rollback':
+        this.send({
+          type: 'ROLLBACK',
+          now: this.now,
+          migrationId: 'current',
+          newMigrationId: `mig-${++this.migrations}`,
+          requestedBy: 'ops',
+          reason: 'property',
+        });
+        return;
     }
   }
 
@@ -216,7 +244,22 @@ class Simulation {
     return (
       membershipPhase(this.ctx) === (running.length === 0 ? 'empty' : 'stable') &&
       Object.keys(group.members).length === running.length &&
-      running.every((m) => m.last?.outcome === 'OK' && group.members[m.id] !== undefined)
+      running.every((m) => m.last?.outcome === 'OK' && group.members[m.id] !== undefined) &&
+      (group.activeMigration?.state !== 'IN_PROGRESS' || this.waitingForConsumers())
+    );
+  }
+
+  /**
+   * With nobody left, retiring shards wait ownerless for a consumer to finish them: the
+   * migration cannot converge before one comes back.
+   */
+  waitingForConsumers(): boolean {
+    const { group } = this.ctx;
+    const removed = Object.values(group.shards).filter((r) => r.shard >= group.shardCount);
+    return (
+      Object.keys(group.members).length === 0 &&
+      removed.length > 0 &&
+      removed.every((r) => r.state === 'retiring' && r.owner === null)
     );
   }
 
@@ -248,7 +291,11 @@ function checkReplyShape(reply: HeartbeatReply): void {
 
 function commandArb(memberCount: number, shardCount: number): fc.Arbitrary<Command> {
   const m = fc.integer({ min: 0, max: memberCount - 1 });
-  const shardNo = fc.integer({ min: 0, max: shardCount + 1 });
+  // Mostly around the initial count; scales move the count anywhere up to MAX_SCALE.
+  const shardNo = fc.oneof(
+    { weight: 3, arbitrary: fc.integer({ min: 0, max: shardCount + 1 }) },
+    { weight: 1, arbitrary: fc.integer({ min: 0, max: MAX_SCALE + 1 }) },
+  );
   return fc.oneof(
     {
       weight: 6,
@@ -317,6 +364,14 @@ function commandArb(memberCount: number, shardCount: number): fc.Arbitrary<Comma
         ),
       }),
     },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant('scale' as const),
+        shardCount: fc.integer({ min: 1, max: MAX_SCALE }),
+      }),
+    },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('rollback' as const) }) },
   );
 }
 
@@ -334,16 +389,26 @@ const scenario = fc
   );
 
 describe('property: invariants hold after every step, and honest members converge', () => {
-  it('random joins, leaves, crashes, wrong heartbeats, clock jumps and restarts', () => {
+  it('random joins, leaves, crashes, wrong heartbeats, clock jumps, restarts, scales and rollbacks', () => {
     fc.assert(
-      fc.property(scenario, ({ memberCount, shardCount, commands }) => {
-        const sim = new Simulation(shardCount, memberCount);
+      fc.property(scenario, ({ memberCount, shardCount: initialShardCount, commands }) => {
+        const sim = new Simulation(initialShardCount, memberCount);
         for (const command of commands) sim.run(command);
 
-        const rounds = sim.calmDown();
-        expect(rounds).toBeGreaterThan(0);
+        expect(sim.calmDown()).toBeGreaterThan(0);
+        if (sim.waitingForConsumers()) {
+          sim.run({ kind: 'join', m: 0, sessionTimeoutMs: 45_000, rebalanceTimeoutMs: 60_000 });
+          expect(sim.calmDown()).toBeGreaterThan(0);
+        }
+        expect(sim.ctx.group.activeMigration?.state ?? 'CONVERGED').toBe('CONVERGED');
 
         const { group } = sim.ctx;
+        const { shardCount } = group;
+        expect(
+          Object.keys(group.shards)
+            .map(Number)
+            .sort((a, b) => a - b),
+        ).toEqual([...Array(shardCount).keys()]);
         const running = sim.members.filter((m) => m.running);
         const owners = new Map<number, string>();
         for (const member of running) {
@@ -441,6 +506,40 @@ describe('the invariant checker catches each kind of violation (so a clean run m
       'TARGET_COVERAGE',
     ]);
     expect(checkGroupState({ ...base, group, recomputeAt: base.lastEventAt })).toEqual([]);
+  });
+
+  it('SHARDS_WITHIN_COUNT: a shard at or above shardCount that is not retiring, or one below it that is', () => {
+    const above = withShard(base.group, { ...shard1, shard: 2 });
+    expect(checkGroupState({ ...base, group: above }).map((v) => v.invariant)).toEqual([
+      'SHARDS_WITHIN_COUNT',
+    ]);
+    const below = withShard(base.group, { ...shard1, state: 'retiring', target: null });
+    expect(checkGroupState({ ...base, group: below }).map((v) => v.invariant)).toContain(
+      'SHARDS_WITHIN_COUNT',
+    );
+  });
+
+  it('SINGLE_OWNER: a retiring shard without an owner while a member could inherit it', () => {
+    const retiring: ShardRecord = { ...shard1, shard: 2, state: 'retiring', target: null };
+    const group = withShard(base.group, { ...retiring, owner: null });
+    expect(checkGroupState({ ...base, group }).map((v) => v.invariant)).toEqual(['SINGLE_OWNER']);
+    // Shards 0 and 1 have no record, so they read as released.
+    const nobody = { ...group, members: {}, shards: { 2: { ...retiring, owner: null } } };
+    const empty = { ...base, group: nobody, liveness: {} };
+    expect(checkGroupState(empty)).toEqual([]);
+  });
+
+  it('RELEASE_BEFORE_GRANT: a retiring shard changes hands only when its owner is gone', () => {
+    const retiring: ShardRecord = { ...shard1, shard: 2, state: 'retiring', target: null };
+    const prev = { ...base, group: withShard(base.group, retiring) };
+    expect(checkGroupState(prev)).toEqual([]);
+    const moved = withShard(base.group, { ...retiring, owner: 'm-1' });
+    expect(names(prev, { ...prev, group: moved })).toContain('RELEASE_BEFORE_GRANT');
+    const members = { ...moved.members };
+    delete members['m-0'];
+    expect(names(prev, { ...prev, group: { ...moved, members } })).not.toContain(
+      'RELEASE_BEFORE_GRANT',
+    );
   });
 
   it('guardInvariants rejects a violating step and keeps the previous group', () => {

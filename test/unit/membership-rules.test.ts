@@ -3,129 +3,12 @@
  * statechart exactly as the actor host drives it: one event at a time, time on the event.
  */
 import { describe, expect, it } from 'vitest';
-import type { Actor } from 'xstate';
-import { createActor } from 'xstate';
-import { ManualClock } from '../../src/machines/clock.js';
 import type { MembershipConfig } from '../../src/machines/config.js';
-import { defaultMembershipConfig } from '../../src/machines/config.js';
-import type { CommandResult, Effect, GroupContext } from '../../src/machines/context.js';
-import { createGroupContext, nextDeadline } from '../../src/machines/context.js';
-import type { GroupEvent } from '../../src/machines/events.js';
-import { groupMachine } from '../../src/machines/group-machine.js';
-import { checkInvariants } from '../../src/machines/invariants.js';
-import { newGroupState } from '../../src/machines/new-group.js';
-import { expectedStateValue } from '../../src/machines/phases.js';
-import type { HeartbeatReply, HeartbeatRequest } from '../../src/machines/protocol.js';
+import { nextDeadline } from '../../src/machines/context.js';
+import type { HeartbeatReply } from '../../src/machines/protocol.js';
 import type { GroupState } from '../../src/machines/types.js';
 import { makeGroupState } from '../support/fixtures.js';
-
-const T0 = Date.UTC(2026, 0, 1);
-
-interface BeatOptions extends Partial<HeartbeatRequest> {
-  /** Report every shard being revoked as DONE. */
-  readonly done?: boolean;
-}
-
-/** A group actor plus the members' side of the conversation (what each was told last). */
-class Harness {
-  readonly clock = new ManualClock(T0);
-  readonly config: MembershipConfig;
-  readonly replies = new Map<string, HeartbeatReply>();
-  actor: Actor<typeof groupMachine>;
-
-  constructor(
-    options: { shardCount?: number; config?: Partial<MembershipConfig>; group?: GroupState } = {},
-  ) {
-    this.config = { ...defaultMembershipConfig, ...options.config };
-    const group =
-      options.group ??
-      newGroupState(
-        { streamPrefix: 'orders', consumerGroup: 'billing' },
-        { shardCount: options.shardCount ?? 4, lifecycleId: 'life-1', now: this.clock.now() },
-      );
-    this.actor = this.start(group);
-  }
-
-  get ctx(): GroupContext {
-    return this.actor.getSnapshot().context;
-  }
-
-  get effects(): readonly Effect[] {
-    return this.ctx.effects;
-  }
-
-  /** Sends one event and checks what every step must satisfy. */
-  send(event: GroupEvent): GroupContext {
-    const before = this.ctx;
-    this.actor.send(event);
-    const after = this.ctx;
-    expect(checkInvariants(before, after)).toEqual([]);
-    expect(this.actor.getSnapshot().value).toEqual(expectedStateValue(after));
-    return after;
-  }
-
-  heartbeat(request: HeartbeatRequest): CommandResult {
-    const result = this.send({ type: 'HEARTBEAT', now: this.clock.now(), request }).result;
-    if (result?.ok) this.replies.set(request.memberId, result.reply as HeartbeatReply);
-    return result ?? { ok: false, code: 'INTERNAL', message: 'no result' };
-  }
-
-  /** A heartbeat built from what the member was last told; `options` override any field. */
-  beat(memberId: string, options: BeatOptions = {}): HeartbeatReply {
-    const last = this.replies.get(memberId);
-    const { done, ...overrides } = options;
-    const revoking = last?.revokeShards ?? [];
-    const result = this.heartbeat({
-      memberId,
-      memberEpoch: last?.memberEpoch ?? 0,
-      assignmentEpoch: last?.assignmentEpoch ?? 0,
-      metadataVersion: last?.metadataVersion ?? 0,
-      currentAssignments: [...(last?.assignedShards ?? []), ...revoking],
-      revokeProgress: revoking.map((shard) => ({ shard, state: done ? 'DONE' : 'DRAINING' })),
-      ...overrides,
-    });
-    if (!result.ok) throw new Error(`heartbeat failed: ${result.code} ${result.message}`);
-    return result.reply as HeartbeatReply;
-  }
-
-  join(memberId: string, options: BeatOptions = {}): HeartbeatReply {
-    return this.beat(memberId, {
-      memberEpoch: 0,
-      currentAssignments: [],
-      revokeProgress: [],
-      ...options,
-    });
-  }
-
-  tick(): GroupContext {
-    return this.send({ type: 'TICK', now: this.clock.now() });
-  }
-
-  /** Rebuilds the actor from the persisted group, as the host does after a restart. */
-  restart(): void {
-    this.actor.stop();
-    this.actor = this.start(this.ctx.group);
-  }
-
-  /** Lets the debounce window pass and sweeps, so a pending recompute runs. */
-  settleRecompute(): void {
-    this.clock.advance(this.config.assignmentDebounceMs);
-    this.tick();
-  }
-
-  private start(group: GroupState): Actor<typeof groupMachine> {
-    const context = createGroupContext({
-      group,
-      config: this.config,
-      now: this.clock.now(),
-      storeRevision: 1,
-    });
-    const actor = createActor(groupMachine, { input: context });
-    actor.start();
-    expect(actor.getSnapshot().value).toEqual(expectedStateValue(actor.getSnapshot().context));
-    return actor;
-  }
-}
+import { Harness, T0 } from './group-harness.js';
 
 const shard = (h: Harness, n: number) => h.ctx.group.shards[n];
 
@@ -694,32 +577,5 @@ describe('admin commands through the actor: freeze, unfreeze, pause and resume p
     h.send({ type: 'PERSISTED', revision: 7, updatedAt: h.clock.now() });
     expect(h.ctx.storeRevision).toBe(7);
     expect(h.ctx.result).toBe(result);
-  });
-});
-
-describe('retiring shards (scale-in, a later issue) are left alone by membership', () => {
-  it('reports a retiring shard in retireShards and never retargets or regrants it', () => {
-    const h = new Harness({ shardCount: 2 });
-    h.join('m-a');
-    const retiring = {
-      shard: 2,
-      state: 'retiring',
-      owner: 'm-a',
-      ownerEpoch: 1,
-      target: null,
-      since: T0,
-    } as const;
-    const group: GroupState = { ...h.ctx.group, shards: { ...h.ctx.group.shards, 2: retiring } };
-    const g = new Harness({ group });
-    g.replies.set('m-a', h.replies.get('m-a') as HeartbeatReply);
-    expect(g.beat('m-a')).toMatchObject({
-      outcome: 'OK',
-      assignedShards: [0, 1],
-      retireShards: [2],
-    });
-    g.join('m-b');
-    g.settleRecompute();
-    expect(g.ctx.group.shards[2]).toEqual(retiring);
-    expect(g.actor.getSnapshot().value).toMatchObject({ membership: { rebalancing: 'granting' } });
   });
 });

@@ -57,6 +57,18 @@ describe('toMermaid renders the group statechart as stateDiagram-v2', () => {
     );
   });
 
+  it('shows the migration phases, derived from the active migration', () => {
+    expect(text).toContain(
+      'group_migration_idle --> group_migration_inProgress : [migrationInProgress]',
+    );
+    expect(text).toContain(
+      'group_migration_inProgress --> group_migration_converged : [migrationConverged]',
+    );
+    expect(text).toContain(
+      'group_migration_converged --> group_migration_idle : [noActiveMigration]',
+    );
+  });
+
   it('draws an edge into a nested state to its composite, as mermaid requires', () => {
     expect(text).toContain(
       'group_membership_empty --> group_membership_rebalancing : [someShardRevoking]',

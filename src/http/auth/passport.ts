@@ -6,13 +6,16 @@ import { CoordinatorError } from '../../errors.js';
 import { TOKEN_ISSUER, principalFromClaims } from './tokens.js';
 import type { Principal } from './roles.js';
 
+/** Where a request's token is: `Authorization: Bearer <token>` (shared with the heartbeat fast path). */
+export const bearerToken = ExtractJwt.fromAuthHeaderAsBearerToken();
+
 /** A passport instance of our own (not the global one), with the JWT strategy of DESIGN.md §9. */
 export function createPassport(secret: string): passport.PassportStatic {
   const instance = new passport.Passport() as unknown as passport.PassportStatic;
   instance.use(
     new JwtStrategy(
       {
-        jwtFromRequest: ExtractJwt.fromAuthHeaderAsBearerToken(),
+        jwtFromRequest: bearerToken,
         secretOrKey: secret,
         issuer: TOKEN_ISSUER,
         algorithms: ['HS256'],
@@ -58,7 +61,11 @@ function toAuthError(req: Request, info: unknown): CoordinatorError {
   if (info instanceof CoordinatorError) return info;
   if (info instanceof jwt.TokenExpiredError)
     return new CoordinatorError('TOKEN_EXPIRED', 'the access token has expired');
-  if (!req.headers.authorization)
-    return new CoordinatorError('UNAUTHENTICATED', 'a bearer token is required');
+  return noBearerTokenError(req.headers.authorization);
+}
+
+/** The 401 of a request without a usable bearer token: none at all, or not a valid one. */
+export function noBearerTokenError(authorization: string | undefined): CoordinatorError {
+  if (!authorization) return new CoordinatorError('UNAUTHENTICATED', 'a bearer token is required');
   return new CoordinatorError('INVALID_TOKEN', 'the access token is invalid');
 }

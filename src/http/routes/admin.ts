@@ -1,5 +1,7 @@
 import { z } from 'zod';
-import type { AdminCommand } from '../../actors/types.js';
+import type { GroupSnapshot } from '../../actors/types.js';
+import { migrationView } from '../../machines/migration-view.js';
+import type { MigrationRecord } from '../../machines/types.js';
 import type { Settings } from '../../config/settings.js';
 import { route, type RouteSpec } from '../route.js';
 import {
@@ -31,7 +33,7 @@ const errors = {
 function commandRoute(
   suffix: string,
   operation: string,
-  type: AdminCommand['type'],
+  type: 'FREEZE' | 'UNFREEZE' | 'PAUSE_PRODUCERS' | 'RESUME_PRODUCERS',
   summary: string,
 ): RouteSpec {
   return route({
@@ -49,6 +51,15 @@ function commandRoute(
       return { status: 200, body: groupDetail(snapshot) };
     },
   });
+}
+
+/** The reply of a scale or rollback: the migration as monitoring shows it, and the group. */
+function migrationReply(reply: unknown, snapshot: GroupSnapshot) {
+  const { migration } = reply as { migration: MigrationRecord };
+  return {
+    migration: migrationView(migration, snapshot.context, snapshot.context.lastEventAt),
+    group: groupDetail(snapshot),
+  };
 }
 
 /** Admin routes; the shard count bound comes from settings. */
@@ -97,8 +108,12 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
           reason: body.reason,
         });
         const status = { CREATED: 201, UNCHANGED: 200, MIGRATION_STARTED: 202 }[result.outcome];
-        const group = groupDetail(result.snapshot);
-        return { status, body: result.migration ? { migration: result.migration, group } : group };
+        return {
+          status,
+          body: result.migration
+            ? migrationReply({ migration: result.migration }, result.snapshot)
+            : groupDetail(result.snapshot),
+        };
       },
     }),
     route({
@@ -115,6 +130,65 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
       async handler({ params, query, services }) {
         await services.coordinator.deleteGroup(toRef(params), { force: query.force === 'true' });
         return { status: 204 };
+      },
+    }),
+    route({
+      method: 'post',
+      path: `${groupPath}/scale`,
+      summary: 'Start a migration to a new shard count (202)',
+      tag: 'admin',
+      roles: WRITE,
+      operation: 'scale',
+      params: groupParamsSchema,
+      body: changeMetaSchema.extend({ shardCount }),
+      responses: { 202: { description: 'Migration started' }, ...errors },
+      async handler({ params, body, services }) {
+        const { reply, snapshot } = await services.coordinator.command(toRef(params), {
+          type: 'SCALE',
+          shardCount: body.shardCount,
+          requestedBy: body.requestedBy,
+          reason: body.reason,
+        });
+        return { status: 202, body: migrationReply(reply, snapshot) };
+      },
+    }),
+    route({
+      method: 'post',
+      path: `${groupPath}/migrations/:migrationId/rollback`,
+      summary: 'Roll back a migration while allowed (`current` names the active one)',
+      tag: 'admin',
+      roles: WRITE,
+      operation: 'rollback',
+      params: groupParamsSchema.extend({ migrationId: z.string().min(1).max(64) }),
+      body: changeMetaSchema,
+      responses: { 202: { description: 'Rollback migration started' }, ...errors },
+      async handler({ params, body, services }) {
+        const { reply, snapshot } = await services.coordinator.command(toRef(params), {
+          type: 'ROLLBACK',
+          migrationId: params.migrationId,
+          requestedBy: body.requestedBy,
+          reason: body.reason,
+        });
+        return { status: 202, body: migrationReply(reply, snapshot) };
+      },
+    }),
+    route({
+      method: 'post',
+      path: `${groupPath}/recovery`,
+      summary:
+        'Recover a failed-closed group: RESUME restored metadata or RECREATE a new lifecycle',
+      tag: 'admin',
+      roles: WRITE,
+      operation: 'recovery',
+      params: groupParamsSchema,
+      body: z.discriminatedUnion('action', [
+        changeMetaSchema.extend({ action: z.literal('RESUME') }),
+        changeMetaSchema.extend({ action: z.literal('RECREATE'), shardCount }),
+      ]),
+      responses: { 200: { description: 'Recovered', schema: groupDetailSchema }, ...errors },
+      async handler({ params, body, services }) {
+        const snapshot = await services.coordinator.recover(toRef(params), body);
+        return { status: 200, body: groupDetail(snapshot) };
       },
     }),
     commandRoute('/freeze', 'freeze', 'FREEZE', 'Freeze: refuse admin mutations until unfrozen'),

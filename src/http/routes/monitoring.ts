@@ -12,6 +12,7 @@ import {
 } from '../schemas.js';
 import { assignmentsView, groupDetail, groupSummary, membersView } from '../views.js';
 import { statechartView } from '../statechart.js';
+import { migrationView } from '../../machines/migration-view.js';
 
 const READ = ['READ'] as const;
 const groupPath = '/coord/v1/monitoring/streams/:stream/groups/:group';
@@ -159,6 +160,29 @@ export const monitoringRoutes = [
       return {
         status: 200,
         body: statechartView(await services.coordinator.getGroup(toRef(params))),
+      };
+    },
+  }),
+  route({
+    method: 'get',
+    path: `${groupPath}/migrations`,
+    summary: 'Migrations of a group: the active one with progress, and history (newest first)',
+    tag: 'monitoring',
+    roles: READ,
+    params: groupParamsSchema,
+    responses: { 200: { description: 'Migrations' }, ...errors },
+    async handler({ params, services }) {
+      const snapshot = await services.coordinator.getGroup(toRef(params));
+      const { group } = snapshot.context;
+      const now = services.clock.now();
+      return {
+        status: 200,
+        body: {
+          active: group.activeMigration
+            ? migrationView(group.activeMigration, snapshot.context, now)
+            : null,
+          migrations: group.migrations.map((m) => migrationView(m, null, now)),
+        },
       };
     },
   }),

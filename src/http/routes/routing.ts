@@ -1,34 +1,47 @@
+import { z } from 'zod';
 import { CoordinatorError } from '../../errors.js';
 import { route } from '../route.js';
 import { errorSchema, groupParamsSchema, routingSchema } from '../schemas.js';
 import { routingView } from '../views.js';
 
+/** Longest long poll a producer may ask for. */
+export const MAX_WAIT_MS = 60_000;
+
 export const routingRoutes = [
   route({
     method: 'get',
     path: '/coord/v1/routing/streams/:stream/groups/:group',
-    summary: 'Producer routing metadata (ETag; If-None-Match answers 304)',
+    summary:
+      'Producer routing metadata. ETag (If-None-Match answers 304); long poll with afterVersion and waitMs',
     tag: 'routing',
     roles: ['PRODUCER', 'READ'],
     params: groupParamsSchema,
+    query: z.object({
+      afterVersion: z.coerce.number().int().min(0).optional(),
+      waitMs: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(0),
+    }),
     responses: {
       200: { description: 'Routing metadata', schema: routingSchema },
       304: { description: 'Not modified' },
       404: { description: 'Unknown group', schema: errorSchema },
       503: { description: 'Group failed closed', schema: errorSchema },
     },
-    async handler({ params, req, services }) {
-      const snapshot = await services.coordinator.getGroup({
-        streamPrefix: params.stream,
-        consumerGroup: params.group,
-      });
+    async handler({ params, query, req, services }) {
+      const ref = { streamPrefix: params.stream, consumerGroup: params.group };
+      const observed = req.get('x-observed-metadata-version');
+      if (observed !== undefined && /^\d{1,15}$/.test(observed)) {
+        // A producer that saw a higher version than we hold is a rollback signal (spec §7.3).
+        await services.coordinator.observeVersion(ref, Number(observed), 'routing');
+      }
+      const snapshot =
+        query.afterVersion === undefined
+          ? await services.coordinator.getGroup(ref)
+          : await services.coordinator.waitForVersion(ref, query.afterVersion, query.waitMs);
       if (snapshot.context.group.status === 'FAILED_CLOSED') {
         throw new CoordinatorError(
           'GROUP_FAILED_CLOSED',
           'the group failed closed; routing is withheld until recovery',
-          {
-            details: { failureReason: snapshot.context.group.failureReason },
-          },
+          { details: { failureReason: snapshot.context.group.failureReason } },
         );
       }
       const body = routingView(snapshot);

@@ -1,0 +1,6 @@
+export {
+  CoordinatorClient,
+  type ChangeMeta,
+  type CoordinatorClientOptions,
+} from './coordinator-client.js';
+export { CoordinatorApiError } from './errors.js';

@@ -1,0 +1,310 @@
+/**
+ * Online scaling (DESIGN.md §6): SCALE starts a migration to a new shard count, ROLLBACK starts
+ * one back to where a migration came from, and after every command event the active migration
+ * is checked for convergence (IN_PROGRESS → CONVERGED) and for the end of its rollback window
+ * (CONVERGED → COMPLETED). Pure functions of (context, event).
+ *
+ * A migration's first commit changes everything routing and assignment depend on at once:
+ * `shardCount`, `metadataVersion` +1, targets recomputed and `assignmentEpoch` +1. Added shards
+ * start released and are handed out by the normal revoke-first flow; removed shards become
+ * retiring for the member that owns them (see `retiring.ts`).
+ */
+import { mutationRefusal } from './admin.js';
+import type { GroupContext } from './context.js';
+import { beginEvent, fail, succeed, touched, withEffects } from './context.js';
+import type { RollbackEvent, ScaleEvent } from './events.js';
+import { allShards, withShards, withoutShards } from './group-state.js';
+import { migrationProgress, rollbackAllowed } from './migration-view.js';
+import { recomputeTargets } from './targets.js';
+import type { GroupState, MigrationKind, MigrationRecord, ShardRecord } from './types.js';
+import { groupId } from './types.js';
+
+/** Finished migrations kept in `group.migrations` (DESIGN.md §4). */
+export const MIGRATION_HISTORY_LIMIT = 50;
+
+/** Reply of a successful SCALE. */
+export interface ScaleReply {
+  /** The migration started (already CONVERGED when there was nothing to wait for). */
+  readonly migration: MigrationRecord;
+}
+
+/** Reply of a successful ROLLBACK. */
+export interface RollbackReply {
+  /** The ROLLBACK migration started. */
+  readonly migration: MigrationRecord;
+  /** Id of the migration that ended ROLLED_BACK. */
+  readonly rolledBack: string;
+}
+
+/**
+ * SCALE: refused while failed closed or frozen, for the current shard count, and while a
+ * migration is IN_PROGRESS (one at a time); a CONVERGED one is completed first.
+ */
+export function applyScale(ctx: GroupContext, event: ScaleEvent): GroupContext {
+  const start = beginEvent(ctx, event.now);
+  return touched(start, scale(start, event), event.now);
+}
+
+function scale(ctx: GroupContext, event: ScaleEvent): GroupContext {
+  const { group } = ctx;
+  const blocked = mutationRefusal(group);
+  if (blocked) return fail(ctx, blocked.code, blocked.message);
+  const { shardCount } = event;
+  if (!Number.isSafeInteger(shardCount) || shardCount < 1) {
+    return fail(
+      ctx,
+      'VALIDATION_FAILED',
+      `shardCount must be a positive integer, got ${shardCount}`,
+    );
+  }
+  if (shardCount === group.shardCount) {
+    return fail(
+      ctx,
+      'SHARD_COUNT_UNCHANGED',
+      `group ${groupId(group)} already has ${shardCount} shards`,
+      { shardCount },
+    );
+  }
+  const active = group.activeMigration;
+  if (active?.state === 'IN_PROGRESS') {
+    return fail(
+      ctx,
+      'MIGRATION_IN_PROGRESS',
+      `migration ${active.migrationId} of group ${groupId(group)} is still in progress`,
+      { migrationId: active.migrationId },
+    );
+  }
+  let next = ctx;
+  if (active) next = finishActive(next, 'COMPLETED', event.now);
+  next = startMigration(next, 'SCALE', event.migrationId, shardCount, null, event);
+  const reply: ScaleReply = { migration: migrationById(next.group, event.migrationId) };
+  return succeed(next, reply);
+}
+
+/**
+ * ROLLBACK: `event.migrationId` (or `'current'`) must name the active migration while
+ * rollback is allowed. It ends ROLLED_BACK and a ROLLBACK migration back to its
+ * `fromShardCount` starts in the same commit; versions and epochs only go up.
+ */
+export function applyRollback(ctx: GroupContext, event: RollbackEvent): GroupContext {
+  const start = beginEvent(ctx, event.now);
+  return touched(start, rollback(start, event), event.now);
+}
+
+function rollback(ctx: GroupContext, event: RollbackEvent): GroupContext {
+  const { group } = ctx;
+  const blocked = mutationRefusal(group);
+  if (blocked) return fail(ctx, blocked.code, blocked.message);
+  const active = group.activeMigration;
+  const named = event.migrationId;
+  if (!active || (named !== 'current' && named !== active.migrationId)) {
+    const past = group.migrations.find((m) => m.migrationId === named);
+    if (past) {
+      return fail(
+        ctx,
+        'ROLLBACK_NOT_ALLOWED',
+        `migration ${named} is ${past.state}; only the active migration can be rolled back`,
+        { migrationId: named, state: past.state },
+      );
+    }
+    const message =
+      named === 'current'
+        ? `group ${groupId(group)} has no active migration`
+        : `group ${groupId(group)} has no migration ${named}`;
+    return fail(ctx, 'MIGRATION_NOT_FOUND', message, { migrationId: named });
+  }
+  if (!rollbackAllowed(active, event.now)) {
+    return fail(
+      ctx,
+      'ROLLBACK_NOT_ALLOWED',
+      `the rollback window of migration ${active.migrationId} has passed`,
+      {
+        migrationId: active.migrationId,
+        state: active.state,
+        rollbackAllowedUntil: active.rollbackAllowedUntil,
+      },
+    );
+  }
+  let next = finishActive(ctx, 'ROLLED_BACK', event.now);
+  next = startMigration(
+    next,
+    'ROLLBACK',
+    event.newMigrationId,
+    active.fromShardCount,
+    active.migrationId,
+    event,
+  );
+  const reply: RollbackReply = {
+    migration: migrationById(next.group, event.newMigrationId),
+    rolledBack: active.migrationId,
+  };
+  return succeed(next, reply);
+}
+
+/**
+ * Run at the end of every command event: the active IN_PROGRESS migration becomes CONVERGED
+ * once {@link migrationConverged}, and a CONVERGED one becomes COMPLETED when its rollback
+ * window has passed. Both are persisted changes. Nothing moves in a failed-closed group.
+ */
+export function settleMigration(ctx: GroupContext, now: number): GroupContext {
+  const migration = ctx.group.activeMigration;
+  if (!migration || ctx.group.status === 'FAILED_CLOSED') return ctx;
+  let next = ctx;
+  if (migration.state === 'IN_PROGRESS' && migrationConverged(ctx)) {
+    const converged: MigrationRecord = {
+      ...migration,
+      state: 'CONVERGED',
+      convergedAt: now,
+      rollbackAllowedUntil: now + ctx.config.rollbackWindowMs,
+    };
+    next = withEffects(
+      { ...next, group: { ...next.group, activeMigration: converged } },
+      {
+        type: 'MIGRATION_CONVERGED',
+        migrationId: migration.migrationId,
+        durationMs: Math.max(0, now - migration.startedAt),
+      },
+    );
+  }
+  const active = next.group.activeMigration;
+  // With a zero window a migration converges and completes in the same step.
+  if (active?.state === 'CONVERGED' && (active.rollbackAllowedUntil ?? now) <= now) {
+    next = finishActive(next, 'COMPLETED', now);
+  }
+  if (next === ctx) return ctx;
+  return { ...next, group: { ...next.group, updatedAt: now } };
+}
+
+/**
+ * Whether the group has converged to its active migration (DESIGN.md §6, spec §4 rule 4): no
+ * removed shard is left in the group or reported by any live member (in `currentAssignments`
+ * or `revokeProgress`), every remaining shard is assigned to its target (nothing revoking or
+ * waiting, no recompute pending) and every live member reports exactly its assigned shards.
+ * With no members, as soon as no removed shard is left.
+ */
+export function migrationConverged(ctx: GroupContext): boolean {
+  const progress = migrationProgress(ctx);
+  return (
+    ctx.recomputeAt === null &&
+    progress.removedShardsRemaining.length === 0 &&
+    progress.removedShardsReported.length === 0 &&
+    progress.shardsConverged === progress.shardsTotal &&
+    progress.membersReporting === progress.membersTotal
+  );
+}
+
+/** Ends the active migration as `state` and files it first in the history. */
+function finishActive(
+  ctx: GroupContext,
+  state: 'COMPLETED' | 'ROLLED_BACK',
+  now: number,
+): GroupContext {
+  const { group } = ctx;
+  const active = group.activeMigration;
+  if (!active) return ctx;
+  const finished: MigrationRecord = { ...active, state, completedAt: now };
+  const migrations = [finished, ...group.migrations].slice(0, MIGRATION_HISTORY_LIMIT);
+  return withEffects(
+    { ...ctx, group: { ...group, activeMigration: null, migrations } },
+    state === 'COMPLETED'
+      ? { type: 'MIGRATION_COMPLETED', migrationId: active.migrationId }
+      : { type: 'MIGRATION_ROLLED_BACK', migrationId: active.migrationId },
+  );
+}
+
+/**
+ * The first commit of a migration: the record becomes active, the shards are resized, the
+ * shard count and `metadataVersion` change, targets are recomputed with a new
+ * `assignmentEpoch` (also when no target moved, e.g. without members: the assignment set
+ * changed all the same), and a pending debounced recompute is folded in. Then the migration is
+ * settled, since with nothing to wait for it has converged already.
+ */
+function startMigration(
+  ctx: GroupContext,
+  kind: MigrationKind,
+  migrationId: string,
+  toShardCount: number,
+  rollbackOf: string | null,
+  request: { readonly now: number; readonly requestedBy: string; readonly reason: string },
+): GroupContext {
+  const { group } = ctx;
+  const { now } = request;
+  const migration: MigrationRecord = {
+    migrationId,
+    kind,
+    fromShardCount: group.shardCount,
+    toShardCount,
+    state: 'IN_PROGRESS',
+    startedAt: now,
+    convergedAt: null,
+    completedAt: null,
+    rollbackAllowedUntil: null,
+    requestedBy: request.requestedBy,
+    reason: request.reason,
+    rollbackOf,
+  };
+  const resized: GroupState = {
+    ...resizeShards(group, toShardCount, now),
+    shardCount: toShardCount,
+    metadataVersion: group.metadataVersion + 1,
+    activeMigration: migration,
+  };
+  const assignmentEpoch = group.assignmentEpoch + 1;
+  const next = withEffects(
+    { ...ctx, group: { ...recomputeTargets(resized), assignmentEpoch }, recomputeAt: null },
+    { type: 'MIGRATION_STARTED', migrationId, kind },
+    { type: 'ASSIGNMENT_RECOMPUTED', assignmentEpoch },
+  );
+  return settleMigration(next, now);
+}
+
+/**
+ * The shard records for a new count `to`. At or above it: owned shards (assigned, revoking)
+ * become retiring for their owner, with no target; released ones leave at once; retiring ones
+ * stay. Below it: shards added by a scale-out start released; a retiring shard back below the
+ * count (a rollback of a scale-in) stays with the owner that still consumes it, as assigned,
+ * or is released when its owner never learned of it (handed over, not yet told) or is gone.
+ */
+function resizeShards(group: GroupState, to: number, now: number): GroupState {
+  const changes = new Map<number, ShardRecord>();
+  const removed: number[] = [];
+  for (const record of allShards(group)) {
+    if (record.shard >= to) {
+      if (record.state === 'assigned' || record.state === 'revoking') {
+        changes.set(record.shard, { ...record, state: 'retiring', target: null, since: now });
+      } else if (record.state === 'released') {
+        removed.push(record.shard);
+      }
+    } else if (record.state === 'retiring') {
+      const kept = record.owner !== null && record.ownerEpoch !== null;
+      changes.set(
+        record.shard,
+        kept
+          ? { ...record, state: 'assigned', since: now }
+          : { ...record, state: 'released', owner: null, ownerEpoch: null, since: now },
+      );
+    }
+  }
+  for (let shard = group.shardCount; shard < to; shard++) {
+    if (Object.hasOwn(group.shards, shard)) continue;
+    changes.set(shard, {
+      shard,
+      state: 'released',
+      owner: null,
+      ownerEpoch: null,
+      target: null,
+      since: now,
+    });
+  }
+  return withoutShards(withShards(group, changes), removed);
+}
+
+/** The migration `migrationId`, active or in history (it exists: the caller just made it). */
+function migrationById(group: GroupState, migrationId: string): MigrationRecord {
+  const found =
+    group.activeMigration?.migrationId === migrationId
+      ? group.activeMigration
+      : group.migrations.find((m) => m.migrationId === migrationId);
+  if (!found) throw new Error(`migration ${migrationId} vanished`);
+  return found;
+}

@@ -1,0 +1,311 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/machines/clock.js';
+import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { SimulatedMember } from '../support/members.js';
+import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+
+const run = promisify(execFile);
+const OVERRIDES = { 'membership.assignment-debounce': '0ms' };
+
+/** Runs the real `coordctl` CLI (from source) in a child process. */
+async function coordctl(args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+    cwd: process.cwd(),
+  });
+}
+
+describe('metadata durability on a real redis-server', () => {
+  let redis: RedisServerHandle;
+  let c: TestCoordinator;
+  const clock = new ManualClock(Date.now());
+  const key = (sp: string) => `${c.keyPrefix}:{${sp}:g}:metadata`;
+  const group = async (sp: string) =>
+    (await (
+      await c.call('GET', `/coord/v1/monitoring/streams/${sp}/groups/g`, { user: 'reader' })
+    ).json()) as {
+      status: string;
+      failureReason: string | null;
+      metadataVersion: number;
+      lifecycleId: string;
+      rollbackSignals: { count: number; highestVersionSeen: number; lastSource: string } | null;
+    };
+  const metric = async (pattern: RegExp) =>
+    pattern.test(await (await c.call('GET', '/metrics')).text());
+
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    c = await startTestCoordinator({
+      store: 'redis',
+      redisUrl: redis.url,
+      clock,
+      overrides: OVERRIDES,
+    });
+  });
+  afterAll(async () => {
+    await c?.close();
+    await redis?.stop();
+  });
+
+  async function liveGroup(sp: string, shardCount: number, memberIds: string[]) {
+    const res = await c.call('PUT', `/coord/v1/admin/streams/${sp}/groups/g`, {
+      user: 'writer',
+      body: { shardCount, ...CHANGE },
+    });
+    expect(res.status).toBe(201);
+    const members = memberIds.map((id) => new SimulatedMember(c, id, sp, 'g'));
+    for (let i = 0; i < 4; i++) for (const m of members) await m.beat();
+    expect(members.every((m) => m.last?.outcome === 'OK')).toBe(true);
+    return members;
+  }
+
+  it('a deleted metadata key fails the group closed: 503 to members, 409 to admin, no key recreated', async () => {
+    const members = await liveGroup('lost', 4, ['a', 'b']);
+    await redis.client().del(key('lost'));
+    await c.host.verify();
+    expect(await group('lost')).toMatchObject({
+      status: 'FAILED_CLOSED',
+      failureReason: 'METADATA_LOST',
+    });
+
+    const owned = members.map((m) => [...m.owned]);
+    for (const m of members) await expect(m.beat()).rejects.toThrow(/503.*GROUP_FAILED_CLOSED/);
+    expect(members.map((m) => m.owned)).toEqual(owned); // nothing new handed out, nothing taken
+    const joiner = await c.call('POST', '/coord/v1/consumer/streams/lost/groups/g/heartbeat', {
+      user: 'consumer',
+      body: {
+        memberId: 'new',
+        memberEpoch: 0,
+        assignmentEpoch: 0,
+        metadataVersion: 0,
+        currentAssignments: [],
+      },
+    });
+    expect(joiner.status).toBe(503);
+    const routing = await c.call('GET', '/coord/v1/routing/streams/lost/groups/g', {
+      user: 'producer',
+    });
+    expect(routing.status).toBe(503);
+    expect(await routing.json()).toMatchObject({ error: { code: 'GROUP_FAILED_CLOSED' } });
+    const freeze = await c.call('POST', '/coord/v1/admin/streams/lost/groups/g/producers/pause', {
+      user: 'writer',
+      body: CHANGE,
+    });
+    expect(freeze.status).toBe(409);
+    clock.advance(60_000);
+    await c.host.sweep();
+    await c.host.verify();
+    expect(await redis.client().exists(key('lost'))).toBe(0);
+    expect(await metric(/coord_groups_failed_closed_total\{reason="METADATA_LOST"\} [1-9]/)).toBe(
+      true,
+    );
+  });
+
+  it('an older backup restored under the coordinator is detected; RESUME is refused; RECREATE starts a new lifecycle', async () => {
+    const members = await liveGroup('restore', 4, ['a', 'b']);
+    const dir = mkdtempSync(join(tmpdir(), 'coord-backup-'));
+    const file = join(dir, 'backup.json');
+    const backup = await coordctl([
+      'backup',
+      '--url',
+      redis.url,
+      '--key-prefix',
+      c.keyPrefix,
+      '--group',
+      'restore:g',
+      '--out',
+      file,
+    ]);
+    expect(backup.stderr).toMatch(/backed up 1\/1 groups/);
+
+    // Changes after the backup: routing moves on to a higher version the producers see.
+    await c.call('POST', '/coord/v1/admin/streams/restore/groups/g/scale', {
+      user: 'writer',
+      body: { shardCount: 6, ...CHANGE },
+    });
+    for (let i = 0; i < 4; i++) for (const m of members) await m.beat();
+    const newer = await group('restore');
+    expect(newer.metadataVersion).toBeGreaterThan(1);
+
+    const restored = await coordctl([
+      'restore',
+      '--url',
+      redis.url,
+      '--key-prefix',
+      c.keyPrefix,
+      '--in',
+      file,
+    ]);
+    expect(restored.stderr).toMatch(/restored 1 groups/);
+    await c.host.verify();
+    expect(await group('restore')).toMatchObject({
+      status: 'FAILED_CLOSED',
+      failureReason: 'STORE_REVISION_REGRESSION',
+    });
+    expect(await metric(/coord_store_revision_regression_total [1-9]/)).toBe(true);
+
+    // Members who saw the newer version are not told to downgrade.
+    for (const m of members) await expect(m.beat()).rejects.toThrow(/503.*GROUP_FAILED_CLOSED/);
+    const storedVersion = Number(await redis.client().hget(key('restore'), 'metadataVersion'));
+    expect(storedVersion).toBeLessThan(newer.metadataVersion);
+
+    const resume = await c.call('POST', '/coord/v1/admin/streams/restore/groups/g/recovery', {
+      user: 'writer',
+      body: { action: 'RESUME', ...CHANGE },
+    });
+    expect(resume.status).toBe(409);
+    expect(await resume.json()).toMatchObject({ error: { code: 'RESUME_REFUSED' } });
+    const noCount = await c.call('POST', '/coord/v1/admin/streams/restore/groups/g/recovery', {
+      user: 'writer',
+      body: { action: 'RECREATE', ...CHANGE },
+    });
+    expect(noCount.status).toBe(400);
+
+    const recreate = await c.call('POST', '/coord/v1/admin/streams/restore/groups/g/recovery', {
+      user: 'writer',
+      body: { action: 'RECREATE', shardCount: 6, ...CHANGE },
+    });
+    expect(recreate.status).toBe(200);
+    const fresh = await group('restore');
+    expect(fresh).toMatchObject({ status: 'ACTIVE' });
+    expect(fresh.lifecycleId).not.toBe(newer.lifecycleId);
+    expect(fresh.metadataVersion).toBeGreaterThan(newer.metadataVersion);
+
+    // Old members are fenced, rejoin with epoch 0 as the new lifecycle, and converge.
+    const replies = await Promise.all(members.map((m) => m.beat()));
+    expect(replies.map((r) => r.outcome)).toEqual(['FENCED_MEMBER_EPOCH', 'FENCED_MEMBER_EPOCH']);
+    for (let i = 0; i < 4; i++) for (const m of members) await m.beat();
+    expect(members.map((m) => [m.last?.outcome, m.last?.lifecycleId])).toEqual([
+      ['OK', fresh.lifecycleId],
+      ['OK', fresh.lifecycleId],
+    ]);
+    expect(members.flatMap((m) => m.owned).sort()).toEqual([0, 1, 2, 3, 4, 5]);
+
+    const { records } = (await (
+      await c.call('GET', '/coord/v1/monitoring/audit?streamPrefix=restore', { user: 'reader' })
+    ).json()) as {
+      records: Array<{ operation: string; status: number }>;
+    };
+    expect(
+      records
+        .filter((r) => r.operation === 'recovery')
+        .map((r) => r.status)
+        .sort(),
+    ).toEqual([200, 400, 409]);
+  });
+
+  it('RESUME after restoring a backup that is not older than what clients saw', async () => {
+    await liveGroup('resume', 2, ['a']);
+    const dir = mkdtempSync(join(tmpdir(), 'coord-backup-'));
+    const file = join(dir, 'backup.json');
+    await coordctl(['backup', '--url', redis.url, '--key-prefix', c.keyPrefix, '--out', file]);
+    await redis.client().del(key('resume'));
+    await c.host.verify();
+    expect(await group('resume')).toMatchObject({
+      status: 'FAILED_CLOSED',
+      failureReason: 'METADATA_LOST',
+    });
+    const early = await c.call('POST', '/coord/v1/admin/streams/resume/groups/g/recovery', {
+      user: 'writer',
+      body: { action: 'RESUME', ...CHANGE },
+    });
+    expect(early.status).toBe(409);
+    await coordctl([
+      'restore',
+      '--url',
+      redis.url,
+      '--key-prefix',
+      c.keyPrefix,
+      '--in',
+      file,
+      '--group',
+      'resume:g',
+    ]);
+    const res = await c.call('POST', '/coord/v1/admin/streams/resume/groups/g/recovery', {
+      user: 'writer',
+      body: { action: 'RESUME', ...CHANGE },
+    });
+    expect(res.status).toBe(200);
+    expect(await group('resume')).toMatchObject({ status: 'ACTIVE' });
+    const again = await c.call('POST', '/coord/v1/admin/streams/resume/groups/g/recovery', {
+      user: 'writer',
+      body: { action: 'RESUME', ...CHANGE },
+    });
+    expect(again.status).toBe(409);
+    expect(await again.json()).toMatchObject({ error: { code: 'GROUP_NOT_FAILED_CLOSED' } });
+  });
+
+  it('shows each rollback signal in metrics and monitoring', async () => {
+    const [member] = await liveGroup('signals', 1, ['a']);
+    const m = member as SimulatedMember;
+    m.metadataVersion = 50;
+    expect((await m.beat()).outcome).toBe('SYNC_METADATA');
+    const routing = await c.call('GET', '/coord/v1/routing/streams/signals/groups/g', {
+      user: 'producer',
+      headers: { 'x-observed-metadata-version': '77' },
+    });
+    expect(routing.status).toBe(200);
+    expect(await routing.json()).toMatchObject({ metadataVersion: 1 });
+    const view = await group('signals');
+    expect(view.rollbackSignals).toMatchObject({
+      count: 2,
+      highestVersionSeen: 77,
+      lastSource: 'routing',
+    });
+    expect(
+      await metric(/coord_metadata_version_regression_total\{source="heartbeat"\} [1-9]/),
+    ).toBe(true);
+    expect(await metric(/coord_metadata_version_regression_total\{source="routing"\} [1-9]/)).toBe(
+      true,
+    );
+  });
+});
+
+describe('Redis restarted empty under a running coordinator', () => {
+  let redis: RedisServerHandle;
+  let c: TestCoordinator;
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    c = await startTestCoordinator({ store: 'redis', redisUrl: redis.url, overrides: OVERRIDES });
+  });
+  afterAll(async () => {
+    await c?.close();
+    await redis?.stop();
+  });
+
+  it('fails every known group closed instead of serving empty groups', async () => {
+    for (const sp of ['e1', 'e2']) {
+      await c.call('PUT', `/coord/v1/admin/streams/${sp}/groups/g`, {
+        user: 'writer',
+        body: { shardCount: 2, ...CHANGE },
+      });
+    }
+    const m = new SimulatedMember(c, 'a', 'e1', 'g');
+    await m.beat();
+    await m.beat();
+    await redis.kill();
+    await redis.restart();
+    await waitFor(
+      async () => {
+        const health = (await (await c.call('GET', '/coord/v1/monitoring/health')).json()) as {
+          store: string;
+        };
+        return health.store === 'UP';
+      },
+      { what: 'the store to reconnect' },
+    );
+    await c.host.verify();
+    for (const sp of ['e1', 'e2']) {
+      const view = (await (
+        await c.call('GET', `/coord/v1/monitoring/streams/${sp}/groups/g`, { user: 'reader' })
+      ).json()) as { status: string; failureReason: string };
+      expect(view).toMatchObject({ status: 'FAILED_CLOSED', failureReason: 'METADATA_LOST' });
+    }
+    await expect(m.beat()).rejects.toThrow(/503/);
+    expect(await redis.client().keys('*')).toEqual([]);
+  });
+});

@@ -1,0 +1,61 @@
+import { spawn } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+
+/** Starts `src/main.ts` as a real child process, as `npm start` does with the built code. */
+function startMain(env: Record<string, string>) {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: process.cwd(),
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, exited, output: () => output };
+}
+
+async function until(check: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('starting the coordinator process', () => {
+  it('embedded default: prints the bootstrap admin password once, serves, and stops on SIGTERM', async () => {
+    const main = startMain({ COORDINATOR_HTTP_PORT: '0', COORDINATOR_HTTP_HOST: '127.0.0.1' });
+    try {
+      await until(() => /listening on (http:\/\/\S+)/.test(main.output()));
+      const url = /listening on (http:\/\/\S+)/.exec(main.output())?.[1] ?? '';
+      const password = /password: (\S+)/.exec(main.output())?.[1] ?? '';
+      expect(password.length).toBeGreaterThanOrEqual(16);
+      expect(main.output().match(/password: /g)).toHaveLength(1);
+      const login = await fetch(`${url}/coord/v1/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ username: 'admin', password }),
+      });
+      expect(login.status).toBe(200);
+      const health = await (await fetch(`${url}/coord/v1/monitoring/health`)).json();
+      expect(health).toMatchObject({ status: 'UP', store: 'NOT_CONFIGURED' });
+    } finally {
+      main.child.kill('SIGTERM');
+    }
+    expect(await main.exited).toBe(0);
+  });
+
+  it('outside embedded mode, a missing JWT secret stops startup with a clear message', async () => {
+    const main = startMain({ COORDINATOR_STORE_TYPE: 'redis', COORDINATOR_HTTP_PORT: '0' });
+    expect(await main.exited).toBe(2);
+    expect(main.output()).toMatch(/coordinator\.security\.jwt-secret is required/);
+    expect(main.output()).not.toMatch(/\n\s+at /);
+  });
+
+  it('a bad setting stops startup naming the setting', async () => {
+    const main = startMain({ COORDINATOR_HTTP_PORT: 'eighty' });
+    expect(await main.exited).toBe(2);
+    expect(main.output()).toMatch(/coordinator\.http\.port/);
+  });
+});
