@@ -24,6 +24,7 @@ import type {
   ChangeRequest,
   GroupCoordinator,
   GroupSnapshot,
+  GroupTransition,
   RecoveryRequest,
 } from './types.js';
 import { VersionWaiters } from './version-waiters.js';
@@ -42,6 +43,8 @@ interface GroupEntry {
   queue: Promise<unknown>;
   deadline: number | null;
   counts: { members: number; revoking: number };
+  /** JSON of the last state value, to tell transitions from steady events. */
+  lastValue: string;
 }
 
 export interface GroupHostOptions {
@@ -65,6 +68,7 @@ export class GroupHost implements GroupCoordinator {
   private stopSweep: (() => void) | null = null;
   private stopVerify: (() => void) | null = null;
   private readonly waiters: VersionWaiters;
+  private readonly listeners = new Map<string, Set<(transition: GroupTransition) => void>>();
   private readonly config;
 
   constructor(private readonly options: GroupHostOptions) {
@@ -371,6 +375,7 @@ export class GroupHost implements GroupCoordinator {
       queue: Promise.resolve(),
       deadline: null,
       counts: { members: 0, revoking: 0 },
+      lastValue: '',
     };
     this.entries.set(groupId(ref), entry);
     this.options.metrics.groupsOwned.set(this.entries.size);
@@ -519,6 +524,7 @@ export class GroupHost implements GroupCoordinator {
   /** Keeps the deadline and the gauges in step with the context. */
   private observe(entry: GroupEntry, context: GroupContext): void {
     entry.deadline = nextDeadline(context);
+    this.announce(entry, context);
     this.waiters.notify(groupId(entry.ref), context.group.metadataVersion);
     const members = Object.keys(context.group.members).length;
     let revoking = 0;
@@ -528,6 +534,47 @@ export class GroupHost implements GroupCoordinator {
     this.options.metrics.members.inc(members - entry.counts.members);
     this.options.metrics.revokePending.inc(revoking - entry.counts.revoking);
     entry.counts = { members, revoking };
+  }
+
+  /**
+   * Subscribes to a group's transitions (the monitoring events stream): `listener` gets every
+   * change of state value and every event with effects. Returns the unsubscribe function.
+   */
+  async subscribe(
+    ref: GroupRef,
+    listener: (transition: GroupTransition) => void,
+  ): Promise<() => void> {
+    const entry = await this.entry(ref);
+    const id = groupId(entry.ref);
+    let set = this.listeners.get(id);
+    if (!set) {
+      set = new Set();
+      this.listeners.set(id, set);
+    }
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.listeners.delete(id);
+    };
+  }
+
+  private announce(entry: GroupEntry, context: GroupContext): void {
+    const value = entry.actor.getSnapshot().value;
+    const json = JSON.stringify(value);
+    const changed = json !== entry.lastValue;
+    entry.lastValue = json;
+    const listeners = this.listeners.get(groupId(entry.ref));
+    if (!listeners || (!changed && context.effects.length === 0)) return;
+    const transition: GroupTransition = {
+      at: new Date(context.lastEventAt).toISOString(),
+      state: value,
+      stateChanged: changed,
+      effects: context.effects,
+      metadataVersion: context.group.metadataVersion,
+      assignmentEpoch: context.group.assignmentEpoch,
+      status: context.group.status,
+    };
+    for (const listener of listeners) listener(transition);
   }
 
   private failedClosed(entry: GroupEntry): boolean {

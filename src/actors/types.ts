@@ -11,6 +11,18 @@ export interface GroupSnapshot {
   readonly owner: string;
 }
 
+/** One entry of a group's events stream (monitoring `…/events`). */
+export interface GroupTransition {
+  readonly at: string;
+  readonly state: unknown;
+  /** False when only effects happened (e.g. a member joined without a change of state). */
+  readonly stateChanged: boolean;
+  readonly effects: readonly unknown[];
+  readonly metadataVersion: number;
+  readonly assignmentEpoch: number;
+  readonly status: string;
+}
+
 /** Who asked for a change and why (audited, and kept on migrations). */
 export interface ChangeRequest {
   readonly requestedBy: string;
@@ -64,6 +76,8 @@ export interface GroupCoordinator {
    * closed), or after `waitMs` with the group as it is: the routing long poll.
    */
   waitForVersion(ref: GroupRef, afterVersion: number, waitMs: number): Promise<GroupSnapshot>;
+  /** Follows a group's transitions; resolves with the unsubscribe function. */
+  subscribe(ref: GroupRef, listener: (transition: GroupTransition) => void): Promise<() => void>;
   /** A producer reported the metadata version it has seen (header X-Observed-Metadata-Version). */
   observeVersion(ref: GroupRef, version: number, source: 'routing'): Promise<void>;
   /** Throws `STORE_UNAVAILABLE` when writes cannot be made now (checked before admin mutations). */

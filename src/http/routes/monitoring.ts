@@ -165,6 +165,34 @@ export const monitoringRoutes = [
   }),
   route({
     method: 'get',
+    path: `${groupPath}/events`,
+    summary: 'Server-sent events: every state transition and effect of the group, as it happens',
+    tag: 'monitoring',
+    roles: READ,
+    params: groupParamsSchema,
+    responses: { 200: { description: 'text/event-stream of `transition` events' }, ...errors },
+    async handler({ params, req, res, services }) {
+      const ref = toRef(params);
+      const snapshot = await services.coordinator.getGroup(ref);
+      res.writeHead(200, {
+        'Content-Type': 'text/event-stream',
+        'Cache-Control': 'no-cache',
+        Connection: 'keep-alive',
+      });
+      const write = (event: string, data: unknown) =>
+        res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+      write('snapshot', groupDetail(snapshot));
+      const unsubscribe = await services.coordinator.subscribe(ref, (t) => write('transition', t));
+      const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
+      keepAlive.unref();
+      await new Promise<void>((resolve) => req.once('close', resolve));
+      clearInterval(keepAlive);
+      unsubscribe();
+      return { status: 200 };
+    },
+  }),
+  route({
+    method: 'get',
     path: `${groupPath}/migrations`,
     summary: 'Migrations of a group: the active one with progress, and history (newest first)',
     tag: 'monitoring',

@@ -1,0 +1,69 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { SimulatedMember } from '../support/members.js';
+
+describe('the group events stream (server-sent events)', () => {
+  let c: TestCoordinator;
+  beforeAll(async () => {
+    c = await startTestCoordinator({
+      store: 'memory',
+      overrides: { 'membership.assignment-debounce': '0ms' },
+    });
+    await c.call('PUT', '/coord/v1/admin/streams/ev/groups/g', {
+      user: 'writer',
+      body: { shardCount: 2, ...CHANGE },
+    });
+  });
+  afterAll(async () => c?.close());
+
+  it('sends a snapshot, then each transition with its effects as it happens', async () => {
+    const abort = new AbortController();
+    const res = await fetch(`${c.url}/coord/v1/monitoring/streams/ev/groups/g/events`, {
+      headers: { authorization: `Bearer ${c.token('reader')}` },
+      signal: abort.signal,
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/event-stream');
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let buffer = '';
+    const events: Array<{ event: string; data: Record<string, unknown> }> = [];
+    const next = async (name: string) => {
+      for (;;) {
+        const found = events.findIndex((e) => e.event === name);
+        if (found >= 0)
+          return events.splice(found, 1)[0] as { event: string; data: Record<string, unknown> };
+        const { value, done } = await reader.read();
+        if (done) throw new Error('stream ended');
+        buffer += decoder.decode(value, { stream: true });
+        let end: number;
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const event = /^event: (.*)$/m.exec(block)?.[1];
+          const data = /^data: (.*)$/m.exec(block)?.[1];
+          if (event && data)
+            events.push({ event, data: JSON.parse(data) as Record<string, unknown> });
+        }
+      }
+    };
+    const snapshot = await next('snapshot');
+    expect(snapshot.data).toMatchObject({ streamPrefix: 'ev', state: { membership: 'empty' } });
+
+    await new SimulatedMember(c, 'a', 'ev', 'g').beat();
+    const transition = await next('transition');
+    expect(transition.data).toMatchObject({
+      stateChanged: true,
+      effects: expect.arrayContaining([{ type: 'MEMBER_JOINED', memberId: 'a' }]),
+    });
+    expect(transition.data.state).not.toMatchObject({ membership: 'empty' });
+    abort.abort();
+  });
+
+  it('needs READ', async () => {
+    const res = await c.call('GET', '/coord/v1/monitoring/streams/ev/groups/g/events', {
+      user: 'consumer',
+    });
+    expect(res.status).toBe(403);
+  });
+});
