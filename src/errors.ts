@@ -39,6 +39,7 @@ export const ERROR_CODES = [
   'STORE_UNAVAILABLE',
   'GROUP_FAILED_CLOSED',
   'AUDIT_UNAVAILABLE',
+  'METADATA_CORRUPT',
   // 500
   'INTERNAL',
 ] as const;

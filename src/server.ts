@@ -11,6 +11,7 @@ import { Metrics } from './observability/metrics.js';
 import { createStore } from './store/index.js';
 import type { Store } from './store/store.js';
 import { createApp } from './http/app.js';
+import { createHeartbeatFastPath } from './http/heartbeat-fast-path.js';
 import { AuditLog } from './http/audit.js';
 import { LoginThrottle } from './http/auth/login-throttle.js';
 import { hashPassword } from './http/auth/password-hash.js';
@@ -28,6 +29,8 @@ export interface CoordinatorOptions {
   readonly store?: Store;
   /** Called once with a generated bootstrap admin password (embedded mode only). */
   readonly onBootstrapPassword?: (password: string) => void;
+  /** Serve heartbeats through the lean listener in front of express (default true; off: benchmarks, tests). */
+  readonly heartbeatFastPath?: boolean;
 }
 
 /** A started coordinator: HTTP server, actor host and store. */
@@ -115,7 +118,10 @@ export async function startCoordinator(
     version: VERSION,
   };
   const app = createApp(services, allRoutes(settings, VERSION), jwtSecret);
-  const server = createServer(app);
+  const fastPath = options.heartbeatFastPath === false ? null : createHeartbeatFastPath(services);
+  const server = createServer((req, res) => {
+    if (!fastPath?.handle(req, res)) app(req, res);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(settings.http.port, settings.http.host, () => resolve());

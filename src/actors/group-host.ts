@@ -1,23 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, type Actor } from 'xstate';
 import type { Settings } from '../config/settings.js';
-import { CoordinatorError, RevisionMismatchError, StoreUnavailableError } from '../errors.js';
+import { CoordinatorError, StoreUnavailableError } from '../errors.js';
 import type { Clock } from '../machines/clock.js';
-import {
-  createGroupContext,
-  nextDeadline,
-  type Effect,
-  type GroupContext,
-} from '../machines/context.js';
+import { createGroupContext, nextDeadline, type GroupContext } from '../machines/context.js';
 import { groupMachine } from '../machines/group-machine.js';
-import { checkInvariants } from '../machines/invariants.js';
 import { newGroupState } from '../machines/new-group.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
 import { groupId, type FailureReason, type GroupRef, type GroupState } from '../machines/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { diffFields, encodeGroup, isEmptyPatch, type GroupFields } from '../store/codec.js';
-import type { Store, StoredGroup } from '../store/store.js';
+import type { FailureRecord, Store, StoredGroup } from '../store/store.js';
+import { applyEffects } from './effects.js';
 import { membershipConfigFrom } from './membership-config.js';
 import type {
   AdminCommand,
@@ -30,6 +25,7 @@ import type {
 import { VersionWaiters } from './version-waiters.js';
 
 type GroupActor = Actor<typeof groupMachine>;
+type GroupEvent = Parameters<GroupActor['send']>[0];
 
 /** One owned group: its actor, what was last persisted, and its mailbox. */
 interface GroupEntry {
@@ -39,12 +35,14 @@ interface GroupEntry {
   persisted: GroupFields;
   revision: number;
   fence: string;
-  /** Tail of the mailbox: events run one at a time. */
+  /** Tail of the mailbox: work on a group runs one at a time. */
   queue: Promise<unknown>;
   deadline: number | null;
   counts: { members: number; revoking: number };
   /** JSON of the last state value, to tell transitions from steady events. */
   lastValue: string;
+  /** Highest metadataVersion known from a persisted failure record (evidence for RESUME). */
+  highestKnown: number;
 }
 
 export interface GroupHostOptions {
@@ -56,17 +54,23 @@ export interface GroupHostOptions {
   readonly replicaId: string;
 }
 
+/** Returned by mailbox work that found its entry replaced: the caller retries on the new one. */
+const STALE = Symbol('stale entry');
+
+/** Events that come from consumers or producers (503 when failed closed) rather than admins (409). */
+const CLIENT_EVENTS = new Set(['HEARTBEAT', 'OBSERVE_VERSION', 'TICK']);
+
 /**
  * The actor system (DESIGN.md §2): one XState actor per group, created on first use from the
- * store. Each event runs alone (a per-group mailbox); when it changes persisted state the
- * host makes ONE fenced, revision-checked write before anyone is answered, and rebuilds the
- * actor from the last persisted state if that write fails. Timers are a deadline sweep.
+ * store. Work on a group runs alone (a per-group mailbox); when an event changes persisted
+ * state the host makes ONE fenced, revision-checked write before anyone is answered, and
+ * rebuilds the actor from the last persisted state if that write fails. Timers are a deadline
+ * sweep; a verify loop notices lost or rolled-back metadata (DESIGN.md §7).
  */
 export class GroupHost implements GroupCoordinator {
   private readonly entries = new Map<string, GroupEntry>();
   private readonly loading = new Map<string, Promise<GroupEntry>>();
-  private stopSweep: (() => void) | null = null;
-  private stopVerify: (() => void) | null = null;
+  private readonly stops: Array<() => void> = [];
   private readonly waiters: VersionWaiters;
   private readonly listeners = new Map<string, Set<(transition: GroupTransition) => void>>();
   private readonly config;
@@ -78,21 +82,31 @@ export class GroupHost implements GroupCoordinator {
     );
   }
 
-  /** Starts the deadline sweep. */
+  /** Starts the deadline sweep and, on a real store, the verify loop. */
   start(): void {
-    this.stopSweep ??= this.options.clock.every(
-      this.options.settings.membership['sweep-interval'],
-      () => {
+    if (this.stops.length > 0) return;
+    const { clock, settings, logger, store } = this.options;
+    this.stops.push(
+      clock.every(settings.membership['sweep-interval'], () => {
         this.sweep().catch((error: unknown) =>
-          this.options.logger.error('sweep failed', { error: String(error) }),
+          logger.error('sweep failed', { error: String(error) }),
         );
-      },
+      }),
     );
+    if (store.kind !== 'memory') {
+      this.stops.push(
+        clock.every(settings.store['verify-interval'], () => {
+          this.verify().catch((error: unknown) =>
+            logger.warn('store verification failed', { error: String(error) }),
+          );
+        }),
+      );
+    }
   }
 
   async close(): Promise<void> {
-    this.stopSweep?.();
-    this.stopSweep = null;
+    for (const stop of this.stops.splice(0)) stop();
+    this.waiters.releaseAll();
     await Promise.allSettled([...this.entries.values()].map((e) => e.queue));
     for (const entry of this.entries.values()) entry.actor.stop();
     this.entries.clear();
@@ -104,27 +118,33 @@ export class GroupHost implements GroupCoordinator {
     const now = this.options.clock.now();
     const due = [...this.entries.values()].filter((e) => e.deadline !== null && e.deadline <= now);
     await Promise.allSettled(
-      due.map((entry) => this.dispatch(entry, { type: 'TICK', now: this.options.clock.now() })),
+      due.map((entry) =>
+        this.inMailbox(entry, () =>
+          this.dispatch(entry, { type: 'TICK', now: this.options.clock.now() }),
+        ),
+      ),
     );
   }
 
   /**
-   * Re-reads revision and lifecycle of every owned group in one round trip (DESIGN.md §7), so
-   * a lost or rolled-back metadata key is noticed even when nothing is being written.
+   * Re-reads revision and lifecycle of every owned group in one round trip (DESIGN.md §7), so a
+   * lost or rolled-back metadata key is noticed even when nothing is being written. A group
+   * written to meanwhile is skipped this round: its write checked the revision itself.
    */
   async verify(): Promise<void> {
     const entries = [...this.entries.values()].filter((e) => !this.failedClosed(e));
     if (entries.length === 0) return;
+    const expected = entries.map((e) => e.revision);
     const revisions = await this.options.store.readRevisions(entries.map((e) => e.ref));
     await Promise.allSettled(
       entries.map((entry, i) =>
-        this.enqueue(entry, async () => {
+        this.inMailbox(entry, async () => {
+          if (this.failedClosed(entry) || entry.revision !== expected[i]) return;
           const seen = revisions[i] ?? null;
-          if (this.failedClosed(entry) || this.entries.get(groupId(entry.ref)) !== entry) return;
           const { lifecycleId } = entry.actor.getSnapshot().context.group;
-          if (seen === null) this.failClosed(entry, 'METADATA_LOST');
+          if (seen === null) await this.failClosed(entry, 'METADATA_LOST', null);
           else if (seen.revision < entry.revision || seen.lifecycleId !== lifecycleId) {
-            this.failClosed(entry, 'STORE_REVISION_REGRESSION', seen.revision);
+            await this.failClosed(entry, 'STORE_REVISION_REGRESSION', seen.revision);
           }
         }),
       ),
@@ -137,12 +157,30 @@ export class GroupHost implements GroupCoordinator {
   }
 
   async createGroup(ref: GroupRef, shardCount: number): Promise<GroupSnapshot> {
+    const known = this.entries.get(groupId(ref));
+    if (known) {
+      // Also after Redis lost everything: a group this process knows is not created anew.
+      if (this.failedClosed(known)) this.refuseFailedClosed(known);
+      throw new CoordinatorError('GROUP_EXISTS', `group ${groupId(ref)} already exists`);
+    }
+    const failure = await this.guardStore(() => this.options.store.readFailure(ref));
+    if (failure) {
+      throw new CoordinatorError(
+        'GROUP_FAILED_CLOSED_ADMIN',
+        'the group failed closed; only recovery is allowed',
+        {
+          details: { failureReason: failure.reason },
+        },
+      );
+    }
     const state = newGroupState(ref, {
       shardCount,
       lifecycleId: randomUUID(),
       now: this.options.clock.now(),
     });
-    const stored = await this.options.store.createGroup(state, this.newFence());
+    const stored = await this.guardStore(() =>
+      this.options.store.createGroup(state, this.newFence()),
+    );
     const entry = this.adopt(stored);
     this.options.logger.info('group created', { group: groupId(ref), shardCount });
     return this.snapshotOf(entry);
@@ -176,7 +214,7 @@ export class GroupHost implements GroupCoordinator {
   }
 
   async listGroups(options: { cursor?: string | undefined; limit: number }) {
-    const page = await this.options.store.listGroups(options);
+    const page = await this.guardStore(() => this.options.store.listGroups(options));
     const groups: GroupSnapshot[] = [];
     for (const ref of page.groups) {
       try {
@@ -189,16 +227,11 @@ export class GroupHost implements GroupCoordinator {
   }
 
   async deleteGroup(ref: GroupRef, options: { force: boolean }): Promise<void> {
-    const entry = await this.entry(ref);
-    await this.enqueue(entry, async () => {
+    await this.withEntry(ref, async (entry) => {
       const { group } = entry.actor.getSnapshot().context;
       if (group.status === 'FROZEN')
         throw new CoordinatorError('GROUP_FROZEN', 'the group is frozen');
-      if (group.status === 'FAILED_CLOSED')
-        throw new CoordinatorError(
-          'GROUP_FAILED_CLOSED_ADMIN',
-          'the group failed closed; use the recovery API',
-        );
+      if (group.status === 'FAILED_CLOSED') this.refuseFailedClosed(entry);
       const members = Object.keys(group.members).length;
       if (members > 0 && !options.force) {
         throw new CoordinatorError(
@@ -209,7 +242,13 @@ export class GroupHost implements GroupCoordinator {
           },
         );
       }
-      await this.guardStore(() => this.options.store.deleteGroup(ref, entry.fence, entry.revision));
+      try {
+        await this.guardStore(() =>
+          this.options.store.deleteGroup(ref, entry.fence, entry.revision),
+        );
+      } catch (error) {
+        throw await this.onWriteRefused(entry, 'DELETE', error);
+      }
       this.forget(entry);
       this.options.logger.info('group deleted', { group: groupId(ref), force: options.force });
     });
@@ -219,21 +258,57 @@ export class GroupHost implements GroupCoordinator {
     ref: GroupRef,
     command: AdminCommand,
   ): Promise<{ reply: unknown; snapshot: GroupSnapshot }> {
+    return this.withEntry(ref, async (entry) => {
+      const now = this.options.clock.now();
+      const event: GroupEvent =
+        command.type === 'SCALE'
+          ? { ...command, now, migrationId: randomUUID() }
+          : command.type === 'ROLLBACK'
+            ? { ...command, now, newMigrationId: randomUUID() }
+            : { ...command, now };
+      const context = await this.dispatch(entry, event);
+      return { reply: this.unwrap(context), snapshot: this.snapshotOf(entry) };
+    });
+  }
+
+  async heartbeat(ref: GroupRef, request: HeartbeatRequest): Promise<HeartbeatReply> {
+    return this.withEntry(ref, async (entry) => {
+      const context = await this.dispatch(entry, {
+        type: 'HEARTBEAT',
+        now: this.options.clock.now(),
+        request,
+      });
+      return this.unwrap(context) as HeartbeatReply;
+    });
+  }
+
+  async observeVersion(ref: GroupRef, version: number, source: 'routing'): Promise<void> {
+    await this.withEntry(ref, async (entry) => {
+      if (version <= entry.actor.getSnapshot().context.group.metadataVersion) return;
+      await this.dispatch(entry, {
+        type: 'OBSERVE_VERSION',
+        now: this.options.clock.now(),
+        source,
+        version,
+      });
+    });
+  }
+
+  async waitForVersion(
+    ref: GroupRef,
+    afterVersion: number,
+    waitMs: number,
+  ): Promise<GroupSnapshot> {
     const entry = await this.entry(ref);
-    const now = this.options.clock.now();
-    const event =
-      command.type === 'SCALE'
-        ? { ...command, now, migrationId: randomUUID() }
-        : command.type === 'ROLLBACK'
-          ? { ...command, now, newMigrationId: randomUUID() }
-          : { ...command, now };
-    const context = await this.dispatch(entry, event);
-    return { reply: this.unwrap(context), snapshot: this.snapshotOf(entry) };
+    const { group } = entry.actor.getSnapshot().context;
+    if (group.metadataVersion <= afterVersion && group.status !== 'FAILED_CLOSED' && waitMs > 0) {
+      await this.waiters.wait(groupId(ref), afterVersion, waitMs);
+    }
+    return this.getGroup(ref);
   }
 
   async recover(ref: GroupRef, request: RecoveryRequest): Promise<GroupSnapshot> {
-    const entry = await this.entry(ref);
-    return this.enqueue(entry, async () => {
+    return this.withEntry(ref, async (entry) => {
       const before = entry.actor.getSnapshot().context;
       if (before.group.status !== 'FAILED_CLOSED') {
         throw new CoordinatorError(
@@ -247,6 +322,7 @@ export class GroupHost implements GroupCoordinator {
       const highest = Math.max(
         before.signals?.highestVersionSeen ?? 0,
         before.group.metadataVersion,
+        entry.highestKnown,
       );
       let stored: StoredGroup;
       if (request.action === 'RESUME') {
@@ -275,6 +351,7 @@ export class GroupHost implements GroupCoordinator {
       } else {
         stored = await this.recreate(ref, before.group, highest, request.shardCount);
       }
+      await this.guardStore(() => this.options.store.clearFailure(ref));
       this.replaceActor(entry, stored, before);
       this.options.logger.warn('group recovered', {
         group: groupId(ref),
@@ -286,41 +363,29 @@ export class GroupHost implements GroupCoordinator {
     });
   }
 
-  async waitForVersion(
+  /**
+   * Follows a group's transitions (the monitoring events stream): `listener` gets every change
+   * of state value and every event with effects. Resolves with the unsubscribe function.
+   */
+  async subscribe(
     ref: GroupRef,
-    afterVersion: number,
-    waitMs: number,
-  ): Promise<GroupSnapshot> {
+    listener: (transition: GroupTransition) => void,
+  ): Promise<() => void> {
     const entry = await this.entry(ref);
-    const { group } = entry.actor.getSnapshot().context;
-    if (group.metadataVersion <= afterVersion && group.status !== 'FAILED_CLOSED' && waitMs > 0) {
-      await this.waiters.wait(groupId(ref), afterVersion, waitMs);
+    const id = groupId(entry.ref);
+    let set = this.listeners.get(id);
+    if (!set) {
+      set = new Set();
+      this.listeners.set(id, set);
     }
-    return this.getGroup(ref);
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.listeners.delete(id);
+    };
   }
 
-  async observeVersion(ref: GroupRef, version: number, source: 'routing'): Promise<void> {
-    const entry = await this.entry(ref);
-    if (version <= entry.actor.getSnapshot().context.group.metadataVersion) return;
-    await this.dispatch(entry, {
-      type: 'OBSERVE_VERSION',
-      now: this.options.clock.now(),
-      source,
-      version,
-    });
-  }
-
-  async heartbeat(ref: GroupRef, request: HeartbeatRequest): Promise<HeartbeatReply> {
-    const entry = await this.entry(ref);
-    const context = await this.dispatch(entry, {
-      type: 'HEARTBEAT',
-      now: this.options.clock.now(),
-      request,
-    });
-    return this.unwrap(context) as HeartbeatReply;
-  }
-
-  /** The actor of a group, loading it from the store on first use. */
+  /** The entry of a group, loading it from the store on first use. */
   private async entry(ref: GroupRef): Promise<GroupEntry> {
     const id = groupId(ref);
     const existing = this.entries.get(id);
@@ -334,25 +399,48 @@ export class GroupHost implements GroupCoordinator {
   }
 
   private async load(ref: GroupRef): Promise<GroupEntry> {
-    const stored = await this.guardStore(async () => {
-      const found = await this.options.store.loadGroup(ref);
-      if (!found) return null;
-      // Taking ownership bumps the fence: a writer holding an older token can never write again.
-      return this.options.store.takeOwnership(ref, this.newFence());
-    });
-    if (stored) return this.adopt(stored);
-    if (await this.guardStore(() => this.options.store.isRegistered(ref))) {
-      // The registry knows the group but its metadata is gone: fail closed, never recreate it.
-      const placeholder = newGroupState(ref, {
-        shardCount: 0,
-        lifecycleId: 'unknown',
-        now: this.options.clock.now(),
-      });
-      const entry = this.adopt({ state: placeholder, revision: 0, fence: '' });
-      this.failClosed(entry, 'METADATA_LOST');
-      return entry;
+    const { store } = this.options;
+    let stored: StoredGroup | null;
+    try {
+      stored = await this.guardStore(() => store.loadGroup(ref));
+    } catch (error) {
+      if (!(error instanceof CoordinatorError && error.code === 'METADATA_CORRUPT')) throw error;
+      return this.adoptFailed(ref, null, 'METADATA_CORRUPT', null);
     }
-    throw new CoordinatorError('GROUP_NOT_FOUND', `group ${groupId(ref)} does not exist`);
+    const failure = await this.guardStore(() => store.readFailure(ref));
+    if (failure) return this.adoptFailed(ref, stored, failure.reason, failure);
+    if (!stored) {
+      if (!(await this.guardStore(() => store.isRegistered(ref)))) {
+        throw new CoordinatorError('GROUP_NOT_FOUND', `group ${groupId(ref)} does not exist`);
+      }
+      // Registered: created meanwhile (read again), or its metadata is lost.
+      stored = await this.guardStore(() => store.loadGroup(ref));
+      if (!stored) return this.adoptFailed(ref, null, 'METADATA_LOST', null);
+    }
+    // Taking ownership bumps the fence: a writer holding an older token can never write again.
+    const owned = await this.guardStore(() => store.takeOwnership(ref, this.newFence()));
+    return this.adopt(owned);
+  }
+
+  /** Adopts a group that must stay failed closed: its stored state if readable, else a shell. */
+  private async adoptFailed(
+    ref: GroupRef,
+    stored: StoredGroup | null,
+    reason: FailureReason,
+    failure: FailureRecord | null,
+  ): Promise<GroupEntry> {
+    const shell = newGroupState(ref, {
+      shardCount: 0,
+      lifecycleId: failure?.lifecycleId ?? 'unknown',
+      now: this.options.clock.now(),
+    });
+    const entry = this.adopt(
+      stored ?? { state: shell, revision: failure?.knownRevision ?? 0, fence: '' },
+    );
+    entry.highestKnown = Math.max(failure?.highestVersionSeen ?? 0, failure?.metadataVersion ?? 0);
+    if (!this.failedClosed(entry))
+      await this.failClosed(entry, reason, stored?.revision ?? null, failure === null);
+    return entry;
   }
 
   private adopt(stored: StoredGroup): GroupEntry {
@@ -360,6 +448,8 @@ export class GroupHost implements GroupCoordinator {
       streamPrefix: stored.state.streamPrefix,
       consumerGroup: stored.state.consumerGroup,
     };
+    const existing = this.entries.get(groupId(ref));
+    if (existing) return existing; // adopted meanwhile (a create racing a first heartbeat)
     const context = createGroupContext({
       group: stored.state,
       config: this.config,
@@ -376,6 +466,7 @@ export class GroupHost implements GroupCoordinator {
       deadline: null,
       counts: { members: 0, revoking: 0 },
       lastValue: '',
+      highestKnown: 0,
     };
     this.entries.set(groupId(ref), entry);
     this.options.metrics.groupsOwned.set(this.entries.size);
@@ -395,6 +486,7 @@ export class GroupHost implements GroupCoordinator {
   }
 
   private forget(entry: GroupEntry): void {
+    if (this.entries.get(groupId(entry.ref)) !== entry) return;
     entry.actor.stop();
     this.entries.delete(groupId(entry.ref));
     this.options.metrics.groupsOwned.set(this.entries.size);
@@ -402,130 +494,121 @@ export class GroupHost implements GroupCoordinator {
     this.options.metrics.revokePending.dec(entry.counts.revoking);
   }
 
-  private enqueue<T>(entry: GroupEntry, work: () => Promise<T>): Promise<T> {
-    const run = entry.queue.then(work, work);
-    entry.queue = run.catch(() => undefined);
-    return run;
+  /** Runs `work` alone on the group; skips it if the entry was dropped meanwhile. */
+  private inMailbox<T>(entry: GroupEntry, work: () => Promise<T>): Promise<T | typeof STALE> {
+    const run = async () => (this.entries.get(groupId(entry.ref)) === entry ? work() : STALE);
+    const result = entry.queue.then(run, run);
+    entry.queue = result.catch(() => undefined);
+    return result;
   }
 
   /**
-   * Runs one event through the group's actor and persists what it changed; resolves with the
-   * context after the event (and after the write committed).
+   * Runs `work` alone on the group's current entry. Work that was queued behind an entry that
+   * got dropped (ownership lost, group deleted) runs again on the group as it is now, instead
+   * of on a stopped actor.
    */
-  private dispatch(
-    entry: GroupEntry,
-    event: Parameters<GroupActor['send']>[0],
-  ): Promise<GroupContext> {
-    return this.enqueue(entry, async () => {
-      const before = entry.actor.getSnapshot().context;
-      entry.actor.send(event);
-      const snapshot = entry.actor.getSnapshot();
-      if (snapshot.status === 'error') {
-        entry.actor = this.startActor(before);
-        throw new CoordinatorError(
-          'INTERNAL',
-          'the group actor failed; it was rebuilt from the last persisted state',
-        );
-      }
-      const after = snapshot.context;
-      this.checkInvariants(entry, before, after);
-      // A failed-closed group is never written: lost metadata is not recreated, restored metadata
-      // stays as the operator put it (DESIGN.md §7).
-      if (after.group !== before.group && after.group.status !== 'FAILED_CLOSED') {
-        const fields = encodeGroup(after.group);
-        const patch = diffFields(entry.persisted, fields);
-        if (!isEmptyPatch(patch)) {
-          const now = this.options.clock.now();
-          const set = { ...patch.set, updatedAt: String(now) };
-          try {
-            entry.revision = await this.guardStore(() =>
-              this.options.store.commitGroup(entry.ref, entry.fence, entry.revision, {
-                set,
-                del: patch.del,
-              }),
-            );
-          } catch (error) {
-            // Nothing was written: forget the event, as if it never happened.
-            entry.actor.stop();
-            entry.actor = this.startActor(before);
-            this.onCommitRefused(entry, error);
-            throw error;
-          }
-          entry.persisted = { ...fields, updatedAt: String(now) };
-          entry.actor.send({ type: 'PERSISTED', revision: entry.revision, updatedAt: now });
+  private async withEntry<T>(ref: GroupRef, work: (entry: GroupEntry) => Promise<T>): Promise<T> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const entry = await this.entry(ref);
+      const result = await this.inMailbox(entry, () => work(entry));
+      if (result !== STALE) return result;
+    }
+    throw new StoreUnavailableError(`group ${groupId(ref)} changed owner repeatedly; try again`);
+  }
+
+  /**
+   * Runs one event through the group's actor (inside its mailbox) and persists what it changed;
+   * resolves with the context after the event and after the write committed.
+   */
+  private async dispatch(entry: GroupEntry, event: GroupEvent): Promise<GroupContext> {
+    const before = entry.actor.getSnapshot().context;
+    entry.actor.send(event);
+    const snapshot = entry.actor.getSnapshot();
+    if (snapshot.status !== 'active') {
+      entry.actor = this.startActor(before);
+      throw new CoordinatorError(
+        'INTERNAL',
+        'the group actor failed; it was rebuilt from the last persisted state',
+      );
+    }
+    const after = snapshot.context;
+    // A failed-closed group is never written: lost metadata is not recreated, restored metadata
+    // stays as the operator put it (DESIGN.md §7).
+    if (after.group !== before.group && after.group.status !== 'FAILED_CLOSED') {
+      const fields = encodeGroup(after.group);
+      const patch = diffFields(entry.persisted, fields);
+      if (!isEmptyPatch(patch)) {
+        const now = this.options.clock.now();
+        try {
+          entry.revision = await this.guardStore(() =>
+            this.options.store.commitGroup(entry.ref, entry.fence, entry.revision, {
+              set: { ...patch.set, updatedAt: String(now) },
+              del: patch.del,
+            }),
+          );
+        } catch (error) {
+          // Nothing was written: forget the event, as if it never happened.
+          entry.actor.stop();
+          entry.actor = this.startActor(before);
+          throw await this.onWriteRefused(entry, event.type, error);
         }
+        entry.persisted = { ...fields, updatedAt: String(now) };
+        entry.actor.send({ type: 'PERSISTED', revision: entry.revision, updatedAt: now });
       }
-      this.applyEffects(after.effects);
-      const latest = entry.actor.getSnapshot().context;
-      this.observe(entry, latest);
-      return latest;
-    });
+    }
+    applyEffects(after.effects, this.options.metrics, this.options.logger);
+    const latest = entry.actor.getSnapshot().context;
+    this.observe(entry, latest);
+    return latest;
   }
 
-  private checkInvariants(entry: GroupEntry, before: GroupContext, after: GroupContext): void {
-    for (const violation of checkInvariants(before, after)) {
-      this.options.metrics.invariantViolations.inc({ invariant: violation.invariant });
-      this.options.logger.error('group invariant violated', {
+  /**
+   * A refused write tells what happened to the stored metadata: gone or older than what we
+   * wrote fails the group closed (and the caller is told so); newer means another owner wrote,
+   * so the actor is dropped and the next request reloads it. Returns the error to throw.
+   */
+  private async onWriteRefused(
+    entry: GroupEntry,
+    eventType: string,
+    error: unknown,
+  ): Promise<unknown> {
+    if (!(error instanceof CoordinatorError)) return error;
+    if (!['GROUP_NOT_FOUND', 'FENCED_WRITE', 'STALE_REVISION'].includes(error.code)) return error;
+    // The fence is checked before the revision, so a restored backup (older fence) also lands
+    // here as FENCED_WRITE: look at what is stored before deciding.
+    const [seen] = await this.guardStore(() => this.options.store.readRevisions([entry.ref]));
+    const { lifecycleId } = entry.actor.getSnapshot().context.group;
+    if (!seen) await this.failClosed(entry, 'METADATA_LOST', null);
+    else if (seen.revision < entry.revision || seen.lifecycleId !== lifecycleId) {
+      await this.failClosed(entry, 'STORE_REVISION_REGRESSION', seen.revision);
+    } else {
+      this.options.logger.warn('group written by another owner; reloading on next use', {
         group: groupId(entry.ref),
-        ...violation,
+        code: error.code,
       });
+      this.forget(entry);
+      return error;
     }
+    return CLIENT_EVENTS.has(eventType)
+      ? new CoordinatorError(
+          'GROUP_FAILED_CLOSED',
+          'the group failed closed; nothing was changed',
+          {
+            details: { failureReason: entry.actor.getSnapshot().context.group.failureReason },
+          },
+        )
+      : this.failedClosedAdminError(entry);
   }
 
-  private applyEffects(effects: readonly Effect[]): void {
-    const { metrics, logger } = this.options;
-    for (const effect of effects) {
-      switch (effect.type) {
-        case 'MEMBER_EXPIRED':
-          metrics.memberExpiry.inc();
-          break;
-        case 'MEMBER_FENCED':
-          metrics.fencedMembers.inc({ reason: effect.reason });
-          break;
-        case 'ROLLBACK_SIGNAL':
-          metrics.metadataVersionRegression.inc({ source: effect.source });
-          logger.warn('client reported a higher version than stored (rollback signal)', {
-            ...effect,
-          });
-          break;
-        case 'REBALANCE_COMPLETED':
-          metrics.rebalanceDuration.observe(effect.durationMs / 1000);
-          break;
-        case 'INVARIANT_VIOLATION':
-          metrics.invariantViolations.inc({ invariant: effect.invariant });
-          logger.error('group invariant violation refused', { ...effect });
-          break;
-        case 'EVENT_FAILED':
-          logger.error('group event failed', { ...effect });
-          break;
-        case 'MIGRATION_STARTED':
-          metrics.migrationsStarted.inc({ kind: effect.kind });
-          logger.info('migration started', { ...effect });
-          break;
-        case 'MIGRATION_CONVERGED':
-          metrics.migrationDuration.observe(effect.durationMs / 1000);
-          logger.info('migration converged', { ...effect });
-          break;
-        case 'MIGRATION_COMPLETED':
-          metrics.migrationsCompleted.inc();
-          logger.info('migration completed', { ...effect });
-          break;
-        case 'MIGRATION_ROLLED_BACK':
-          metrics.migrationsRolledBack.inc();
-          logger.info('migration rolled back', { ...effect });
-          break;
-        default:
-          break;
-      }
-      if (effect.type !== 'ROLLBACK_SIGNAL') logger.debug('group effect', { ...effect });
-    }
-  }
-
-  /** Keeps the deadline and the gauges in step with the context. */
+  /** Keeps the deadline, the gauges, long polls and event listeners in step with the context. */
   private observe(entry: GroupEntry, context: GroupContext): void {
     entry.deadline = nextDeadline(context);
     this.announce(entry, context);
-    this.waiters.notify(groupId(entry.ref), context.group.metadataVersion);
+    this.waiters.notify(
+      groupId(entry.ref),
+      context.group.metadataVersion,
+      context.group.status === 'FAILED_CLOSED',
+    );
     const members = Object.keys(context.group.members).length;
     let revoking = 0;
     for (const shard of Object.values(context.group.shards)) {
@@ -534,28 +617,6 @@ export class GroupHost implements GroupCoordinator {
     this.options.metrics.members.inc(members - entry.counts.members);
     this.options.metrics.revokePending.inc(revoking - entry.counts.revoking);
     entry.counts = { members, revoking };
-  }
-
-  /**
-   * Subscribes to a group's transitions (the monitoring events stream): `listener` gets every
-   * change of state value and every event with effects. Returns the unsubscribe function.
-   */
-  async subscribe(
-    ref: GroupRef,
-    listener: (transition: GroupTransition) => void,
-  ): Promise<() => void> {
-    const entry = await this.entry(ref);
-    const id = groupId(entry.ref);
-    let set = this.listeners.get(id);
-    if (!set) {
-      set = new Set();
-      this.listeners.set(id, set);
-    }
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0) this.listeners.delete(id);
-    };
   }
 
   private announce(entry: GroupEntry, context: GroupContext): void {
@@ -581,8 +642,8 @@ export class GroupHost implements GroupCoordinator {
     return entry.actor.getSnapshot().context.group.status === 'FAILED_CLOSED';
   }
 
-  private refuseFailedClosed(entry: GroupEntry): never {
-    throw new CoordinatorError(
+  private failedClosedAdminError(entry: GroupEntry): CoordinatorError {
+    return new CoordinatorError(
       'GROUP_FAILED_CLOSED_ADMIN',
       'the group failed closed; only recovery is allowed',
       {
@@ -591,40 +652,55 @@ export class GroupHost implements GroupCoordinator {
     );
   }
 
+  private refuseFailedClosed(entry: GroupEntry): never {
+    throw this.failedClosedAdminError(entry);
+  }
+
   /**
-   * Fails a group closed (DESIGN.md §7), in memory only: nothing is written, so lost metadata
-   * is never recreated and restored metadata is left as the operator put it.
+   * Fails a group closed (DESIGN.md §7). The metadata key is left alone (never recreated, never
+   * edited); the decision is recorded in the group's own failure key so it survives a restart.
    */
-  private failClosed(entry: GroupEntry, reason: FailureReason, seenRevision?: number): void {
-    const { metrics, logger, clock } = this.options;
+  private async failClosed(
+    entry: GroupEntry,
+    reason: FailureReason,
+    storeRevision: number | null,
+    record = true,
+  ): Promise<void> {
+    const { metrics, logger, clock, store } = this.options;
     if (reason === 'STORE_REVISION_REGRESSION') metrics.storeRevisionRegression.inc();
     metrics.groupsFailedClosed.inc({ reason });
     logger.error('group failed closed', {
       group: groupId(entry.ref),
       reason,
       knownRevision: entry.revision,
-      ...(seenRevision === undefined ? {} : { storeRevision: seenRevision }),
+      storeRevision,
     });
     entry.actor.send({ type: 'FAIL_CLOSED', now: clock.now(), reason });
     const after = entry.actor.getSnapshot().context;
-    this.applyEffects(after.effects);
+    applyEffects(after.effects, metrics, logger);
     this.observe(entry, after);
-    this.waiters.notify(groupId(entry.ref), after.group.metadataVersion, true);
-  }
-
-  /** A refused write tells what happened to the stored metadata. */
-  private onCommitRefused(entry: GroupEntry, error: unknown): void {
-    if (!(error instanceof CoordinatorError)) return;
-    if (error.code === 'GROUP_NOT_FOUND') this.failClosed(entry, 'METADATA_LOST');
-    else if (error instanceof RevisionMismatchError && error.actual < entry.revision) {
-      this.failClosed(entry, 'STORE_REVISION_REGRESSION', error.actual);
-    } else if (error.code === 'FENCED_WRITE' || error.code === 'STALE_REVISION') {
-      // Someone else owns or wrote the group: drop the actor; the next request reloads it.
-      this.options.logger.warn('group write refused; reloading on next use', {
+    if (!record) return;
+    const failure: FailureRecord = {
+      reason,
+      at: clock.now(),
+      knownRevision: entry.revision,
+      storeRevision,
+      lifecycleId: after.group.lifecycleId,
+      metadataVersion: after.group.metadataVersion,
+      highestVersionSeen: Math.max(
+        after.signals?.highestVersionSeen ?? 0,
+        after.group.metadataVersion,
+        entry.highestKnown,
+      ),
+    };
+    try {
+      await store.recordFailure(entry.ref, failure);
+    } catch (error) {
+      // Still failed closed in this process; a restart would re-detect what it can.
+      logger.error('could not record the failure of a group', {
         group: groupId(entry.ref),
-        code: error.code,
+        error: String(error),
       });
-      this.forget(entry);
     }
   }
 
@@ -635,7 +711,12 @@ export class GroupHost implements GroupCoordinator {
     highest: number,
     shardCount: number,
   ): Promise<StoredGroup> {
-    const old = (await this.guardStore(() => this.options.store.loadGroup(ref)))?.state;
+    let old: GroupState | undefined;
+    try {
+      old = (await this.guardStore(() => this.options.store.loadGroup(ref)))?.state;
+    } catch (error) {
+      if (!(error instanceof CoordinatorError && error.code === 'METADATA_CORRUPT')) throw error;
+    }
     const state = newGroupState(ref, {
       shardCount,
       lifecycleId: randomUUID(),
@@ -662,19 +743,20 @@ export class GroupHost implements GroupCoordinator {
     entry.persisted = encodeGroup(stored.state);
     entry.revision = stored.revision;
     entry.fence = stored.fence;
+    entry.highestKnown = 0;
     this.observe(entry, entry.actor.getSnapshot().context);
-    this.waiters.notify(groupId(entry.ref), stored.state.metadataVersion, true);
   }
 
   private unwrap(context: GroupContext): unknown {
     const result = context.result;
     if (!result) throw new CoordinatorError('INTERNAL', 'the group actor gave no result');
-    if (!result.ok)
+    if (!result.ok) {
       throw new CoordinatorError(
         result.code,
         result.message,
         result.details ? { details: result.details } : {},
       );
+    }
     return result.reply;
   }
 

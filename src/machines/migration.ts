@@ -98,13 +98,18 @@ function rollback(ctx: GroupContext, event: RollbackEvent): GroupContext {
   const active = group.activeMigration;
   const named = event.migrationId;
   if (!active || (named !== 'current' && named !== active.migrationId)) {
-    const past = group.migrations.find((m) => m.migrationId === named);
+    // `current` with nothing active names the latest migration: after COMPLETED, rollback is
+    // not allowed any more (409), which is what an operator asking for it needs to hear.
+    const past =
+      named === 'current'
+        ? group.migrations[0]
+        : group.migrations.find((m) => m.migrationId === named);
     if (past) {
       return fail(
         ctx,
         'ROLLBACK_NOT_ALLOWED',
-        `migration ${named} is ${past.state}; only the active migration can be rolled back`,
-        { migrationId: named, state: past.state },
+        `migration ${past.migrationId} is ${past.state}; only the active migration can be rolled back`,
+        { migrationId: past.migrationId, state: past.state },
       );
     }
     const message =

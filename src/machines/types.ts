@@ -8,7 +8,7 @@
 export type GroupStatus = 'ACTIVE' | 'FROZEN' | 'FAILED_CLOSED';
 
 /** Why a group failed closed (DESIGN.md §7). */
-export type FailureReason = 'METADATA_LOST' | 'STORE_REVISION_REGRESSION';
+export type FailureReason = 'METADATA_LOST' | 'STORE_REVISION_REGRESSION' | 'METADATA_CORRUPT';
 
 /**
  * Shard states (DESIGN.md §4):

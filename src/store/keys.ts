@@ -10,6 +10,8 @@ export interface KeyNames {
   groupTag(ref: GroupRef): string;
   metadata(ref: GroupRef): string;
   lease(ref: GroupRef): string;
+  /** Beside (never inside) the metadata: why the group failed closed, kept across restarts. */
+  failure(ref: GroupRef): string;
   groups(): string;
   replicas(): string;
   replica(id: string): string;
@@ -23,6 +25,7 @@ export function keyNames(prefix: string): KeyNames {
     groupTag,
     metadata: (ref) => `${prefix}:${groupTag(ref)}:metadata`,
     lease: (ref) => `${prefix}:${groupTag(ref)}:lease`,
+    failure: (ref) => `${prefix}:${groupTag(ref)}:failure`,
     groups: () => `${prefix}:groups`,
     replicas: () => `${prefix}:replicas`,
     replica: (id) => `${prefix}:replica:${id}`,

@@ -9,6 +9,7 @@ import { refusalError, ScriptStatus } from './script-status.js';
 import type {
   AuditQuery,
   AuditRecord,
+  FailureRecord,
   GroupPage,
   GroupRevision,
   Store,
@@ -40,6 +41,7 @@ export class MemoryStore implements Store {
   private readonly registry: string[] = [];
   /** Oldest first. */
   private audit: AuditRecord[] = [];
+  private readonly failures = new Map<string, string>();
 
   constructor(options: MemoryStoreOptions) {
     this.keys = keyNames(options.keyPrefix);
@@ -103,6 +105,25 @@ export class MemoryStore implements Store {
       hash.set('fence', newFence);
       bumpRevision(hash);
       return toStoredGroup(Object.fromEntries(hash));
+    });
+  }
+
+  recordFailure(ref: GroupRef, record: FailureRecord): Promise<void> {
+    return settle(() => {
+      this.failures.set(this.keys.failure(ref), JSON.stringify(record));
+    });
+  }
+
+  readFailure(ref: GroupRef): Promise<FailureRecord | null> {
+    return settle(() => {
+      const value = this.failures.get(this.keys.failure(ref));
+      return value === undefined ? null : (JSON.parse(value) as FailureRecord);
+    });
+  }
+
+  clearFailure(ref: GroupRef): Promise<void> {
+    return settle(() => {
+      this.failures.delete(this.keys.failure(ref));
     });
   }
 

@@ -14,6 +14,7 @@ import { refusalError, ScriptStatus } from './script-status.js';
 import type {
   AuditQuery,
   AuditRecord,
+  FailureRecord,
   GroupPage,
   GroupRevision,
   Store,
@@ -193,6 +194,21 @@ export class RedisStore implements Store {
   async takeOwnership(ref: GroupRef, newFence: string): Promise<StoredGroup> {
     const { fields } = await this.runScript('takeOwnership', ref, [newFence]);
     return toStoredGroup(pairsToFields(fields));
+  }
+
+  async recordFailure(ref: GroupRef, record: FailureRecord): Promise<void> {
+    await this.command('recordFailure', () =>
+      this.client.set(this.keys.failure(ref), JSON.stringify(record)),
+    );
+  }
+
+  async readFailure(ref: GroupRef): Promise<FailureRecord | null> {
+    const value = await this.command('readFailure', () => this.client.get(this.keys.failure(ref)));
+    return value === null ? null : (JSON.parse(value) as FailureRecord);
+  }
+
+  async clearFailure(ref: GroupRef): Promise<void> {
+    await this.command('clearFailure', () => this.client.del(this.keys.failure(ref)));
   }
 
   async isRegistered(ref: GroupRef): Promise<boolean> {

@@ -1,4 +1,4 @@
-import type { GroupRef, GroupState } from '../machines/types.js';
+import type { FailureReason, GroupRef, GroupState } from '../machines/types.js';
 import type { FieldPatch, GroupFields } from './codec.js';
 
 /** A group as read from the store: its state plus the store-owned fields. */
@@ -14,6 +14,24 @@ export interface StoredGroup {
 export interface GroupRevision {
   readonly revision: number;
   readonly lifecycleId: string;
+}
+
+/**
+ * A fail-closed decision (DESIGN.md §7), kept in its own key `kp:G:failure` so it survives a
+ * coordinator restart without touching the metadata key it is about.
+ */
+export interface FailureRecord {
+  readonly reason: FailureReason;
+  /** Epoch ms of the decision. */
+  readonly at: number;
+  /** Store revision the owner had seen when it failed the group closed. */
+  readonly knownRevision: number;
+  /** Revision found in the store (null when the key was missing). */
+  readonly storeRevision: number | null;
+  readonly lifecycleId: string;
+  readonly metadataVersion: number;
+  /** Highest metadataVersion any client (or this coordinator) had seen: RESUME needs at least it. */
+  readonly highestVersionSeen: number;
 }
 
 export type AuditOutcome = 'SUCCEEDED' | 'REJECTED' | 'DENIED' | 'FAILED';
@@ -91,6 +109,12 @@ export interface Store {
   exportGroup(ref: GroupRef): Promise<GroupFields | null>;
   /** Writes raw metadata fields back (restore) and registers the group. Not fenced: disaster recovery only. */
   importGroup(ref: GroupRef, fields: GroupFields): Promise<void>;
+
+  /** Records why a group failed closed (overwrites an earlier record). */
+  recordFailure(ref: GroupRef, record: FailureRecord): Promise<void>;
+  readFailure(ref: GroupRef): Promise<FailureRecord | null>;
+  /** Removes the failure record (after recovery). */
+  clearFailure(ref: GroupRef): Promise<void>;
 
   appendAudit(record: AuditRecord): Promise<void>;
   queryAudit(query: AuditQuery): Promise<AuditRecord[]>;

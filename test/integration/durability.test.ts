@@ -34,8 +34,15 @@ describe('metadata durability on a real redis-server', () => {
       lifecycleId: string;
       rollbackSignals: { count: number; highestVersionSeen: number; lastSource: string } | null;
     };
-  const metric = async (pattern: RegExp) =>
+    const metric = async (pattern: RegExp) =>
     pattern.test(await (await c.call('GET', '/metrics')).text());
+  /** One period of the verify loop (coordinator.store.verify-interval, 5 s by default) passes. */
+  const verifyPeriod = async (sp: string) => {
+    clock.advance(5_000);
+    await waitFor(async () => (await group(sp)).status === 'FAILED_CLOSED', {
+      what: `${sp} to fail closed`,
+    });
+  };
 
   beforeAll(async () => {
     redis = await startRedisServer();
@@ -66,7 +73,7 @@ describe('metadata durability on a real redis-server', () => {
   it('a deleted metadata key fails the group closed: 503 to members, 409 to admin, no key recreated', async () => {
     const members = await liveGroup('lost', 4, ['a', 'b']);
     await redis.client().del(key('lost'));
-    await c.host.verify();
+    await verifyPeriod('lost');
     expect(await group('lost')).toMatchObject({
       status: 'FAILED_CLOSED',
       failureReason: 'METADATA_LOST',
@@ -100,6 +107,9 @@ describe('metadata durability on a real redis-server', () => {
     await c.host.sweep();
     await c.host.verify();
     expect(await redis.client().exists(key('lost'))).toBe(0);
+    expect(
+      JSON.parse((await redis.client().get(`${c.keyPrefix}:{lost:g}:failure`)) ?? '{}'),
+    ).toMatchObject({ reason: 'METADATA_LOST' });
     expect(await metric(/coord_groups_failed_closed_total\{reason="METADATA_LOST"\} [1-9]/)).toBe(
       true,
     );
@@ -141,7 +151,7 @@ describe('metadata durability on a real redis-server', () => {
       file,
     ]);
     expect(restored.stderr).toMatch(/restored 1 groups/);
-    await c.host.verify();
+    await verifyPeriod('restore');
     expect(await group('restore')).toMatchObject({
       status: 'FAILED_CLOSED',
       failureReason: 'STORE_REVISION_REGRESSION',
@@ -204,7 +214,7 @@ describe('metadata durability on a real redis-server', () => {
     const file = join(dir, 'backup.json');
     await coordctl(['backup', '--url', redis.url, '--key-prefix', c.keyPrefix, '--out', file]);
     await redis.client().del(key('resume'));
-    await c.host.verify();
+    await verifyPeriod('resume');
     expect(await group('resume')).toMatchObject({
       status: 'FAILED_CLOSED',
       failureReason: 'METADATA_LOST',
@@ -270,7 +280,11 @@ describe('Redis restarted empty under a running coordinator', () => {
   let c: TestCoordinator;
   beforeAll(async () => {
     redis = await startRedisServer();
-    c = await startTestCoordinator({ store: 'redis', redisUrl: redis.url, overrides: OVERRIDES });
+    c = await startTestCoordinator({
+      store: 'redis',
+      redisUrl: redis.url,
+      overrides: { ...OVERRIDES, 'store.verify-interval': '100ms' },
+    });
   });
   afterAll(async () => {
     await c?.close();
@@ -298,7 +312,17 @@ describe('Redis restarted empty under a running coordinator', () => {
       },
       { what: 'the store to reconnect' },
     );
-    await c.host.verify();
+    for (const sp of ['e1', 'e2']) {
+      await waitFor(
+        async () => {
+          const res = await c.call('GET', `/coord/v1/monitoring/streams/${sp}/groups/g`, {
+            user: 'reader',
+          });
+          return ((await res.json()) as { status: string }).status === 'FAILED_CLOSED';
+        },
+        { what: `${sp} to fail closed by the verify loop` },
+      );
+    }
     for (const sp of ['e1', 'e2']) {
       const view = (await (
         await c.call('GET', `/coord/v1/monitoring/streams/${sp}/groups/g`, { user: 'reader' })
@@ -306,6 +330,113 @@ describe('Redis restarted empty under a running coordinator', () => {
       expect(view).toMatchObject({ status: 'FAILED_CLOSED', failureReason: 'METADATA_LOST' });
     }
     await expect(m.beat()).rejects.toThrow(/503/);
-    expect(await redis.client().keys('*')).toEqual([]);
+    // Nothing recreated: only the failure records, kept beside the lost metadata.
+    const keys = (await redis.client().keys('*')).sort();
+    expect(keys).toEqual([`${c.keyPrefix}:{e1:g}:failure`, `${c.keyPrefix}:{e2:g}:failure`]);
+  });
+});
+
+describe('a restored backup taken before the current owner took over', () => {
+  let redis: RedisServerHandle;
+  afterAll(async () => redis?.stop());
+
+  it('is detected on the next write (older fence and revision): 503, no downgrade, survives a restart', async () => {
+    redis = await startRedisServer();
+    const first = await startTestCoordinator({
+      store: 'redis',
+      redisUrl: redis.url,
+      overrides: OVERRIDES,
+    });
+    await first.call('PUT', '/coord/v1/admin/streams/old/groups/g', {
+      user: 'writer',
+      body: { shardCount: 2, ...CHANGE },
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'coord-backup-'));
+    const file = join(dir, 'backup.json');
+    await coordctl(['backup', '--url', redis.url, '--key-prefix', first.keyPrefix, '--out', file]);
+    await first.close();
+
+    const second = await startTestCoordinator({
+      store: 'redis',
+      redisUrl: redis.url,
+      overrides: { ...OVERRIDES, 'store.key-prefix': first.keyPrefix },
+    });
+    const third = { close: async () => undefined } as { close: () => Promise<void> };
+    try {
+      const a = new SimulatedMember(second, 'a', 'old', 'g');
+      for (let i = 0; i < 3; i++) await a.beat();
+      const scaled = await second.call('POST', '/coord/v1/admin/streams/old/groups/g/scale', {
+        user: 'writer',
+        body: { shardCount: 4, ...CHANGE },
+      });
+      expect(scaled.status).toBe(202);
+      for (let i = 0; i < 3; i++) await a.beat();
+      expect(a.last?.shardCount).toBe(4);
+
+      await coordctl([
+        'restore',
+        '--url',
+        redis.url,
+        '--key-prefix',
+        first.keyPrefix,
+        '--in',
+        file,
+      ]);
+      // A join needs a write: it finds the older metadata and fails the group closed.
+      const join = await second.call('POST', '/coord/v1/consumer/streams/old/groups/g/heartbeat', {
+        user: 'consumer',
+        body: {
+          memberId: 'b',
+          memberEpoch: 0,
+          assignmentEpoch: 0,
+          metadataVersion: 0,
+          currentAssignments: [],
+        },
+      });
+      expect(join.status).toBe(503);
+      expect(await join.json()).toMatchObject({ error: { code: 'GROUP_FAILED_CLOSED' } });
+      await expect(a.beat()).rejects.toThrow(/503.*GROUP_FAILED_CLOSED/);
+      const routing = await second.call('GET', '/coord/v1/routing/streams/old/groups/g', {
+        user: 'producer',
+      });
+      expect(routing.status).toBe(503);
+      await second.close();
+
+      // A new process finds the failure record: still failed closed, RESUME still refused.
+      const restarted = await startTestCoordinator({
+        store: 'redis',
+        redisUrl: redis.url,
+        overrides: { ...OVERRIDES, 'store.key-prefix': first.keyPrefix },
+      });
+      third.close = () => restarted.close();
+      const view = (await (
+        await restarted.call('GET', '/coord/v1/monitoring/streams/old/groups/g', { user: 'reader' })
+      ).json()) as {
+        status: string;
+        failureReason: string;
+      };
+      expect(view).toMatchObject({
+        status: 'FAILED_CLOSED',
+        failureReason: 'STORE_REVISION_REGRESSION',
+      });
+      const resume = await restarted.call('POST', '/coord/v1/admin/streams/old/groups/g/recovery', {
+        user: 'writer',
+        body: { action: 'RESUME', ...CHANGE },
+      });
+      expect(resume.status).toBe(409);
+      const recreate = await restarted.call(
+        'POST',
+        '/coord/v1/admin/streams/old/groups/g/recovery',
+        {
+          user: 'writer',
+          body: { action: 'RECREATE', shardCount: 4, ...CHANGE },
+        },
+      );
+      expect(recreate.status).toBe(200);
+      expect(await redis.client().exists(`${first.keyPrefix}:{old:g}:failure`)).toBe(0);
+    } finally {
+      await second.close();
+      await third.close();
+    }
   });
 });

@@ -98,6 +98,11 @@ describe.each(['memory', 'redis'] as const)('scaling over HTTP on the %s store',
     );
     expect(refused.status).toBe(409);
     expect(await refused.json()).toMatchObject({ error: { code: 'ROLLBACK_NOT_ALLOWED' } });
+    const current = await c.call('POST', `${admin('mo')}/migrations/current/rollback`, {
+      user: 'writer',
+      body: CHANGE,
+    });
+    expect(current.status).toBe(409);
   });
 
   it('scales in 8→3: removed shards retire with their owners and leave when DONE', async () => {

@@ -361,6 +361,32 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
       });
     });
 
+        describe('failure records', () => {
+      it('are kept beside the metadata, read back, replaced and cleared', async () => {
+        const store = await openStore();
+        const ref = { streamPrefix: 'failing', consumerGroup: 'g' };
+        expect(await store.readFailure(ref)).toBeNull();
+        const record = {
+          reason: 'METADATA_LOST' as const,
+          at: 1,
+          knownRevision: 7,
+          storeRevision: null,
+          lifecycleId: 'l-1',
+          metadataVersion: 3,
+          highestVersionSeen: 5,
+        };
+        await store.recordFailure(ref, record);
+        expect(await store.readFailure(ref)).toEqual(record);
+        expect(await store.loadGroup(ref)).toBeNull();
+        expect(await store.isRegistered(ref)).toBe(false);
+        const second = { ...record, reason: 'STORE_REVISION_REGRESSION' as const, storeRevision: 4 };
+        await store.recordFailure(ref, second);
+        expect(await store.readFailure(ref)).toEqual(second);
+        await store.clearFailure(ref);
+        expect(await store.readFailure(ref)).toBeNull();
+      });
+    });
+
     describe('registry', () => {
       it('isRegistered is true for a created group only', async () => {
         const store = await openStore();

@@ -566,7 +566,11 @@ describe('rollback is refused once not allowed: ROLLBACK_NOT_ALLOWED, or MIGRATI
       code: 'ROLLBACK_NOT_ALLOWED',
       details: { migrationId: 'mig-done', state: 'COMPLETED' },
     });
-    expect(rollback(h, 'current')).toMatchObject({ ok: false, code: 'MIGRATION_NOT_FOUND' });
+    expect(rollback(h, 'current')).toMatchObject({
+      ok: false,
+      code: 'ROLLBACK_NOT_ALLOWED',
+      details: { migrationId: 'mig-done', state: 'COMPLETED' },
+    });
     expect(h.ctx.group).toBe(group);
   });
 

@@ -1,3 +1,4 @@
+import { createSecretKey } from 'node:crypto';
 import passport from 'passport';
 import { ExtractJwt, Strategy as JwtStrategy, type VerifiedCallback } from 'passport-jwt';
 import type { Request, Response } from 'express';
@@ -16,7 +17,9 @@ export function createPassport(secret: string): passport.PassportStatic {
     new JwtStrategy(
       {
         jwtFromRequest: bearerToken,
-        secretOrKey: secret,
+        // A KeyObject made once: given a string, jsonwebtoken rebuilds a key on every verify.
+        // (passport-jwt hands it to jsonwebtoken untouched; its typings predate KeyObject.)
+        secretOrKey: createSecretKey(Buffer.from(secret, 'utf8')) as unknown as Buffer,
         issuer: TOKEN_ISSUER,
         algorithms: ['HS256'],
       },

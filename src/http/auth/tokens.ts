@@ -1,3 +1,4 @@
+import { createSecretKey, type KeyObject } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import { CoordinatorError } from '../../errors.js';
 import type { Clock } from '../../machines/clock.js';
@@ -18,11 +19,16 @@ export class TokenService {
   private readonly cache = new Map<string, CachedToken>();
   private static readonly CACHE_MAX = 10_000;
 
+  private readonly key: KeyObject;
+
   constructor(
-    private readonly secret: string,
+    secret: string,
     private readonly ttlMs: number,
     private readonly clock: Clock,
-  ) {}
+  ) {
+    // Made once: given a string, jsonwebtoken rebuilds a key object on every sign and verify.
+    this.key = createSecretKey(Buffer.from(secret, 'utf8'));
+  }
 
   sign(principal: Principal): { accessToken: string; expiresIn: number } {
     const nowSeconds = Math.floor(this.clock.now() / 1000);
@@ -35,7 +41,7 @@ export class TokenService {
         exp: nowSeconds + expiresIn,
         iss: TOKEN_ISSUER,
       },
-      this.secret,
+      this.key,
       { algorithm: 'HS256' },
     );
     return { accessToken, expiresIn };
@@ -52,7 +58,7 @@ export class TokenService {
     }
     let claims: jwt.JwtPayload;
     try {
-      claims = jwt.verify(token, this.secret, {
+      claims = jwt.verify(token, this.key, {
         algorithms: ['HS256'],
         issuer: TOKEN_ISSUER,
         clockTimestamp: Math.floor(now / 1000),

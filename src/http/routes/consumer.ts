@@ -1,12 +1,17 @@
 import { z } from 'zod';
+import type { HeartbeatReply } from '../../machines/protocol.js';
 import { route } from '../route.js';
 import { errorSchema, groupParamsSchema } from '../schemas.js';
+import type { Services } from '../services.js';
 
 const shard = z.number().int().min(0).max(1_000_000);
 
 /** The heartbeat body of DESIGN.md §5. */
 export const heartbeatBodySchema = z.object({
-  memberId: z.string().min(1).max(128),
+  memberId: z
+    .string()
+    .regex(/^[\x21-\x7e]{1,128}$/, 'must be 1-128 printable ASCII characters without spaces')
+    .refine((id) => id !== '__proto__', 'is reserved'),
   memberEpoch: z.number().int().min(-1),
   assignmentEpoch: z.number().int().min(0),
   metadataVersion: z.number().int().min(0),
@@ -37,13 +42,44 @@ export const heartbeatReplySchema = z.object({
   heartbeatIntervalMs: z.number().int(),
 });
 
+export const HEARTBEAT_PATH = '/coord/v1/consumer/streams/:stream/groups/:group/heartbeat';
+
+/** Who may heartbeat. */
+export const HEARTBEAT_ROLES = ['CONSUMER'] as const;
+
+/**
+ * The heartbeat itself, once the caller is authenticated and the request validated: the group
+ * actor decides, metrics count it. The one implementation behind the express route and the
+ * heartbeat fast path (`src/http/heartbeat-fast-path.ts`).
+ */
+export async function answerHeartbeat(
+  services: Services,
+  params: z.infer<typeof groupParamsSchema>,
+  body: z.infer<typeof heartbeatBodySchema>,
+): Promise<HeartbeatReply> {
+  const stop = services.metrics.heartbeatDuration.startTimer();
+  try {
+    const reply = await services.coordinator.heartbeat(
+      { streamPrefix: params.stream, consumerGroup: params.group },
+      body,
+    );
+    services.metrics.heartbeats.inc({ outcome: reply.outcome });
+    return reply;
+  } catch (error) {
+    services.metrics.heartbeats.inc({ outcome: (error as { code?: string }).code ?? 'ERROR' });
+    throw error;
+  } finally {
+    stop();
+  }
+}
+
 export const consumerRoutes = [
   route({
     method: 'post',
-    path: '/coord/v1/consumer/streams/:stream/groups/:group/heartbeat',
+    path: HEARTBEAT_PATH,
     summary: 'Consumer heartbeat: join (epoch 0), report progress, leave (epoch -1)',
     tag: 'consumer',
-    roles: ['CONSUMER'],
+    roles: HEARTBEAT_ROLES,
     params: groupParamsSchema,
     body: heartbeatBodySchema,
     responses: {
@@ -56,20 +92,7 @@ export const consumerRoutes = [
       503: { description: 'Store down or group failed closed', schema: errorSchema },
     },
     async handler({ params, body, services }) {
-      const stop = services.metrics.heartbeatDuration.startTimer();
-      try {
-        const reply = await services.coordinator.heartbeat(
-          { streamPrefix: params.stream, consumerGroup: params.group },
-          body,
-        );
-        services.metrics.heartbeats.inc({ outcome: reply.outcome });
-        return { status: 200, body: reply };
-      } catch (error) {
-        services.metrics.heartbeats.inc({ outcome: (error as { code?: string }).code ?? 'ERROR' });
-        throw error;
-      } finally {
-        stop();
-      }
+      return { status: 200, body: await answerHeartbeat(services, params, body) };
     },
   }),
 ];

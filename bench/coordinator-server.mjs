@@ -1,0 +1,49 @@
+/*
+ * The coordinator under test, as a child process of bench/heartbeat.ts: Redis store
+ * (BENCH_REDIS_URL), HS256 secret BENCH_JWT_SECRET, heartbeat fast path on unless
+ * BENCH_FAST_PATH=0, defaults for everything else. Prints `LISTENING <port>`.
+ *
+ * Plain JavaScript so that plain `node` runs it against the compiled coordinator (dist/, as
+ * `npm start` runs it); with BENCH_SERVER_DIR=src and `--import tsx` it runs the sources.
+ */
+
+const dir = process.env.BENCH_SERVER_DIR === 'src' ? '../src' : '../dist';
+const { loadSettings } = await import(`${dir}/config/load.js`);
+const { createLogger } = await import(`${dir}/observability/logger.js`);
+const { startCoordinator } = await import(`${dir}/server.js`);
+
+const redisUrl = process.env.BENCH_REDIS_URL;
+const secret = process.env.BENCH_JWT_SECRET;
+if (!redisUrl || !secret) throw new Error('BENCH_REDIS_URL and BENCH_JWT_SECRET are required');
+
+const settings = loadSettings({
+  env: {},
+  overrides: {
+    'http.port': 0,
+    'http.host': '127.0.0.1',
+    'store.type': 'redis',
+    'store.url': redisUrl,
+    'store.key-prefix': 'bench:coord',
+    'security.jwt-secret': secret,
+    'log.level': 'error',
+  },
+});
+const coordinator = await startCoordinator(settings, {
+  heartbeatFastPath: process.env.BENCH_FAST_PATH !== '0',
+  logger: createLogger({ level: 'error', format: 'text' }),
+});
+process.stdout.write(`LISTENING ${coordinator.port}\n`);
+
+let stopping = false;
+const stop = () => {
+  if (stopping) return;
+  stopping = true;
+  coordinator.close().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
+};
+process.on('SIGTERM', stop);
+// The parent holds our stdin open: when it goes away, so do we.
+process.stdin.on('end', stop);
+process.stdin.resume();

@@ -1,0 +1,140 @@
+import { connect, type Socket } from 'node:net';
+
+/*
+ * A small closed-loop HTTP/1.1 load generator: fixed keep-alive connections, one request in
+ * flight on each, requests prebuilt as bytes (so the generator spends its CPU on sockets, not
+ * on building requests), latency measured per request with process.hrtime in microseconds.
+ * Responses must carry Content-Length (node:http and express both set it for these bodies).
+ */
+
+export interface LoadOptions {
+  readonly host: '127.0.0.1';
+  readonly port: number;
+  readonly connections: number;
+  /** Connection i sends `requests[i % requests.length]` again and again. */
+  readonly requests: readonly Buffer[];
+  readonly durationMs: number;
+}
+
+export interface LoadResult {
+  /** Responses completed within the measured window. */
+  readonly completed: number;
+  readonly durationMs: number;
+  readonly requestsPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  /** Status code → count, over the window. */
+  readonly statuses: ReadonlyMap<number, number>;
+  readonly socketErrors: number;
+}
+
+const HEADER_END = Buffer.from('\r\n\r\n');
+const CONTENT_LENGTH = /\r\ncontent-length:[ \t]*(\d+)/i;
+const CHUNKED = /\r\ntransfer-encoding:[ \t]*chunked/i;
+const DRAIN_TIMEOUT_MS = 2_000;
+
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const index = Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1);
+  return sorted[Math.max(0, index)] ?? Number.NaN;
+}
+
+/** Opens the connections, runs the closed loop for `durationMs`, closes them. */
+export async function runLoad(options: LoadOptions): Promise<LoadResult> {
+  const latenciesUs: number[] = [];
+  const statuses = new Map<number, number>();
+  let socketErrors = 0;
+  let running = false;
+  let deadline = 0n;
+  let inFlight = 0;
+  let onIdle: (() => void) | null = null;
+
+  const sockets = await Promise.all(
+    Array.from(
+      { length: options.connections },
+      () =>
+        new Promise<Socket>((resolve, reject) => {
+          const socket = connect({ host: options.host, port: options.port, noDelay: true });
+          socket.once('connect', () => resolve(socket));
+          socket.once('error', reject);
+        }),
+    ),
+  );
+
+  const loops = sockets.map((socket, i) => {
+    const request = options.requests[i % options.requests.length];
+    if (!request) throw new Error('no request to send');
+    let pending: Buffer | null = null;
+    let sentAt = 0n;
+    const send = () => {
+      inFlight++;
+      sentAt = process.hrtime.bigint();
+      socket.write(request);
+    };
+    socket.removeAllListeners('error');
+    socket.on('error', () => {
+      socketErrors++;
+    });
+    socket.on('data', (chunk: Buffer) => {
+      let buffer: Buffer = pending ? Buffer.concat([pending, chunk]) : chunk;
+      for (;;) {
+        const end: number = buffer.indexOf(HEADER_END);
+        if (end === -1) {
+          pending = buffer;
+          return;
+        }
+        const head: string = buffer.toString('latin1', 0, end);
+        if (CHUNKED.test(head)) throw new Error('chunked responses are not supported');
+        const length = Number(CONTENT_LENGTH.exec(head)?.[1] ?? 0);
+        const total: number = end + HEADER_END.length + length;
+        if (buffer.length < total) {
+          pending = buffer;
+          return;
+        }
+        const now = process.hrtime.bigint();
+        inFlight--;
+        if (now <= deadline) {
+          latenciesUs.push(Number(now - sentAt) / 1_000);
+          const status = Number(head.slice(9, 12));
+          statuses.set(status, (statuses.get(status) ?? 0) + 1);
+        }
+        if (running && now < deadline) send();
+        else if (inFlight === 0) onIdle?.();
+        if (buffer.length === total) {
+          pending = null;
+          return;
+        }
+        buffer = buffer.subarray(total);
+      }
+    });
+    return send;
+  });
+
+  const started = process.hrtime.bigint();
+  deadline = started + BigInt(options.durationMs) * 1_000_000n;
+  running = true;
+  for (const send of loops) send();
+  await new Promise<void>((resolve) => setTimeout(resolve, options.durationMs));
+  running = false;
+  if (inFlight > 0) {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, DRAIN_TIMEOUT_MS);
+      onIdle = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+  for (const socket of sockets) socket.destroy();
+
+  const sorted = Float64Array.from(latenciesUs).sort();
+  return {
+    completed: sorted.length,
+    durationMs: options.durationMs,
+    requestsPerSecond: sorted.length / (options.durationMs / 1_000),
+    p50Ms: percentile(sorted, 0.5) / 1_000,
+    p99Ms: percentile(sorted, 0.99) / 1_000,
+    statuses,
+    socketErrors,
+  };
+}

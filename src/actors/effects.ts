@@ -1,0 +1,52 @@
+import type { Effect } from '../machines/context.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+
+/** Turns what a group actor reports it did into metrics and log lines (never store writes). */
+export function applyEffects(effects: readonly Effect[], metrics: Metrics, logger: Logger): void {
+  for (const effect of effects) {
+    switch (effect.type) {
+      case 'MEMBER_EXPIRED':
+        metrics.memberExpiry.inc();
+        break;
+      case 'MEMBER_FENCED':
+        metrics.fencedMembers.inc({ reason: effect.reason });
+        break;
+      case 'ROLLBACK_SIGNAL':
+        metrics.metadataVersionRegression.inc({ source: effect.source });
+        logger.warn('client reported a higher version than stored (rollback signal)', {
+          ...effect,
+        });
+        break;
+      case 'REBALANCE_COMPLETED':
+        metrics.rebalanceDuration.observe(effect.durationMs / 1000);
+        break;
+      case 'INVARIANT_VIOLATION':
+        metrics.invariantViolations.inc({ invariant: effect.invariant });
+        logger.error('group invariant violation refused', { ...effect });
+        break;
+      case 'EVENT_FAILED':
+        logger.error('group event failed', { ...effect });
+        break;
+      case 'MIGRATION_STARTED':
+        metrics.migrationsStarted.inc({ kind: effect.kind });
+        logger.info('migration started', { ...effect });
+        break;
+      case 'MIGRATION_CONVERGED':
+        metrics.migrationDuration.observe(effect.durationMs / 1000);
+        logger.info('migration converged', { ...effect });
+        break;
+      case 'MIGRATION_COMPLETED':
+        metrics.migrationsCompleted.inc();
+        logger.info('migration completed', { ...effect });
+        break;
+      case 'MIGRATION_ROLLED_BACK':
+        metrics.migrationsRolledBack.inc();
+        logger.info('migration rolled back', { ...effect });
+        break;
+      default:
+        logger.debug('group effect', { ...effect });
+        break;
+    }
+  }
+}

@@ -1,0 +1,473 @@
+import { gzipSync } from 'node:zlib';
+import jwt from 'jsonwebtoken';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadSettings } from '../../src/config/load.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { startCoordinator, type RunningCoordinator } from '../../src/server.js';
+import { CHANGE, TEST_SECRET } from '../support/coordinator.js';
+
+/*
+ * The heartbeat fast path (src/http/heartbeat-fast-path.ts) against express: every request is
+ * sent to two coordinators with the same settings, one with the fast path (the default) and
+ * one without it (`heartbeatFastPath: false`, i.e. express only, as before), and both must
+ * answer alike. The fast path marks what it serves with `X-Coord-Path: fast`.
+ */
+
+const HB = '/coord/v1/consumer/streams/fp/groups/g/heartbeat';
+const JOIN = {
+  memberId: 'm-1',
+  memberEpoch: 0,
+  assignmentEpoch: 0,
+  metadataVersion: 0,
+  currentAssignments: [],
+};
+
+function token(roles: string[], options: { secret?: string; expSeconds?: number } = {}): string {
+  const now = Math.floor(Date.now() / 1000);
+  return jwt.sign(
+    { sub: 'someone', roles, iat: now, exp: now + (options.expSeconds ?? 3600) },
+    options.secret ?? TEST_SECRET,
+    { algorithm: 'HS256', issuer: 'stream-coordinator' },
+  );
+}
+const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
+const CONSUMER = bearer(token(['CONSUMER']));
+const JSON_TYPE = { 'content-type': 'application/json' };
+
+async function start(heartbeatFastPath: boolean): Promise<RunningCoordinator> {
+  const settings = loadSettings({
+    env: {},
+    overrides: {
+      'http.port': 0,
+      'http.host': '127.0.0.1',
+      'store.type': 'memory',
+      'security.jwt-secret': TEST_SECRET,
+      'security.bootstrap-admin-password': 'not-used-by-these-tests',
+      'membership.assignment-debounce': '0ms',
+    },
+  });
+  const c = await startCoordinator(settings, {
+    heartbeatFastPath,
+    logger: createLogger({ level: 'error', format: 'text', silent: true }),
+  });
+  const res = await fetch(`${c.url}/coord/v1/admin/groups`, {
+    method: 'POST',
+    headers: { ...JSON_TYPE, ...bearer(token(['WRITE'])) },
+    body: JSON.stringify({ streamPrefix: 'fp', consumerGroup: 'g', shardCount: 2, ...CHANGE }),
+  });
+  expect(res.status).toBe(201);
+  return c;
+}
+
+interface Answer {
+  status: number;
+  path: string | null;
+  requestIdHeader: string | null;
+  retryAfter: string | null;
+  contentType: string | null;
+  body: unknown;
+}
+
+type Init = {
+  method?: string;
+  headers?: Record<string, string>;
+  body?: () => string | Blob | ReadableStream<Uint8Array>;
+};
+
+async function ask(c: RunningCoordinator, path: string, init: Init): Promise<Answer> {
+  const res = await fetch(`${c.url}${path}`, {
+    method: init.method ?? 'POST',
+    headers: init.headers ?? {},
+    ...(init.body ? { body: init.body(), duplex: 'half' } : {}),
+  });
+  const text = await res.text();
+  return {
+    status: res.status,
+    path: res.headers.get('x-coord-path'),
+    requestIdHeader: res.headers.get('x-request-id'),
+    retryAfter: res.headers.get('retry-after'),
+    contentType: res.headers.get('content-type'),
+    body: text.length > 0 ? (JSON.parse(text) as unknown) : undefined,
+  };
+}
+
+function errorOf(answer: Answer): { code: string; message: string; requestId: string } {
+  return (answer.body as { error: { code: string; message: string; requestId: string } }).error;
+}
+
+/**
+ * What must be equal: an error body without its request id (one per request), a reply
+ * without its lifecycle id (each coordinator has its own group).
+ */
+function comparable(answer: Answer): unknown {
+  const body = answer.body as { error?: Record<string, unknown>; lifecycleId?: string } | undefined;
+  if (body?.error) {
+    const { requestId: _requestId, ...rest } = body.error;
+    return rest;
+  }
+  if (body?.lifecycleId !== undefined) {
+    const { lifecycleId: _lifecycleId, ...rest } = body;
+    return rest;
+  }
+  return body;
+}
+
+describe('heartbeat fast path', () => {
+  let fast: RunningCoordinator;
+  let plain: RunningCoordinator;
+
+  beforeAll(async () => {
+    [fast, plain] = await Promise.all([start(true), start(false)]);
+  });
+  afterAll(async () => {
+    await Promise.all([fast?.close(), plain?.close()]);
+  });
+
+  /** Sends the same request to both; checks that only the fast one went the fast path. */
+  async function both(path: string, init: Init, served: 'fast' | 'express' = 'fast') {
+    const [viaFast, viaExpress] = await Promise.all([
+      ask(fast, path, init),
+      ask(plain, path, init),
+    ]);
+    expect(viaFast.path).toBe(served === 'fast' ? 'fast' : null);
+    expect(viaExpress.path).toBeNull();
+    for (const answer of [viaFast, viaExpress]) {
+      if (answer.status >= 400) expect(errorOf(answer).requestId).toBe(answer.requestIdHeader);
+      if (answer.body !== undefined)
+        expect(answer.contentType).toBe('application/json; charset=utf-8');
+    }
+    expect(viaFast.status).toBe(viaExpress.status);
+    expect(comparable(viaFast)).toEqual(comparable(viaExpress));
+    expect(viaFast.retryAfter).toBe(viaExpress.retryAfter);
+    return viaFast;
+  }
+
+  const errorCases: Array<[string, Init, number, string]> = [
+    [
+      'no Authorization header',
+      { headers: JSON_TYPE, body: () => JSON.stringify(JOIN) },
+      401,
+      'UNAUTHENTICATED',
+    ],
+    [
+      'an empty Authorization header',
+      { headers: { ...JSON_TYPE, authorization: '' }, body: () => JSON.stringify(JOIN) },
+      401,
+      'UNAUTHENTICATED',
+    ],
+    [
+      'a token signed with another secret',
+      {
+        headers: { ...JSON_TYPE, ...bearer(token(['CONSUMER'], { secret: 'x'.repeat(40) })) },
+        body: () => JSON.stringify(JOIN),
+      },
+      401,
+      'INVALID_TOKEN',
+    ],
+    [
+      'an expired token',
+      {
+        headers: { ...JSON_TYPE, ...bearer(token(['CONSUMER'], { expSeconds: -60 })) },
+        body: () => JSON.stringify(JOIN),
+      },
+      401,
+      'TOKEN_EXPIRED',
+    ],
+    [
+      'a token without roles',
+      {
+        headers: {
+          ...JSON_TYPE,
+          ...bearer(
+            jwt.sign({ sub: 'x' }, TEST_SECRET, { issuer: 'stream-coordinator', expiresIn: 60 }),
+          ),
+        },
+        body: () => JSON.stringify(JOIN),
+      },
+      401,
+      'INVALID_TOKEN',
+    ],
+    [
+      'a Basic Authorization header',
+      {
+        headers: { ...JSON_TYPE, authorization: 'Basic dXNlcjpwYXNz' },
+        body: () => JSON.stringify(JOIN),
+      },
+      401,
+      'INVALID_TOKEN',
+    ],
+    [
+      'a bare "Bearer"',
+      { headers: { ...JSON_TYPE, authorization: 'Bearer' }, body: () => JSON.stringify(JOIN) },
+      401,
+      'INVALID_TOKEN',
+    ],
+    [
+      'a garbage token',
+      {
+        headers: { ...JSON_TYPE, authorization: 'Bearer not.a.jwt' },
+        body: () => JSON.stringify(JOIN),
+      },
+      401,
+      'INVALID_TOKEN',
+    ],
+    [
+      'a PRODUCER token',
+      {
+        headers: { ...JSON_TYPE, ...bearer(token(['PRODUCER', 'READ'])) },
+        body: () => JSON.stringify(JOIN),
+      },
+      403,
+      'FORBIDDEN',
+    ],
+    [
+      'a body over the limit (Content-Length)',
+      {
+        headers: { ...JSON_TYPE, ...CONSUMER },
+        body: () => JSON.stringify({ ...JOIN, clientId: 'x'.repeat(100_000) }),
+      },
+      413,
+      'PAYLOAD_TOO_LARGE',
+    ],
+    [
+      'a chunked body over the limit',
+      {
+        headers: { ...JSON_TYPE, ...CONSUMER },
+        body: () =>
+          new ReadableStream({
+            start(controller) {
+              for (let i = 0; i < 10; i++)
+                controller.enqueue(new TextEncoder().encode(' '.repeat(10_000)));
+              controller.close();
+            },
+          }),
+      },
+      413,
+      'PAYLOAD_TOO_LARGE',
+    ],
+    [
+      'a body over the limit without a token (checked before auth)',
+      { headers: JSON_TYPE, body: () => 'x'.repeat(70_000) },
+      413,
+      'PAYLOAD_TOO_LARGE',
+    ],
+    [
+      'a text/plain body',
+      { headers: { 'content-type': 'text/plain', ...CONSUMER }, body: () => JSON.stringify(JOIN) },
+      415,
+      'UNSUPPORTED_MEDIA_TYPE',
+    ],
+    [
+      'a body without a Content-Type',
+      { headers: CONSUMER, body: () => new Blob([JSON.stringify(JOIN)]) },
+      415,
+      'UNSUPPORTED_MEDIA_TYPE',
+    ],
+    [
+      'broken JSON',
+      { headers: { ...JSON_TYPE, ...CONSUMER }, body: () => '{"memberId":' },
+      400,
+      'INVALID_JSON',
+    ],
+    [
+      'broken JSON without a token (checked before auth)',
+      { headers: JSON_TYPE, body: () => '{"memberId":' },
+      400,
+      'INVALID_JSON',
+    ],
+    ['no body', { headers: CONSUMER }, 400, 'VALIDATION_FAILED'],
+    [
+      'an empty body',
+      { headers: { ...JSON_TYPE, ...CONSUMER }, body: () => '' },
+      400,
+      'VALIDATION_FAILED',
+    ],
+    [
+      'a body missing memberId',
+      {
+        headers: { ...JSON_TYPE, ...CONSUMER },
+        body: () => JSON.stringify({ ...JOIN, memberId: undefined }),
+      },
+      400,
+      'VALIDATION_FAILED',
+    ],
+    [
+      'a body with wrong types',
+      {
+        headers: { ...JSON_TYPE, ...CONSUMER },
+        body: () =>
+          JSON.stringify({
+            ...JOIN,
+            memberEpoch: -2,
+            currentAssignments: ['a'],
+            revokeProgress: [{ shard: 0, state: 'NOPE' }],
+          }),
+      },
+      400,
+      'VALIDATION_FAILED',
+    ],
+    [
+      'a JSON array body',
+      { headers: { ...JSON_TYPE, ...CONSUMER }, body: () => '[1,2]' },
+      400,
+      'VALIDATION_FAILED',
+    ],
+    [
+      'an unsupported coordinationVersion',
+      {
+        headers: { ...JSON_TYPE, ...CONSUMER },
+        body: () => JSON.stringify({ ...JOIN, coordinationVersion: 7 }),
+      },
+      400,
+      'UNSUPPORTED_COORDINATION_VERSION',
+    ],
+  ];
+
+  it.each(errorCases)(
+    '%s: the same status and code as express',
+    async (_name, init, status, code) => {
+      const answer = await both(HB, init);
+      expect(answer.status).toBe(status);
+      expect(errorOf(answer).code).toBe(code);
+    },
+  );
+
+  it('invalid path names: the same 400 VALIDATION_FAILED, details included', async () => {
+    const init = { headers: { ...JSON_TYPE, ...CONSUMER }, body: () => JSON.stringify(JOIN) };
+    for (const path of [
+      '/coord/v1/consumer/streams/bad!name/groups/g/heartbeat',
+      '/coord/v1/consumer/streams/fp/groups/a:b/heartbeat',
+      '/coord/v1/consumer/streams/%2Fx/groups/g/heartbeat',
+      `/coord/v1/consumer/streams/${'s'.repeat(300)}/groups/g/heartbeat`,
+    ]) {
+      const answer = await both(path, init);
+      expect(answer.status).toBe(400);
+      expect(errorOf(answer).code).toBe('VALIDATION_FAILED');
+    }
+  });
+
+  it('an unknown group: the same 404 GROUP_NOT_FOUND', async () => {
+    const answer = await both('/coord/v1/consumer/streams/nope/groups/g/heartbeat', {
+      headers: { ...JSON_TYPE, ...CONSUMER },
+      body: () => JSON.stringify(JOIN),
+    });
+    expect(answer.status).toBe(404);
+    expect(errorOf(answer).code).toBe('GROUP_NOT_FOUND');
+  });
+
+  it('joins and steady-state heartbeats: the same 200 answers', async () => {
+    const send = (c: RunningCoordinator, body: unknown) =>
+      ask(c, HB, { headers: { ...JSON_TYPE, ...CONSUMER }, body: () => JSON.stringify(body) });
+    let request: Record<string, unknown> = { ...JOIN, memberId: 'steady' };
+    for (let i = 0; i < 3; i++) {
+      const [a, b] = await Promise.all([send(fast, request), send(plain, request)]);
+      expect([a.status, b.status, a.path, b.path]).toEqual([200, 200, 'fast', null]);
+      // Each coordinator has its own group, so only the lifecycle ids differ.
+      const { lifecycleId: _a, ...replyA } = a.body as Record<string, unknown>;
+      const { lifecycleId: _b, ...replyB } = b.body as Record<string, unknown>;
+      expect(replyA).toEqual(replyB);
+      expect(a.contentType).toBe('application/json; charset=utf-8');
+      request = {
+        ...request,
+        memberEpoch: replyA.memberEpoch,
+        assignmentEpoch: replyA.assignmentEpoch,
+        metadataVersion: replyA.metadataVersion,
+        currentAssignments: replyA.assignedShards,
+      };
+    }
+    const last = await send(fast, request);
+    expect(last.body).toMatchObject({ outcome: 'OK', assignedShards: [0, 1] });
+  });
+
+  it('application/*+json with a charset and a query string are served by the fast path', async () => {
+    const answer = await both(`${HB}?ignored=1`, {
+      headers: { 'content-type': 'application/vnd.coord+json; charset=utf-8', ...CONSUMER },
+      body: () => JSON.stringify({ ...JOIN, memberId: 'plus-json' }),
+    });
+    expect(answer.status).toBe(200);
+  });
+
+  it('X-Request-Id: a sane caller id is echoed, another is replaced by a UUID', async () => {
+    const init = (id: string) => ({
+      headers: { ...JSON_TYPE, 'x-request-id': id },
+      body: () => JSON.stringify(JOIN),
+    });
+    const [givenFast, givenPlain] = await Promise.all([
+      ask(fast, HB, init('req-42')),
+      ask(plain, HB, init('req-42')),
+    ]);
+    expect([givenFast.path, givenFast.requestIdHeader, errorOf(givenFast).requestId]).toEqual([
+      'fast',
+      'req-42',
+      'req-42',
+    ]);
+    expect(givenPlain.requestIdHeader).toBe('req-42');
+    for (const bad of ['has space', 'x'.repeat(129)]) {
+      const answer = await both(HB, init(bad));
+      expect(answer.requestIdHeader).toMatch(/^[0-9a-f-]{36}$/);
+    }
+  });
+
+  it('leaves everything else to express', async () => {
+    const init = { headers: { ...JSON_TYPE, ...CONSUMER }, body: () => JSON.stringify(JOIN) };
+    // Routed by express too (trailing slash, letter case), so answered by express, as before.
+    expect((await both(`${HB}/`, init, 'express')).status).toBe(200);
+    expect((await both(HB.replace('heartbeat', 'Heartbeat'), init, 'express')).status).toBe(200);
+    // Not valid percent-encoding: express's own 400.
+    const badEncoding = await both(
+      '/coord/v1/consumer/streams/%E0%A4%A/groups/g/heartbeat',
+      init,
+      'express',
+    );
+    expect(errorOf(badEncoding).code).toBe('VALIDATION_FAILED');
+    // Another method on the heartbeat URL, and another route.
+    expect(errorOf(await both(HB, { method: 'GET', headers: CONSUMER }, 'express')).code).toBe(
+      'NOT_FOUND',
+    );
+    const health = await ask(fast, '/coord/v1/monitoring/health', { method: 'GET' });
+    expect([health.status, health.path]).toEqual([200, null]);
+    // A compressed body: express inflates it.
+    const gzipped = await both(
+      HB,
+      {
+        headers: { ...JSON_TYPE, ...CONSUMER, 'content-encoding': 'gzip' },
+        body: () => new Blob([gzipSync(JSON.stringify({ ...JOIN, memberId: 'gz' }))]),
+      },
+      'express',
+    );
+    expect(gzipped.status).toBe(200);
+  });
+
+  it('counts heartbeats_total{outcome} and heartbeat_duration_seconds like the express route', async () => {
+    const metric = async (c: RunningCoordinator, pattern: RegExp) => {
+      const text = await (await fetch(`${c.url}/metrics`)).text();
+      return Number(pattern.exec(text)?.[1] ?? 0);
+    };
+    const ok = /^coord_heartbeats_total\{outcome="OK"\} (\d+)$/m;
+    const notFound = /^coord_heartbeats_total\{outcome="GROUP_NOT_FOUND"\} (\d+)$/m;
+    const durations = /^coord_heartbeat_duration_seconds_count (\d+)$/m;
+    const before = await Promise.all([
+      metric(fast, ok),
+      metric(fast, notFound),
+      metric(fast, durations),
+    ]);
+    const init = {
+      headers: { ...JSON_TYPE, ...CONSUMER },
+      body: () => JSON.stringify({ ...JOIN, memberId: 'metrics' }),
+    };
+    for (let i = 0; i < 5; i++) expect((await ask(fast, HB, init)).path).toBe('fast');
+    expect(
+      (await ask(fast, '/coord/v1/consumer/streams/nope/groups/g/heartbeat', init)).status,
+    ).toBe(404);
+    // Rejected before the heartbeat (auth): not a heartbeat, as on the express route.
+    expect((await ask(fast, HB, { headers: JSON_TYPE, body: init.body })).status).toBe(401);
+    const after = await Promise.all([
+      metric(fast, ok),
+      metric(fast, notFound),
+      metric(fast, durations),
+    ]);
+    expect(after[0] - before[0]).toBe(5);
+    expect(after[1] - before[1]).toBe(1);
+    expect(after[2] - before[2]).toBe(6);
+  });
+});
