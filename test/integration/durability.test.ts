@@ -34,7 +34,7 @@ describe('metadata durability on a real redis-server', () => {
       lifecycleId: string;
       rollbackSignals: { count: number; highestVersionSeen: number; lastSource: string } | null;
     };
-    const metric = async (pattern: RegExp) =>
+  const metric = async (pattern: RegExp) =>
     pattern.test(await (await c.call('GET', '/metrics')).text());
   /** One period of the verify loop (coordinator.store.verify-interval, 5 s by default) passes. */
   const verifyPeriod = async (sp: string) => {

@@ -361,7 +361,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
       });
     });
 
-        describe('failure records', () => {
+    describe('failure records', () => {
       it('are kept beside the metadata, read back, replaced and cleared', async () => {
         const store = await openStore();
         const ref = { streamPrefix: 'failing', consumerGroup: 'g' };
@@ -379,7 +379,11 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
         expect(await store.readFailure(ref)).toEqual(record);
         expect(await store.loadGroup(ref)).toBeNull();
         expect(await store.isRegistered(ref)).toBe(false);
-        const second = { ...record, reason: 'STORE_REVISION_REGRESSION' as const, storeRevision: 4 };
+        const second = {
+          ...record,
+          reason: 'STORE_REVISION_REGRESSION' as const,
+          storeRevision: 4,
+        };
         await store.recordFailure(ref, second);
         expect(await store.readFailure(ref)).toEqual(second);
         await store.clearFailure(ref);
