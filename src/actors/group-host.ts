@@ -37,7 +37,8 @@ interface GroupEntry {
   fence: string;
   /** Tail of the mailbox: work on a group runs one at a time. */
   queue: Promise<unknown>;
-  deadline: number | null;
+  /** The group object `observe` last looked at. */
+  observed: GroupState | null;
   counts: { members: number; revoking: number };
   /** JSON of the last state value, to tell transitions from steady events. */
   lastValue: string;
@@ -116,7 +117,11 @@ export class GroupHost implements GroupCoordinator {
   /** Ticks every actor whose earliest deadline has passed; resolves when they are done. */
   async sweep(): Promise<void> {
     const now = this.options.clock.now();
-    const due = [...this.entries.values()].filter((e) => e.deadline !== null && e.deadline <= now);
+    // Deadlines move with every heartbeat (session expiry), so they are read here, not kept.
+    const due = [...this.entries.values()].filter((e) => {
+      const deadline = nextDeadline(e.actor.getSnapshot().context);
+      return deadline !== null && deadline <= now;
+    });
     await Promise.allSettled(
       due.map((entry) =>
         this.inMailbox(entry, () =>
@@ -378,6 +383,7 @@ export class GroupHost implements GroupCoordinator {
       set = new Set();
       this.listeners.set(id, set);
     }
+    if (set.size === 0) entry.lastValue = JSON.stringify(entry.actor.getSnapshot().value);
     set.add(listener);
     return () => {
       set.delete(listener);
@@ -463,7 +469,7 @@ export class GroupHost implements GroupCoordinator {
       revision: stored.revision,
       fence: stored.fence,
       queue: Promise.resolve(),
-      deadline: null,
+      observed: null,
       counts: { members: 0, revoking: 0 },
       lastValue: '',
       highestKnown: 0,
@@ -600,10 +606,12 @@ export class GroupHost implements GroupCoordinator {
       : this.failedClosedAdminError(entry);
   }
 
-  /** Keeps the deadline, the gauges, long polls and event listeners in step with the context. */
+  /** Keeps the gauges, long polls and event listeners in step with the context. */
   private observe(entry: GroupEntry, context: GroupContext): void {
-    entry.deadline = nextDeadline(context);
-    this.announce(entry, context);
+    if (this.listeners.has(groupId(entry.ref))) this.announce(entry, context);
+    // The rest depends on the group only, which a steady-state heartbeat leaves as it was.
+    if (context.group === entry.observed) return;
+    entry.observed = context.group;
     this.waiters.notify(
       groupId(entry.ref),
       context.group.metadataVersion,

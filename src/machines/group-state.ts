@@ -17,16 +17,31 @@ export function shardAt(group: GroupState, shard: number): ShardRecord {
 }
 
 /** Every shard record, in shard order: `0..shardCount-1` plus any (retiring) shard above. */
-export function allShards(group: GroupState): ShardRecord[] {
-  const numbers = new Set<number>();
-  for (let shard = 0; shard < group.shardCount; shard++) numbers.add(shard);
-  for (const record of Object.values(group.shards)) numbers.add(record.shard);
-  return [...numbers].sort((a, b) => a - b).map((shard) => shardAt(group, shard));
+export function allShards(group: GroupState): readonly ShardRecord[] {
+  // Groups are immutable values, so the list can be kept per group object: the hot path (a
+  // steady-state heartbeat and the statechart's guards) asks for it several times per event.
+  let shards = shardLists.get(group);
+  if (!shards) {
+    const numbers = new Set<number>();
+    for (let shard = 0; shard < group.shardCount; shard++) numbers.add(shard);
+    for (const record of Object.values(group.shards)) numbers.add(record.shard);
+    shards = [...numbers].sort((a, b) => a - b).map((shard) => shardAt(group, shard));
+    shardLists.set(group, shards);
+  }
+  return shards;
 }
 
+const shardLists = new WeakMap<GroupState, readonly ShardRecord[]>();
+const memberLists = new WeakMap<GroupState, readonly string[]>();
+
 /** Member ids in a stable order. */
-export function memberIds(group: GroupState): string[] {
-  return Object.keys(group.members).sort(compareIds);
+export function memberIds(group: GroupState): readonly string[] {
+  let ids = memberLists.get(group);
+  if (!ids) {
+    ids = Object.keys(group.members).sort(compareIds);
+    memberLists.set(group, ids);
+  }
+  return ids;
 }
 
 /** Whether `memberId` names a current member (false for null). */
@@ -56,17 +71,15 @@ export const NO_SHARDS: MemberShards = Object.freeze({
 
 /** A member's view of the shards (DESIGN.md §5 response lists). */
 export function memberShards(group: GroupState, memberId: string): MemberShards {
-  const view: MemberShards = { assigned: [], revoking: [], retiring: [], pending: [] };
-  for (const record of allShards(group)) {
-    if (record.owner === memberId) {
-      if (record.state === 'assigned') view.assigned.push(record.shard);
-      else if (record.state === 'revoking') view.revoking.push(record.shard);
-      else if (record.state === 'retiring') view.retiring.push(record.shard);
-    } else if (record.target === memberId && record.shard < group.shardCount) {
-      view.pending.push(record.shard);
-    }
-  }
-  return view;
+  const index = shardIndex(group).get(memberId);
+  if (!index) return { assigned: [], revoking: [], retiring: [], pending: [] };
+  const numbers = (records: readonly ShardRecord[]) => records.map((r) => r.shard);
+  return {
+    assigned: numbers(index.assigned),
+    revoking: numbers(index.revoking),
+    retiring: numbers(index.retiring),
+    pending: [...index.pending],
+  };
 }
 
 /** Shards `memberId` owns in `state`. */
@@ -75,7 +88,47 @@ export function ownedShards(
   memberId: string,
   state: ShardRecord['state'],
 ): ShardRecord[] {
-  return allShards(group).filter((r) => r.owner === memberId && r.state === state);
+  const index = shardIndex(group).get(memberId);
+  if (!index || state === 'released') return [];
+  return [...index[state]];
+}
+
+interface MemberIndex {
+  readonly assigned: ShardRecord[];
+  readonly revoking: ShardRecord[];
+  readonly retiring: ShardRecord[];
+  readonly pending: number[];
+}
+
+const shardIndexes = new WeakMap<GroupState, Map<string, MemberIndex>>();
+
+/** Every member's shards in one pass over the group, kept per (immutable) group object. */
+function shardIndex(group: GroupState): Map<string, MemberIndex> {
+  let index = shardIndexes.get(group);
+  if (index) return index;
+  const built = new Map<string, MemberIndex>();
+  const of = (memberId: string) => {
+    let entry = built.get(memberId);
+    if (!entry) {
+      entry = { assigned: [], revoking: [], retiring: [], pending: [] };
+      built.set(memberId, entry);
+    }
+    return entry;
+  };
+  for (const record of allShards(group)) {
+    if (record.owner !== null && record.state !== 'released')
+      of(record.owner)[record.state].push(record);
+    if (
+      record.target !== null &&
+      record.target !== record.owner &&
+      record.shard < group.shardCount
+    ) {
+      of(record.target).pending.push(record.shard);
+    }
+  }
+  index = built;
+  shardIndexes.set(group, index);
+  return index;
 }
 
 /** Applies changed shard records; returns `group` itself when `changes` is empty. */

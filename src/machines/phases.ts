@@ -52,6 +52,18 @@ export function migrationPhase(group: GroupState): MigrationPhase {
  * pending; `stable` otherwise. Retiring shards belong to migrations and are not looked at.
  */
 export function membershipPhase(ctx: GroupContext): MembershipPhase {
+  // Each guard of the chart asks after every event; the answer only depends on the (immutable)
+  // group and recomputeAt, so it is kept per group object.
+  const cached = phases.get(ctx.group);
+  if (cached && cached.recomputeAt === ctx.recomputeAt) return cached.phase;
+  const phase = computeMembershipPhase(ctx);
+  phases.set(ctx.group, { recomputeAt: ctx.recomputeAt, phase });
+  return phase;
+}
+
+const phases = new WeakMap<GroupState, { recomputeAt: number | null; phase: MembershipPhase }>();
+
+function computeMembershipPhase(ctx: GroupContext): MembershipPhase {
   const { group } = ctx;
   if (memberIds(group).length === 0) return 'empty';
   let granting = ctx.recomputeAt !== null;
