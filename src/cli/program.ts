@@ -150,6 +150,11 @@ export function buildProgram(): Command {
     } catch (error) {
       throw new CliError(`cannot read ${flags.in}: ${(error as Error).message}`, 2);
     }
+    if (backup.keyPrefix !== flags.keyPrefix) {
+      progress(
+        `note: the backup was taken under key prefix ${backup.keyPrefix}; restoring into ${flags.keyPrefix}`,
+      );
+    }
     const wanted = flags.group?.map(parseGroup);
     const only = wanted
       ? (ref: { streamPrefix: string; consumerGroup: string }) =>
