@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { waitFor } from '../support/redis-server.js';
 
 /** Starts `src/main.ts` as a real child process, as `npm start` does with the built code. */
 function startMain(env: Record<string, string>) {
@@ -15,19 +16,14 @@ function startMain(env: Record<string, string>) {
   return { child, exited, output: () => output };
 }
 
-async function until(check: () => boolean, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe('starting the coordinator process', () => {
   it('embedded default: prints the bootstrap admin password once, serves, and stops on SIGTERM', async () => {
     const main = startMain({ COORDINATOR_HTTP_PORT: '0', COORDINATOR_HTTP_HOST: '127.0.0.1' });
     try {
-      await until(() => /listening on (http:\/\/\S+)/.test(main.output()));
+      await waitFor(() => /listening on (http:\/\/\S+)/.test(main.output()), {
+        timeoutMs: 20_000,
+        what: 'the coordinator to listen',
+      });
       const url = /listening on (http:\/\/\S+)/.exec(main.output())?.[1] ?? '';
       const password = /password: (\S+)/.exec(main.output())?.[1] ?? '';
       expect(password.length).toBeGreaterThanOrEqual(16);
