@@ -161,13 +161,12 @@ export function releaseShardsOf(group: GroupState, memberId: string, now: number
   for (const record of allShards(group)) {
     if (record.owner !== memberId) continue;
     if (record.state !== 'assigned' && record.state !== 'revoking') continue;
-    changes.set(record.shard, {
-      ...record,
-      state: 'released',
-      owner: null,
-      ownerEpoch: null,
-      since: now,
-    });
+    changes.set(record.shard, released(record, now));
   }
   return withShards(group, changes);
+}
+
+/** The shard given up by its owner: free, keeping its target. */
+export function released(record: ShardRecord, now: number): ShardRecord {
+  return { ...record, state: 'released', owner: null, ownerEpoch: null, since: now };
 }

@@ -9,6 +9,7 @@ import type { FenceReason, GroupContext } from './context.js';
 import { fail, succeed, withEffects } from './context.js';
 import type { MemberShards } from './group-state.js';
 import {
+  released,
   NO_SHARDS,
   allShards,
   isMember,
@@ -216,13 +217,7 @@ function serveMember(
   const changes = new Map<number, ShardRecord>();
   for (const record of ownedShards(group, memberId, 'revoking')) {
     if (done.has(record.shard) || !listed.has(record.shard)) {
-      changes.set(record.shard, {
-        ...record,
-        state: 'released',
-        owner: null,
-        ownerEpoch: null,
-        since: now,
-      });
+      changes.set(record.shard, released(record, now));
     }
   }
   for (const record of ownedShards(group, memberId, 'assigned')) {
