@@ -13,6 +13,13 @@ import type { Metrics } from '../observability/metrics.js';
 import { diffFields, encodeGroup, isEmptyPatch, type GroupFields } from '../store/codec.js';
 import type { FailureRecord, Store, StoredGroup } from '../store/store.js';
 import { applyEffects } from './effects.js';
+import {
+  evidenceOfFields,
+  evidenceOfGroup,
+  evidenceOfRecord,
+  mergeEvidence,
+  type Evidence,
+} from './evidence.js';
 import { membershipConfigFrom } from './membership-config.js';
 import type {
   AdminCommand,
@@ -42,8 +49,10 @@ interface GroupEntry {
   counts: { members: number; revoking: number };
   /** JSON of the last state value, to tell transitions from steady events. */
   lastValue: string;
-  /** Highest metadataVersion known from a persisted failure record (evidence for RESUME). */
-  highestKnown: number;
+  /** A delete was started; it may have happened even if its reply was lost. */
+  deleting: boolean;
+  /** Evidence from a persisted failure record (what recovery must stay above). */
+  floor: Evidence | null;
 }
 
 export interface GroupHostOptions {
@@ -147,8 +156,10 @@ export class GroupHost implements GroupCoordinator {
           if (this.failedClosed(entry) || entry.revision !== expected[i]) return;
           const seen = revisions[i] ?? null;
           const { lifecycleId } = entry.actor.getSnapshot().context.group;
-          if (seen === null) await this.failClosed(entry, 'METADATA_LOST', null);
-          else if (seen.revision < entry.revision || seen.lifecycleId !== lifecycleId) {
+          if (seen === null) {
+            if (await this.deletedMeanwhile(entry)) this.forget(entry);
+            else await this.failClosed(entry, 'METADATA_LOST', null);
+          } else if (seen.revision < entry.revision || seen.lifecycleId !== lifecycleId) {
             await this.failClosed(entry, 'STORE_REVISION_REGRESSION', seen.revision);
           }
         }),
@@ -162,12 +173,32 @@ export class GroupHost implements GroupCoordinator {
   }
 
   async createGroup(ref: GroupRef, shardCount: number): Promise<GroupSnapshot> {
-    const known = this.entries.get(groupId(ref));
+    const id = groupId(ref);
+    // A load or create in flight may bring the group: let it finish, then decide. (No await
+    // otherwise: the check below and the registration of this create happen in one step.)
+    const inFlight = this.loading.get(id);
+    if (inFlight) await inFlight.catch(() => undefined);
+    const known = this.entries.get(id);
     if (known) {
       // Also after Redis lost everything: a group this process knows is not created anew.
       if (this.failedClosed(known)) this.refuseFailedClosed(known);
-      throw new CoordinatorError('GROUP_EXISTS', `group ${groupId(ref)} already exists`);
+      throw new CoordinatorError('GROUP_EXISTS', `group ${id} already exists`);
     }
+    const creating = this.create(ref, shardCount);
+    // Requests arriving meanwhile wait for the create instead of loading (and re-fencing) it.
+    const waiting = creating.catch(() => this.load(ref));
+    waiting.catch(() => undefined); // its own waiters see the rejection; nobody else must
+    this.loading.set(id, waiting);
+    try {
+      const entry = await creating;
+      this.options.logger.info('group created', { group: id, shardCount });
+      return this.snapshotOf(entry);
+    } finally {
+      if (this.loading.get(id) === waiting) this.loading.delete(id);
+    }
+  }
+
+  private async create(ref: GroupRef, shardCount: number): Promise<GroupEntry> {
     const failure = await this.guardStore(() => this.options.store.readFailure(ref));
     if (failure) {
       throw new CoordinatorError(
@@ -186,32 +217,41 @@ export class GroupHost implements GroupCoordinator {
     const stored = await this.guardStore(() =>
       this.options.store.createGroup(state, this.newFence()),
     );
-    const entry = this.adopt(stored);
-    this.options.logger.info('group created', { group: groupId(ref), shardCount });
-    return this.snapshotOf(entry);
+    return this.adopt(stored);
   }
 
   async putGroup(ref: GroupRef, shardCount: number, change: ChangeRequest) {
-    let entry: GroupEntry;
-    try {
-      entry = await this.entry(ref);
-    } catch (error) {
-      if (error instanceof CoordinatorError && error.code === 'GROUP_NOT_FOUND') {
-        return { outcome: 'CREATED' as const, snapshot: await this.createGroup(ref, shardCount) };
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.withEntry(ref, async (entry) => {
+          const group = entry.actor.getSnapshot().context.group;
+          if (group.status === 'FAILED_CLOSED') this.refuseFailedClosed(entry);
+          if (group.shardCount === shardCount) {
+            return { outcome: 'UNCHANGED' as const, snapshot: this.snapshotOf(entry) };
+          }
+          const { reply, snapshot } = await this.runCommand(entry, {
+            type: 'SCALE',
+            shardCount,
+            ...change,
+          });
+          return {
+            outcome: 'MIGRATION_STARTED' as const,
+            snapshot,
+            migration: (reply as { migration: unknown }).migration,
+          };
+        });
+      } catch (error) {
+        if (!(error instanceof CoordinatorError && error.code === 'GROUP_NOT_FOUND')) throw error;
+        try {
+          return { outcome: 'CREATED' as const, snapshot: await this.createGroup(ref, shardCount) };
+        } catch (createError) {
+          // Created by a request racing this one: decide again against the group as it is.
+          const exists =
+            createError instanceof CoordinatorError && createError.code === 'GROUP_EXISTS';
+          if (!exists || attempt > 0) throw createError;
+        }
       }
-      throw error;
     }
-    const group = entry.actor.getSnapshot().context.group;
-    if (group.status === 'FAILED_CLOSED') this.refuseFailedClosed(entry);
-    if (group.shardCount === shardCount) {
-      return { outcome: 'UNCHANGED' as const, snapshot: this.snapshotOf(entry) };
-    }
-    const { reply, snapshot } = await this.command(ref, { type: 'SCALE', shardCount, ...change });
-    return {
-      outcome: 'MIGRATION_STARTED' as const,
-      snapshot,
-      migration: (reply as { migration: unknown }).migration,
-    };
   }
 
   async getGroup(ref: GroupRef): Promise<GroupSnapshot> {
@@ -247,12 +287,17 @@ export class GroupHost implements GroupCoordinator {
           },
         );
       }
+      // Marked first: if the reply of a delete that did happen is lost, a retry (or the verify
+      // loop) finds the group gone and unregistered, and knows that is this delete, not a loss.
+      entry.deleting = true;
       try {
         await this.guardStore(() =>
           this.options.store.deleteGroup(ref, entry.fence, entry.revision),
         );
       } catch (error) {
-        throw await this.onWriteRefused(entry, 'DELETE', error);
+        if (!(await this.deletedMeanwhile(entry, error))) {
+          throw await this.onWriteRefused(entry, 'DELETE', error);
+        }
       }
       this.forget(entry);
       this.options.logger.info('group deleted', { group: groupId(ref), force: options.force });
@@ -263,17 +308,23 @@ export class GroupHost implements GroupCoordinator {
     ref: GroupRef,
     command: AdminCommand,
   ): Promise<{ reply: unknown; snapshot: GroupSnapshot }> {
-    return this.withEntry(ref, async (entry) => {
-      const now = this.options.clock.now();
-      const event: GroupEvent =
-        command.type === 'SCALE'
-          ? { ...command, now, migrationId: randomUUID() }
-          : command.type === 'ROLLBACK'
-            ? { ...command, now, newMigrationId: randomUUID() }
-            : { ...command, now };
-      const context = await this.dispatch(entry, event);
-      return { reply: this.unwrap(context), snapshot: this.snapshotOf(entry) };
-    });
+    return this.withEntry(ref, (entry) => this.runCommand(entry, command));
+  }
+
+  /** An admin command on an entry whose mailbox the caller holds. */
+  private async runCommand(
+    entry: GroupEntry,
+    command: AdminCommand,
+  ): Promise<{ reply: unknown; snapshot: GroupSnapshot }> {
+    const now = this.options.clock.now();
+    const event: GroupEvent =
+      command.type === 'SCALE'
+        ? { ...command, now, migrationId: randomUUID() }
+        : command.type === 'ROLLBACK'
+          ? { ...command, now, newMigrationId: randomUUID() }
+          : { ...command, now };
+    const context = await this.dispatch(entry, event);
+    return { reply: this.unwrap(context), snapshot: this.snapshotOf(entry) };
   }
 
   async heartbeat(ref: GroupRef, request: HeartbeatRequest): Promise<HeartbeatReply> {
@@ -324,11 +375,13 @@ export class GroupHost implements GroupCoordinator {
           },
         );
       }
-      const highest = Math.max(
-        before.signals?.highestVersionSeen ?? 0,
-        before.group.metadataVersion,
-        entry.highestKnown,
+      const recorded = await this.guardStore(() => this.options.store.readFailure(ref));
+      const evidence = mergeEvidence(
+        evidenceOfGroup(before.group, before.signals),
+        entry.floor,
+        evidenceOfRecord(recorded),
       );
+      const highest = evidence.highestVersionSeen;
       let stored: StoredGroup;
       if (request.action === 'RESUME') {
         const found = await this.guardStore(() => this.options.store.loadGroup(ref));
@@ -350,11 +403,12 @@ export class GroupHost implements GroupCoordinator {
             },
           );
         }
-        stored = await this.guardStore(() =>
+        const owned = await this.guardStore(() =>
           this.options.store.takeOwnership(ref, this.newFence()),
         );
+        stored = await this.raiseEpochs(ref, owned, evidence);
       } else {
-        stored = await this.recreate(ref, before.group, highest, request.shardCount);
+        stored = await this.recreate(ref, evidence, request.shardCount);
       }
       await this.guardStore(() => this.options.store.clearFailure(ref));
       this.replaceActor(entry, stored, before);
@@ -406,14 +460,15 @@ export class GroupHost implements GroupCoordinator {
 
   private async load(ref: GroupRef): Promise<GroupEntry> {
     const { store } = this.options;
+    // The failure record first: a group that failed closed stays so, whatever its key holds now.
+    const failure = await this.guardStore(() => store.readFailure(ref));
     let stored: StoredGroup | null;
     try {
       stored = await this.guardStore(() => store.loadGroup(ref));
     } catch (error) {
       if (!(error instanceof CoordinatorError && error.code === 'METADATA_CORRUPT')) throw error;
-      return this.adoptFailed(ref, null, 'METADATA_CORRUPT', null);
+      return this.adoptFailed(ref, null, 'METADATA_CORRUPT', failure);
     }
-    const failure = await this.guardStore(() => store.readFailure(ref));
     if (failure) return this.adoptFailed(ref, stored, failure.reason, failure);
     if (!stored) {
       if (!(await this.guardStore(() => store.isRegistered(ref)))) {
@@ -423,6 +478,9 @@ export class GroupHost implements GroupCoordinator {
       stored = await this.guardStore(() => store.loadGroup(ref));
       if (!stored) return this.adoptFailed(ref, null, 'METADATA_LOST', null);
     }
+    // Adopted meanwhile (a create in this process): keep that entry and its fence.
+    const adopted = this.entries.get(groupId(ref));
+    if (adopted) return adopted;
     // Taking ownership bumps the fence: a writer holding an older token can never write again.
     const owned = await this.guardStore(() => store.takeOwnership(ref, this.newFence()));
     return this.adopt(owned);
@@ -443,9 +501,8 @@ export class GroupHost implements GroupCoordinator {
     const entry = this.adopt(
       stored ?? { state: shell, revision: failure?.knownRevision ?? 0, fence: '' },
     );
-    entry.highestKnown = Math.max(failure?.highestVersionSeen ?? 0, failure?.metadataVersion ?? 0);
-    if (!this.failedClosed(entry))
-      await this.failClosed(entry, reason, stored?.revision ?? null, failure === null);
+    entry.floor = evidenceOfRecord(failure);
+    if (!this.failedClosed(entry)) await this.failClosed(entry, reason, stored?.revision ?? null);
     return entry;
   }
 
@@ -472,7 +529,8 @@ export class GroupHost implements GroupCoordinator {
       observed: null,
       counts: { members: 0, revoking: 0 },
       lastValue: '',
-      highestKnown: 0,
+      floor: null,
+      deleting: false,
     };
     this.entries.set(groupId(ref), entry);
     this.options.metrics.groupsOwned.set(this.entries.size);
@@ -646,6 +704,22 @@ export class GroupHost implements GroupCoordinator {
     for (const listener of listeners) listener(transition);
   }
 
+  /** Whether a group whose delete was started is gone: no metadata and no registry entry. */
+  private async deletedMeanwhile(entry: GroupEntry, error?: unknown): Promise<boolean> {
+    if (!entry.deleting) return false;
+    if (
+      error !== undefined &&
+      !(error instanceof CoordinatorError && error.code === 'GROUP_NOT_FOUND')
+    ) {
+      return false;
+    }
+    const { store } = this.options;
+    return (
+      !(await this.guardStore(() => store.isRegistered(entry.ref))) &&
+      !(await this.guardStore(() => store.loadGroup(entry.ref)))
+    );
+  }
+
   private failedClosed(entry: GroupEntry): boolean {
     return entry.actor.getSnapshot().context.group.status === 'FAILED_CLOSED';
   }
@@ -672,7 +746,6 @@ export class GroupHost implements GroupCoordinator {
     entry: GroupEntry,
     reason: FailureReason,
     storeRevision: number | null,
-    record = true,
   ): Promise<void> {
     const { metrics, logger, clock, store } = this.options;
     if (reason === 'STORE_REVISION_REGRESSION') metrics.storeRevisionRegression.inc();
@@ -687,22 +760,24 @@ export class GroupHost implements GroupCoordinator {
     const after = entry.actor.getSnapshot().context;
     applyEffects(after.effects, metrics, logger);
     this.observe(entry, after);
-    if (!record) return;
-    const failure: FailureRecord = {
-      reason,
-      at: clock.now(),
-      knownRevision: entry.revision,
-      storeRevision,
-      lifecycleId: after.group.lifecycleId,
-      metadataVersion: after.group.metadataVersion,
-      highestVersionSeen: Math.max(
-        after.signals?.highestVersionSeen ?? 0,
-        after.group.metadataVersion,
-        entry.highestKnown,
-      ),
-    };
     try {
-      await store.recordFailure(entry.ref, failure);
+      // Merged with an earlier record: its first reason and the highest evidence are kept.
+      const earlier = await store.readFailure(entry.ref);
+      const evidence = mergeEvidence(
+        evidenceOfGroup(after.group, after.signals),
+        entry.floor,
+        evidenceOfRecord(earlier),
+      );
+      entry.floor = evidence;
+      await store.recordFailure(entry.ref, {
+        reason: earlier?.reason ?? reason,
+        at: earlier?.at ?? clock.now(),
+        knownRevision: Math.max(entry.revision, earlier?.knownRevision ?? 0),
+        storeRevision: earlier ? earlier.storeRevision : storeRevision,
+        lifecycleId: earlier?.lifecycleId ?? after.group.lifecycleId,
+        metadataVersion: Math.max(after.group.metadataVersion, earlier?.metadataVersion ?? 0),
+        ...evidence,
+      });
     } catch (error) {
       // Still failed closed in this process; a restart would re-detect what it can.
       logger.error('could not record the failure of a group', {
@@ -712,26 +787,41 @@ export class GroupHost implements GroupCoordinator {
     }
   }
 
-  /** Writes a new lifecycle over the group (RECREATE): versions and epochs keep going up. */
-  private async recreate(
+  /**
+   * RESUME takes the restored metadata as it is, except that epochs continue above everything
+   * issued before: a process still holding an epoch from before the restore is fenced, never
+   * taken for a member that rejoined (ONE fenced write).
+   */
+  private async raiseEpochs(
     ref: GroupRef,
-    previous: GroupState,
-    highest: number,
-    shardCount: number,
+    owned: StoredGroup,
+    evidence: Evidence,
   ): Promise<StoredGroup> {
-    let old: GroupState | undefined;
-    try {
-      old = (await this.guardStore(() => this.options.store.loadGroup(ref)))?.state;
-    } catch (error) {
-      if (!(error instanceof CoordinatorError && error.code === 'METADATA_CORRUPT')) throw error;
-    }
+    const state: GroupState = {
+      ...owned.state,
+      assignmentEpoch: Math.max(owned.state.assignmentEpoch, evidence.assignmentEpoch + 1),
+      memberEpochSeq: Math.max(owned.state.memberEpochSeq, evidence.memberEpochSeq + 1),
+    };
+    const patch = diffFields(encodeGroup(owned.state), encodeGroup(state));
+    if (isEmptyPatch(patch)) return owned;
+    const revision = await this.guardStore(() =>
+      this.options.store.commitGroup(ref, owned.fence, owned.revision, patch),
+    );
+    return { ...owned, state, revision };
+  }
+
+  /** Writes a new lifecycle over the group (RECREATE): versions and epochs keep going up. */
+  private async recreate(ref: GroupRef, known: Evidence, shardCount: number): Promise<StoredGroup> {
+    // Whatever is still readable in the current key counts too, even if it does not decode.
+    const raw = await this.guardStore(() => this.options.store.exportGroup(ref));
+    const evidence = mergeEvidence(known, evidenceOfFields(raw));
     const state = newGroupState(ref, {
       shardCount,
       lifecycleId: randomUUID(),
       now: this.options.clock.now(),
-      metadataVersion: Math.max(highest, old?.metadataVersion ?? 0, previous.metadataVersion) + 1,
-      assignmentEpoch: Math.max(old?.assignmentEpoch ?? 0, previous.assignmentEpoch) + 1,
-      memberEpochSeq: Math.max(old?.memberEpochSeq ?? 0, previous.memberEpochSeq) + 1,
+      metadataVersion: evidence.highestVersionSeen + 1,
+      assignmentEpoch: evidence.assignmentEpoch + 1,
+      memberEpochSeq: evidence.memberEpochSeq + 1,
     });
     const fields = { ...encodeGroup(state), storeRevision: '1', fence: this.newFence() };
     await this.guardStore(() => this.options.store.importGroup(ref, fields));
@@ -751,7 +841,7 @@ export class GroupHost implements GroupCoordinator {
     entry.persisted = encodeGroup(stored.state);
     entry.revision = stored.revision;
     entry.fence = stored.fence;
-    entry.highestKnown = 0;
+    entry.floor = null;
     this.observe(entry, entry.actor.getSnapshot().context);
   }
 

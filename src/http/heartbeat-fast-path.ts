@@ -96,7 +96,12 @@ function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
       reject(error);
     });
     req.on('close', () => {
-      if (!done) reject(new Error('request closed before its body was read'));
+      // As raw-body reports it: a 400-class error, not a server failure to log as one.
+      if (!done) {
+        reject(
+          Object.assign(new Error('request aborted'), { type: 'request.aborted', status: 400 }),
+        );
+      }
     });
   });
 }

@@ -32,6 +32,9 @@ export interface FailureRecord {
   readonly metadataVersion: number;
   /** Highest metadataVersion any client (or this coordinator) had seen: RESUME needs at least it. */
   readonly highestVersionSeen: number;
+  /** Highest assignment epoch and member epoch issued: recovery continues above them. */
+  readonly assignmentEpoch: number;
+  readonly memberEpochSeq: number;
 }
 
 export type AuditOutcome = 'SUCCEEDED' | 'REJECTED' | 'DENIED' | 'FAILED';

@@ -374,6 +374,8 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
           lifecycleId: 'l-1',
           metadataVersion: 3,
           highestVersionSeen: 5,
+          assignmentEpoch: 4,
+          memberEpochSeq: 9,
         };
         await store.recordFailure(ref, record);
         expect(await store.readFailure(ref)).toEqual(record);

@@ -66,7 +66,8 @@ export async function startTestCoordinator(
     overrides?: Record<string, unknown>;
   } = { store: 'memory' },
 ): Promise<TestCoordinator> {
-  const keyPrefix = randomKeyPrefix();
+  const given = options.overrides?.['store.key-prefix'];
+  const keyPrefix = typeof given === 'string' ? given : randomKeyPrefix();
   const settings = loadSettings({
     env: {},
     overrides: {

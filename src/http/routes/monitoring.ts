@@ -171,8 +171,10 @@ export const monitoringRoutes = [
     roles: READ,
     params: groupParamsSchema,
     responses: { 200: { description: 'text/event-stream of `transition` events' }, ...errors },
-    async handler({ params, req, res, services }) {
+    async handler({ params, res, services }) {
       const ref = toRef(params);
+      // Listen for the end of the stream before anything awaits, so a client gone early is seen.
+      const closed = new Promise<void>((resolve) => res.once('close', resolve));
       const snapshot = await services.coordinator.getGroup(ref);
       res.writeHead(200, {
         'Content-Type': 'text/event-stream',
@@ -185,7 +187,7 @@ export const monitoringRoutes = [
       const unsubscribe = await services.coordinator.subscribe(ref, (t) => write('transition', t));
       const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
       keepAlive.unref();
-      await new Promise<void>((resolve) => req.once('close', resolve));
+      await closed;
       clearInterval(keepAlive);
       unsubscribe();
       return { status: 200 };
