@@ -860,7 +860,14 @@ export class GroupHost implements GroupCoordinator {
 
   private snapshotOf(entry: GroupEntry): GroupSnapshot {
     const snapshot = entry.actor.getSnapshot();
-    return { context: snapshot.context, stateValue: snapshot.value, owner: this.options.replicaId };
+    const { group, signals } = snapshot.context;
+    return {
+      context: snapshot.context,
+      stateValue: snapshot.value,
+      owner: this.options.replicaId,
+      highestVersionSeen: mergeEvidence(evidenceOfGroup(group, signals), entry.floor)
+        .highestVersionSeen,
+    };
   }
 
   private newFence(): string {

@@ -9,6 +9,11 @@ export interface GroupSnapshot {
   readonly stateValue: unknown;
   /** Replica that owns the group. */
   readonly owner: string;
+  /**
+   * Highest metadataVersion seen by anyone (stored, reported by clients, or recorded when the
+   * group failed closed): RESUME needs the stored version to be at least this.
+   */
+  readonly highestVersionSeen: number;
 }
 
 /** One entry of a group's events stream (monitoring `…/events`). */

@@ -71,6 +71,7 @@ export const groupDetailSchema = groupSummarySchema.extend({
   failureReason: z.string().nullable(),
   producersPaused: z.boolean(),
   storeRevision: z.number().int(),
+  highestVersionSeen: z.number().int(),
   createdAt: z.string(),
   updatedAt: z.string(),
   state: z.unknown(),

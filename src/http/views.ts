@@ -42,6 +42,7 @@ export function groupDetail(snapshot: GroupSnapshot) {
     failureReason: g.failureReason,
     producersPaused: g.producersPaused,
     storeRevision,
+    highestVersionSeen: snapshot.highestVersionSeen,
     createdAt: iso(g.createdAt) ?? '',
     updatedAt: iso(g.updatedAt) ?? '',
     state: snapshot.stateValue,

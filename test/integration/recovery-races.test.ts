@@ -47,6 +47,7 @@ describe('recovery keeps epochs and versions going up', () => {
       failureReason: string | null;
       metadataVersion: number;
       assignmentEpoch: number;
+      highestVersionSeen: number;
     };
   const backup = async (c: TestCoordinator, sp: string) => {
     const file = join(mkdtempSync(join(tmpdir(), 'coord-backup-')), 'b.json');
@@ -145,8 +146,9 @@ describe('recovery keeps epochs and versions going up', () => {
     await redis.client().hset(`${a.keyPrefix}:{co:g}:metadata`, 'shard:0', 'not json');
     const b = await start(a.keyPrefix);
     expect(await view(b, 'co')).toMatchObject({
-      status: 'FAILED_CLOSED',
+            status: 'FAILED_CLOSED',
       failureReason: 'METADATA_CORRUPT',
+      highestVersionSeen: 2,
     });
     await restore(b, file);
     const resume = await recovery(b, 'co', { action: 'RESUME' });
