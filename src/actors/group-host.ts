@@ -81,6 +81,7 @@ export class GroupHost implements GroupCoordinator {
   private readonly entries = new Map<string, GroupEntry>();
   private readonly loading = new Map<string, Promise<GroupEntry>>();
   private readonly stops: Array<() => void> = [];
+  private closing = false;
   private readonly waiters: VersionWaiters;
   private readonly listeners = new Map<string, Set<(transition: GroupTransition) => void>>();
   private readonly config;
@@ -115,7 +116,9 @@ export class GroupHost implements GroupCoordinator {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     for (const stop of this.stops.splice(0)) stop();
+    await Promise.allSettled([...this.loading.values()]);
     this.waiters.releaseAll();
     await Promise.allSettled([...this.entries.values()].map((e) => e.queue));
     for (const entry of this.entries.values()) entry.actor.stop();
@@ -447,6 +450,7 @@ export class GroupHost implements GroupCoordinator {
 
   /** The entry of a group, loading it from the store on first use. */
   private async entry(ref: GroupRef): Promise<GroupEntry> {
+    if (this.closing) throw new StoreUnavailableError('the coordinator is shutting down');
     const id = groupId(ref);
     const existing = this.entries.get(id);
     if (existing) return existing;

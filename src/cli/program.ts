@@ -162,6 +162,18 @@ export function buildProgram(): Command {
             (w) => w.streamPrefix === ref.streamPrefix && w.consumerGroup === ref.consumerGroup,
           )
       : undefined;
+    const missing = wanted?.filter(
+      (w) =>
+        !backup.groups.some(
+          (g) => g.streamPrefix === w.streamPrefix && g.consumerGroup === w.consumerGroup,
+        ),
+    );
+    if (missing && missing.length > 0) {
+      throw new CliError(
+        `not in the backup: ${missing.map((m) => `${m.streamPrefix}:${m.consumerGroup}`).join(', ')}`,
+        2,
+      );
+    }
     const count = await withStore(flags, (store) =>
       restoreMetadata(store, backup, { progress, ...(only ? { only } : {}) }),
     );
