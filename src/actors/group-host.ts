@@ -49,6 +49,8 @@ interface GroupEntry {
   counts: { members: number; revoking: number };
   /** JSON of the last state value, to tell transitions from steady events. */
   lastValue: string;
+  /** The last snapshot whose state is committed: what monitoring and replies show. */
+  published: ReturnType<GroupActor['getSnapshot']> | null;
   /** A delete was started; it may have happened even if its reply was lost. */
   deleting: boolean;
   /** Evidence from a persisted failure record (what recovery must stay above). */
@@ -535,6 +537,7 @@ export class GroupHost implements GroupCoordinator {
       lastValue: '',
       floor: null,
       deleting: false,
+      published: null,
     };
     this.entries.set(groupId(ref), entry);
     this.options.metrics.groupsOwned.set(this.entries.size);
@@ -670,6 +673,8 @@ export class GroupHost implements GroupCoordinator {
 
   /** Keeps the gauges, long polls and event listeners in step with the context. */
   private observe(entry: GroupEntry, context: GroupContext): void {
+    // What readers see: only states whose write has committed (observe runs after the commit).
+    entry.published = entry.actor.getSnapshot();
     if (this.listeners.has(groupId(entry.ref))) this.announce(entry, context);
     // The rest depends on the group only, which a steady-state heartbeat leaves as it was.
     if (context.group === entry.observed) return;
@@ -863,7 +868,7 @@ export class GroupHost implements GroupCoordinator {
   }
 
   private snapshotOf(entry: GroupEntry): GroupSnapshot {
-    const snapshot = entry.actor.getSnapshot();
+    const snapshot = entry.published ?? entry.actor.getSnapshot();
     const { group, signals } = snapshot.context;
     return {
       context: snapshot.context,
