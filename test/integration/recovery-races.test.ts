@@ -146,7 +146,7 @@ describe('recovery keeps epochs and versions going up', () => {
     await redis.client().hset(`${a.keyPrefix}:{co:g}:metadata`, 'shard:0', 'not json');
     const b = await start(a.keyPrefix);
     expect(await view(b, 'co')).toMatchObject({
-            status: 'FAILED_CLOSED',
+      status: 'FAILED_CLOSED',
       failureReason: 'METADATA_CORRUPT',
       highestVersionSeen: 2,
     });
