@@ -272,6 +272,29 @@ describe('metadata durability on a real redis-server', () => {
     expect(await metric(/coord_metadata_version_regression_total\{source="routing"\} [1-9]/)).toBe(
       true,
     );
+    expect(view.rollbackSignals).toHaveProperty('firstAt');
+    expect(view.rollbackSignals).toHaveProperty('lastAt');
+
+    // A higher assignmentEpoch is a signal too (SYNC_METADATA), and so is a memberEpoch above any
+    // ever issued (fenced); each one adds to the count.
+    m.metadataVersion = 1;
+    m.assignmentEpoch = 40;
+    expect((await m.beat()).outcome).toBe('SYNC_METADATA');
+    const ahead = await c.call('POST', '/coord/v1/consumer/streams/signals/groups/g/heartbeat', {
+      user: 'consumer',
+      body: {
+        memberId: 'a',
+        memberEpoch: 9_999,
+        assignmentEpoch: 0,
+        metadataVersion: 0,
+        currentAssignments: [],
+      },
+    });
+    expect(await ahead.json()).toMatchObject({ outcome: 'FENCED_MEMBER_EPOCH' });
+    expect((await group('signals')).rollbackSignals).toMatchObject({
+      count: 4,
+      lastSource: 'heartbeat',
+    });
   });
 });
 
