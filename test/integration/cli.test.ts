@@ -2,27 +2,14 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyPassword } from '../../src/http/auth/password-hash.js';
+import { coordctl } from '../support/cli.js';
 import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
 
 const run = promisify(execFile);
 
-/** Runs the real `coordctl` (from source) as a child process, feeding `input` on stdin. */
-function coordctl(args: string[], input = '', env: Record<string, string> = {}) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = execFile(
-      process.execPath,
-      ['--import', 'tsx', 'src/cli/main.ts', ...args],
-      { cwd: process.cwd(), env: { PATH: process.env.PATH ?? '', ...env } },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-    child.stdin?.end(input);
-  });
-}
-
 describe('coordctl hash-password', () => {
   it('prints a scrypt hash of the password read from stdin that verifies', async () => {
-    const { code, stdout } = await coordctl(['hash-password'], 'a-good-password\n');
+    const { code, stdout } = await coordctl(['hash-password'], { input: 'a-good-password\n' });
     expect(code).toBe(0);
     const hash = stdout.trim();
     expect(hash).toMatch(/^scrypt\$/);
@@ -30,7 +17,7 @@ describe('coordctl hash-password', () => {
     expect(await verifyPassword('another-password', hash)).toBe(false);
   });
   it('refuses a short password with a message and exit code 2', async () => {
-    const { code, stderr } = await coordctl(['hash-password'], 'short\n');
+    const { code, stderr } = await coordctl(['hash-password'], { input: 'short\n' });
     expect(code).toBe(2);
     expect(stderr).toMatch(/at least 8 characters/);
   });
@@ -73,8 +60,7 @@ describe('coordctl scale --duplicate-sensitive', () => {
         '--reason',
         'more shards',
       ],
-      '',
-      { COORDCTL_TOKEN: c.token('admin') },
+      { env: { COORDCTL_TOKEN: c.token('admin') } },
     );
     expect(stderr).toMatch(
       /1\/6 pausing producers[\s\S]*3\/6 scaling to 4[\s\S]*5\/6 routing shows shardCount 4[\s\S]*6\/6 resuming/,
@@ -117,8 +103,7 @@ describe('coordctl scale --duplicate-sensitive', () => {
         '--reason',
         'same count',
       ],
-      '',
-      { COORDCTL_TOKEN: c.token('admin') },
+      { env: { COORDCTL_TOKEN: c.token('admin') } },
     );
     expect(code).toBe(1);
     expect(stderr).toMatch(/resuming producers/);

@@ -1,22 +1,14 @@
-import { execFile } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/machines/clock.js';
 import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { coordctl } from '../support/cli.js';
 import { SimulatedMember } from '../support/members.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 
-const run = promisify(execFile);
 const OVERRIDES = { 'membership.assignment-debounce': '0ms' };
-
-async function coordctl(args: string[]) {
-  return run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-    cwd: process.cwd(),
-  });
-}
 
 describe('recovery keeps epochs and versions going up', () => {
   let redis: RedisServerHandle;
