@@ -51,6 +51,8 @@ interface GroupEntry {
   lastValue: string;
   /** The last snapshot whose state is committed: what monitoring and replies show. */
   published: ReturnType<GroupActor['getSnapshot']> | null;
+  /** A failure not yet recorded in the store (the write failed): the verify loop retries. */
+  unrecorded: { reason: FailureReason; storeRevision: number | null } | null;
   /** A delete was started; it may have happened even if its reply was lost. */
   deleting: boolean;
   /** Evidence from a persisted failure record (what recovery must stay above). */
@@ -151,6 +153,10 @@ export class GroupHost implements GroupCoordinator {
    * written to meanwhile is skipped this round: its write checked the revision itself.
    */
   async verify(): Promise<void> {
+    const failed = [...this.entries.values()].filter((e) => e.unrecorded !== null);
+    await Promise.allSettled(
+      failed.map((entry) => this.inMailbox(entry, () => this.recordFailure(entry))),
+    );
     const entries = [...this.entries.values()].filter((e) => !this.failedClosed(e));
     if (entries.length === 0) return;
     const expected = entries.map((e) => e.revision);
@@ -537,6 +543,7 @@ export class GroupHost implements GroupCoordinator {
       lastValue: '',
       floor: null,
       deleting: false,
+      unrecorded: null,
       published: null,
     };
     this.entries.set(groupId(ref), entry);
@@ -756,7 +763,7 @@ export class GroupHost implements GroupCoordinator {
     reason: FailureReason,
     storeRevision: number | null,
   ): Promise<void> {
-    const { metrics, logger, clock, store } = this.options;
+    const { metrics, logger, clock } = this.options;
     if (reason === 'STORE_REVISION_REGRESSION') metrics.storeRevisionRegression.inc();
     metrics.groupsFailedClosed.inc({ reason });
     logger.error('group failed closed', {
@@ -769,27 +776,40 @@ export class GroupHost implements GroupCoordinator {
     const after = entry.actor.getSnapshot().context;
     applyEffects(after.effects, metrics, logger);
     this.observe(entry, after);
+    entry.unrecorded = { reason, storeRevision };
+    await this.recordFailure(entry);
+  }
+
+  /**
+   * Writes (merges) the failure record of a failed-closed group. On a store error it stays to do:
+   * the verify loop tries again, so the decision reaches the store once it can.
+   */
+  private async recordFailure(entry: GroupEntry): Promise<void> {
+    const pending = entry.unrecorded;
+    if (!pending) return;
+    const { store, clock, logger } = this.options;
+    const { group, signals } = entry.actor.getSnapshot().context;
     try {
       // Merged with an earlier record: its first reason and the highest evidence are kept.
       const earlier = await store.readFailure(entry.ref);
       const evidence = mergeEvidence(
-        evidenceOfGroup(after.group, after.signals),
+        evidenceOfGroup(group, signals),
         entry.floor,
         evidenceOfRecord(earlier),
       );
       entry.floor = evidence;
       await store.recordFailure(entry.ref, {
-        reason: earlier?.reason ?? reason,
+        reason: earlier?.reason ?? pending.reason,
         at: earlier?.at ?? clock.now(),
         knownRevision: Math.max(entry.revision, earlier?.knownRevision ?? 0),
-        storeRevision: earlier ? earlier.storeRevision : storeRevision,
-        lifecycleId: earlier?.lifecycleId ?? after.group.lifecycleId,
-        metadataVersion: Math.max(after.group.metadataVersion, earlier?.metadataVersion ?? 0),
+        storeRevision: earlier ? earlier.storeRevision : pending.storeRevision,
+        lifecycleId: earlier?.lifecycleId ?? group.lifecycleId,
+        metadataVersion: Math.max(group.metadataVersion, earlier?.metadataVersion ?? 0),
         ...evidence,
       });
+      entry.unrecorded = null;
     } catch (error) {
-      // Still failed closed in this process; a restart would re-detect what it can.
-      logger.error('could not record the failure of a group', {
+      logger.error('could not record the failure of a group; will retry', {
         group: groupId(entry.ref),
         error: String(error),
       });
