@@ -1,6 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/machines/clock.js';
-import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  startTestCoordinator,
+  type TestCoordinator,
+  useCoordinator,
+} from '../support/coordinator.js';
 import { SimulatedMember } from '../support/members.js';
 import { startRedisServer, type RedisServerHandle } from '../support/redis-server.js';
 
@@ -19,23 +24,9 @@ async function createGroup(c: TestCoordinator, sp: string, shardCount: number) {
 }
 
 describe.each(['memory', 'redis'] as const)('heartbeat over HTTP on the %s store', (storeKind) => {
-  let redis: RedisServerHandle | null = null;
   let c: TestCoordinator;
   const clock = new ManualClock(Date.now());
-
-  beforeAll(async () => {
-    if (storeKind === 'redis') redis = await startRedisServer();
-    c = await startTestCoordinator({
-      store: storeKind,
-      clock,
-      overrides: OVERRIDES,
-      ...(redis ? { redisUrl: redis.url } : {}),
-    });
-  });
-  afterAll(async () => {
-    await c?.close();
-    await redis?.stop();
-  });
+  useCoordinator({ store: storeKind, clock, overrides: OVERRIDES }, (started) => (c = started));
 
   it('a joining member gets every shard, then a second member gets half after the first revokes', async () => {
     await createGroup(c, 'hb1', 4);
@@ -222,13 +213,9 @@ describe('restart on the Redis store keeps every member', () => {
 describe('steady-state heartbeats write nothing to Redis', () => {
   let redis: RedisServerHandle;
   let c: TestCoordinator;
-  beforeAll(async () => {
-    redis = await startRedisServer();
-    c = await startTestCoordinator({ store: 'redis', redisUrl: redis.url, overrides: OVERRIDES });
-  });
-  afterAll(async () => {
-    await c?.close();
-    await redis?.stop();
+  useCoordinator({ store: 'redis', overrides: OVERRIDES }, (started, server) => {
+    c = started;
+    redis = server as RedisServerHandle;
   });
 
   it('1,000 steady-state heartbeats cause no write command', async () => {

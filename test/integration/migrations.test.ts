@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/machines/clock.js';
-import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { CHANGE, type TestCoordinator, useCoordinator } from '../support/coordinator.js';
 import { SimulatedMember } from '../support/members.js';
-import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+import { waitFor } from '../support/redis-server.js';
 
 const OVERRIDES = { 'membership.assignment-debounce': '0ms', 'migration.rollback-window': '1m' };
 
@@ -17,23 +17,9 @@ interface MigrationView {
 }
 
 describe.each(['memory', 'redis'] as const)('scaling over HTTP on the %s store', (storeKind) => {
-  let redis: RedisServerHandle | null = null;
   let c: TestCoordinator;
   const clock = new ManualClock(Date.now());
-
-  beforeAll(async () => {
-    if (storeKind === 'redis') redis = await startRedisServer();
-    c = await startTestCoordinator({
-      store: storeKind,
-      clock,
-      overrides: OVERRIDES,
-      ...(redis ? { redisUrl: redis.url } : {}),
-    });
-  });
-  afterAll(async () => {
-    await c?.close();
-    await redis?.stop();
-  });
+  useCoordinator({ store: storeKind, clock, overrides: OVERRIDES }, (started) => (c = started));
 
   const admin = (sp: string) => `/coord/v1/admin/streams/${sp}/groups/g`;
   const migrations = async (sp: string) =>

@@ -3,7 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/machines/clock.js';
-import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  startTestCoordinator,
+  type TestCoordinator,
+  useCoordinator,
+} from '../support/coordinator.js';
 import { coordctl } from '../support/cli.js';
 import { SimulatedMember } from '../support/members.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
@@ -184,16 +189,8 @@ describe('recovery keeps epochs and versions going up', () => {
 });
 
 describe('races between requests for one group', () => {
-  let redis: RedisServerHandle;
   let c: TestCoordinator;
-  beforeAll(async () => {
-    redis = await startRedisServer();
-    c = await startTestCoordinator({ store: 'redis', redisUrl: redis.url, overrides: OVERRIDES });
-  });
-  afterAll(async () => {
-    await c?.close();
-    await redis?.stop();
-  });
+  useCoordinator({ store: 'redis', overrides: OVERRIDES }, (started) => (c = started));
 
   it('a create racing the first heartbeat never costs the heartbeat a 503', async () => {
     for (let i = 0; i < 25; i++) {

@@ -8,7 +8,8 @@ import { hashPassword } from '../../src/http/auth/password-hash.js';
 import type { Role } from '../../src/http/auth/roles.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startCoordinator, type RunningCoordinator } from '../../src/server.js';
-import { randomKeyPrefix } from './redis-server.js';
+import { afterAll, beforeAll } from 'vitest';
+import { randomKeyPrefix, startRedisServer, type RedisServerHandle } from './redis-server.js';
 
 export const TEST_SECRET = 'test-secret-that-is-at-least-32-characters-long';
 export const PASSWORD = 'correct horse battery';
@@ -118,3 +119,27 @@ export async function startTestCoordinator(
 
 /** The change fields every admin mutation needs. */
 export const CHANGE = { requestedBy: 'test-suite', reason: 'integration test' };
+
+/**
+ * For a `describe` block: before its tests, starts a redis-server (for the redis store) and a
+ * coordinator on it, handed to `use`; after them, stops both.
+ */
+export function useCoordinator(
+  options: { store: StoreKind; clock?: Clock; overrides?: Record<string, unknown> },
+  use: (coordinator: TestCoordinator, redis: RedisServerHandle | null) => void,
+): void {
+  let redis: RedisServerHandle | null = null;
+  let coordinator: TestCoordinator | null = null;
+  beforeAll(async () => {
+    if (options.store === 'redis') redis = await startRedisServer();
+    coordinator = await startTestCoordinator({
+      ...options,
+      ...(redis ? { redisUrl: redis.url } : {}),
+    });
+    use(coordinator, redis);
+  });
+  afterAll(async () => {
+    await coordinator?.close();
+    await redis?.stop();
+  });
+}
