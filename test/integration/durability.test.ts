@@ -3,9 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/machines/clock.js';
-import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  startTestCoordinator,
+  type TestCoordinator,
+  groupView,
+  recover,
+} from '../support/coordinator.js';
 import { coordctl } from '../support/cli.js';
-import { SimulatedMember } from '../support/members.js';
+import { joinBody, SimulatedMember } from '../support/members.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 
 const OVERRIDES = { 'membership.assignment-debounce': '0ms' };
@@ -15,16 +21,7 @@ describe('metadata durability on a real redis-server', () => {
   let c: TestCoordinator;
   const clock = new ManualClock(Date.now());
   const key = (sp: string) => `${c.keyPrefix}:{${sp}:g}:metadata`;
-  const group = async (sp: string) =>
-    (await (
-      await c.call('GET', `/coord/v1/monitoring/streams/${sp}/groups/g`, { user: 'reader' })
-    ).json()) as {
-      status: string;
-      failureReason: string | null;
-      metadataVersion: number;
-      lifecycleId: string;
-      rollbackSignals: { count: number; highestVersionSeen: number; lastSource: string } | null;
-    };
+  const group = (sp: string) => groupView(c, sp);
   const metric = async (pattern: RegExp) =>
     pattern.test(await (await c.call('GET', '/metrics')).text());
   /** One period of the verify loop (coordinator.store.verify-interval, 5 s by default) passes. */
@@ -75,13 +72,7 @@ describe('metadata durability on a real redis-server', () => {
     expect(members.map((m) => m.owned)).toEqual(owned); // nothing new handed out, nothing taken
     const joiner = await c.call('POST', '/coord/v1/consumer/streams/lost/groups/g/heartbeat', {
       user: 'consumer',
-      body: {
-        memberId: 'new',
-        memberEpoch: 0,
-        assignmentEpoch: 0,
-        metadataVersion: 0,
-        currentAssignments: [],
-      },
+      body: joinBody('new'),
     });
     expect(joiner.status).toBe(503);
     const routing = await c.call('GET', '/coord/v1/routing/streams/lost/groups/g', {
@@ -154,22 +145,13 @@ describe('metadata durability on a real redis-server', () => {
     const storedVersion = Number(await redis.client().hget(key('restore'), 'metadataVersion'));
     expect(storedVersion).toBeLessThan(newer.metadataVersion);
 
-    const resume = await c.call('POST', '/coord/v1/admin/streams/restore/groups/g/recovery', {
-      user: 'writer',
-      body: { action: 'RESUME', ...CHANGE },
-    });
+    const resume = await recover(c, 'restore', { action: 'RESUME' });
     expect(resume.status).toBe(409);
     expect(await resume.json()).toMatchObject({ error: { code: 'RESUME_REFUSED' } });
-    const noCount = await c.call('POST', '/coord/v1/admin/streams/restore/groups/g/recovery', {
-      user: 'writer',
-      body: { action: 'RECREATE', ...CHANGE },
-    });
+    const noCount = await recover(c, 'restore', { action: 'RECREATE' });
     expect(noCount.status).toBe(400);
 
-    const recreate = await c.call('POST', '/coord/v1/admin/streams/restore/groups/g/recovery', {
-      user: 'writer',
-      body: { action: 'RECREATE', shardCount: 6, ...CHANGE },
-    });
+    const recreate = await recover(c, 'restore', { action: 'RECREATE', shardCount: 6 });
     expect(recreate.status).toBe(200);
     const fresh = await group('restore');
     expect(fresh).toMatchObject({ status: 'ACTIVE' });
@@ -210,10 +192,7 @@ describe('metadata durability on a real redis-server', () => {
       status: 'FAILED_CLOSED',
       failureReason: 'METADATA_LOST',
     });
-    const early = await c.call('POST', '/coord/v1/admin/streams/resume/groups/g/recovery', {
-      user: 'writer',
-      body: { action: 'RESUME', ...CHANGE },
-    });
+    const early = await recover(c, 'resume', { action: 'RESUME' });
     expect(early.status).toBe(409);
     await coordctl([
       'restore',
@@ -226,16 +205,10 @@ describe('metadata durability on a real redis-server', () => {
       '--group',
       'resume:g',
     ]);
-    const res = await c.call('POST', '/coord/v1/admin/streams/resume/groups/g/recovery', {
-      user: 'writer',
-      body: { action: 'RESUME', ...CHANGE },
-    });
+    const res = await recover(c, 'resume', { action: 'RESUME' });
     expect(res.status).toBe(200);
     expect(await group('resume')).toMatchObject({ status: 'ACTIVE' });
-    const again = await c.call('POST', '/coord/v1/admin/streams/resume/groups/g/recovery', {
-      user: 'writer',
-      body: { action: 'RESUME', ...CHANGE },
-    });
+    const again = await recover(c, 'resume', { action: 'RESUME' });
     expect(again.status).toBe(409);
     expect(await again.json()).toMatchObject({ error: { code: 'GROUP_NOT_FAILED_CLOSED' } });
   });
@@ -399,13 +372,7 @@ describe('a restored backup taken before the current owner took over', () => {
       // A join needs a write: it finds the older metadata and fails the group closed.
       const join = await second.call('POST', '/coord/v1/consumer/streams/old/groups/g/heartbeat', {
         user: 'consumer',
-        body: {
-          memberId: 'b',
-          memberEpoch: 0,
-          assignmentEpoch: 0,
-          metadataVersion: 0,
-          currentAssignments: [],
-        },
+        body: joinBody('b'),
       });
       expect(join.status).toBe(503);
       expect(await join.json()).toMatchObject({ error: { code: 'GROUP_FAILED_CLOSED' } });
@@ -433,19 +400,9 @@ describe('a restored backup taken before the current owner took over', () => {
         status: 'FAILED_CLOSED',
         failureReason: 'STORE_REVISION_REGRESSION',
       });
-      const resume = await restarted.call('POST', '/coord/v1/admin/streams/old/groups/g/recovery', {
-        user: 'writer',
-        body: { action: 'RESUME', ...CHANGE },
-      });
+      const resume = await recover(restarted, 'old', { action: 'RESUME' });
       expect(resume.status).toBe(409);
-      const recreate = await restarted.call(
-        'POST',
-        '/coord/v1/admin/streams/old/groups/g/recovery',
-        {
-          user: 'writer',
-          body: { action: 'RECREATE', shardCount: 4, ...CHANGE },
-        },
-      );
+      const recreate = await recover(restarted, 'old', { action: 'RECREATE', shardCount: 4 });
       expect(recreate.status).toBe(200);
       expect(await redis.client().exists(`${first.keyPrefix}:{old:g}:failure`)).toBe(0);
     } finally {

@@ -6,7 +6,7 @@ import {
   type TestCoordinator,
   useCoordinator,
 } from '../support/coordinator.js';
-import { SimulatedMember } from '../support/members.js';
+import { joinBody, SimulatedMember } from '../support/members.js';
 import { startRedisServer, type RedisServerHandle } from '../support/redis-server.js';
 
 const OVERRIDES = {
@@ -100,14 +100,7 @@ describe.each(['memory', 'redis'] as const)('heartbeat over HTTP on the %s store
     await createGroup(c, 'hb4', 1);
     const res = await c.call('POST', '/coord/v1/consumer/streams/hb4/groups/g/heartbeat', {
       user: 'consumer',
-      body: {
-        memberId: 'm',
-        memberEpoch: 0,
-        assignmentEpoch: 0,
-        metadataVersion: 0,
-        currentAssignments: [],
-        coordinationVersion: 7,
-      },
+      body: joinBody('m', { coordinationVersion: 7 }),
     });
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({
@@ -115,13 +108,7 @@ describe.each(['memory', 'redis'] as const)('heartbeat over HTTP on the %s store
     });
     const missing = await c.call('POST', '/coord/v1/consumer/streams/nope/groups/g/heartbeat', {
       user: 'consumer',
-      body: {
-        memberId: 'm',
-        memberEpoch: 0,
-        assignmentEpoch: 0,
-        metadataVersion: 0,
-        currentAssignments: [],
-      },
+      body: joinBody('m'),
     });
     expect(missing.status).toBe(404);
   });

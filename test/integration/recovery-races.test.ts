@@ -8,9 +8,11 @@ import {
   startTestCoordinator,
   type TestCoordinator,
   useCoordinator,
+  groupView,
+  recover,
 } from '../support/coordinator.js';
 import { coordctl } from '../support/cli.js';
-import { SimulatedMember } from '../support/members.js';
+import { joinBody, SimulatedMember } from '../support/members.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 
 const OVERRIDES = { 'membership.assignment-debounce': '0ms' };
@@ -36,16 +38,7 @@ describe('recovery keeps epochs and versions going up', () => {
     opened.push(c);
     return c;
   };
-  const view = async (c: TestCoordinator, sp: string) =>
-    (await (
-      await c.call('GET', `/coord/v1/monitoring/streams/${sp}/groups/g`, { user: 'reader' })
-    ).json()) as {
-      status: string;
-      failureReason: string | null;
-      metadataVersion: number;
-      assignmentEpoch: number;
-      highestVersionSeen: number;
-    };
+  const view = groupView;
   const backup = async (c: TestCoordinator, sp: string) => {
     const file = join(mkdtempSync(join(tmpdir(), 'coord-backup-')), 'b.json');
     await coordctl([
@@ -69,11 +62,6 @@ describe('recovery keeps epochs and versions going up', () => {
       what: `${sp} failed closed`,
     });
   };
-  const recovery = (c: TestCoordinator, sp: string, body: Record<string, unknown>) =>
-    c.call('POST', `/coord/v1/admin/streams/${sp}/groups/g/recovery`, {
-      user: 'writer',
-      body: { ...body, ...CHANGE },
-    });
 
   it('RESUME fences a process that still holds an epoch issued after the backup', async () => {
     const c = await start();
@@ -87,7 +75,7 @@ describe('recovery keeps epochs and versions going up', () => {
     expect(old.last?.assignedShards).toEqual([0, 1, 2, 3]);
     await restore(c, file);
     await failClosed(c, 're');
-    expect((await recovery(c, 're', { action: 'RESUME' })).status).toBe(200);
+    expect((await recover(c, 're', { action: 'RESUME' })).status).toBe(200);
 
     const fresh = new SimulatedMember(c, 'b', 're', 'g');
     for (let i = 0; i < 3; i++) await fresh.beat();
@@ -116,7 +104,7 @@ describe('recovery keeps epochs and versions going up', () => {
       status: 'FAILED_CLOSED',
       failureReason: 'STORE_REVISION_REGRESSION',
     });
-    expect((await recovery(b, 'rc', { action: 'RECREATE', shardCount: 2 })).status).toBe(200);
+    expect((await recover(b, 'rc', { action: 'RECREATE', shardCount: 2 })).status).toBe(200);
     const after = await view(b, 'rc');
     expect(after.metadataVersion).toBeGreaterThan(before.metadataVersion);
     expect(after.assignmentEpoch).toBeGreaterThan(before.assignmentEpoch);
@@ -148,7 +136,7 @@ describe('recovery keeps epochs and versions going up', () => {
       highestVersionSeen: 2,
     });
     await restore(b, file);
-    const resume = await recovery(b, 'co', { action: 'RESUME' });
+    const resume = await recover(b, 'co', { action: 'RESUME' });
     expect(resume.status).toBe(409);
     expect(await resume.json()).toMatchObject({
       error: { code: 'RESUME_REFUSED', details: { highestVersionSeen: 2 } },
@@ -174,16 +162,10 @@ describe('recovery keeps epochs and versions going up', () => {
     });
     const heartbeat = await b.call('POST', '/coord/v1/consumer/streams/cx/groups/g/heartbeat', {
       user: 'consumer',
-      body: {
-        memberId: 'm',
-        memberEpoch: 0,
-        assignmentEpoch: 0,
-        metadataVersion: 0,
-        currentAssignments: [],
-      },
+      body: joinBody('m'),
     });
     expect(heartbeat.status).toBe(503);
-    expect((await recovery(b, 'cx', { action: 'RECREATE', shardCount: 3 })).status).toBe(200);
+    expect((await recover(b, 'cx', { action: 'RECREATE', shardCount: 3 })).status).toBe(200);
     expect(await view(b, 'cx')).toMatchObject({ status: 'ACTIVE', metadataVersion: 3 });
   });
 });
@@ -201,13 +183,7 @@ describe('races between requests for one group', () => {
         }),
         c.call('POST', `/coord/v1/consumer/streams/race${i}/groups/g/heartbeat`, {
           user: 'consumer',
-          body: {
-            memberId: 'm',
-            memberEpoch: 0,
-            assignmentEpoch: 0,
-            metadataVersion: 0,
-            currentAssignments: [],
-          },
+          body: joinBody('m'),
         }),
       ]);
       expect(create.status).toBe(201);

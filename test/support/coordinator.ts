@@ -143,3 +143,47 @@ export function useCoordinator(
     await redis?.stop();
   });
 }
+
+/** What `GET /monitoring/streams/{s}/groups/{g}` answers, as far as the tests read it. */
+export interface GroupView {
+  status: string;
+  failureReason: string | null;
+  metadataVersion: number;
+  assignmentEpoch: number;
+  lifecycleId: string;
+  highestVersionSeen: number;
+  rollbackSignals: { count: number; highestVersionSeen: number; lastSource: string } | null;
+}
+
+/** Reads one group's monitoring view as a READ user. */
+export async function groupView(
+  c: TestCoordinator,
+  streamPrefix: string,
+  consumerGroup = 'g',
+): Promise<GroupView> {
+  const res = await c.call(
+    'GET',
+    `/coord/v1/monitoring/streams/${streamPrefix}/groups/${consumerGroup}`,
+    {
+      user: 'reader',
+    },
+  );
+  return (await res.json()) as GroupView;
+}
+
+/** `POST …/recovery` as a WRITE user; `request` is `{action, shardCount?}` (the change fields are added). */
+export function recover(
+  c: TestCoordinator,
+  streamPrefix: string,
+  request: Record<string, unknown>,
+  consumerGroup = 'g',
+) {
+  return c.call(
+    'POST',
+    `/coord/v1/admin/streams/${streamPrefix}/groups/${consumerGroup}/recovery`,
+    {
+      user: 'writer',
+      body: { ...request, ...CHANGE },
+    },
+  );
+}

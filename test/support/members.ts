@@ -66,3 +66,15 @@ export class SimulatedMember {
     return this.beat({ epoch: -1 });
   }
 }
+
+/** The body of a first heartbeat: `memberId` joins with epoch 0 and reports nothing yet. */
+export function joinBody(memberId: string, extra: Record<string, unknown> = {}) {
+  return {
+    memberId,
+    memberEpoch: 0,
+    assignmentEpoch: 0,
+    metadataVersion: 0,
+    currentAssignments: [],
+    ...extra,
+  };
+}
