@@ -7,8 +7,8 @@ import { validate, type RouteSpec } from './route.js';
 import type { Services } from './services.js';
 
 /**
- * The express app: request id → body → per route (authenticate → authorise → validate →
- * handler) → response (audited on admin routes). Every error leaves as DESIGN.md §9's shape.
+ * The express app: request id → per route (identify → body → authenticate → authorise →
+ * validate → handler) → response (audited on admin routes). Every error leaves as DESIGN.md §9's shape.
  */
 export function createApp(
   services: Services,
@@ -22,15 +22,21 @@ export function createApp(
   const passport = createPassport(jwtSecret);
 
   app.use(requestIdMiddleware(services));
-  app.use(bodyMiddleware(services.settings.limits['max-body-bytes']));
+  const body = bodyMiddleware(services.settings.limits['max-body-bytes']);
 
   for (const spec of routes) {
-    app[spec.method](spec.path, async (req: Request, res: Response) => {
+    // The route is known before the body is read, so even a request refused for its body
+    // (413, 415, bad JSON) is audited with its operation and group.
+    const identify = (req: Request, res: Response, next: NextFunction): void => {
       const ctx = requestContext(res);
       ctx.operation = spec.operation ?? null;
       const params = req.params as Record<string, string>;
       if (params.stream !== undefined) ctx.streamPrefix = params.stream.slice(0, 512);
       if (params.group !== undefined) ctx.consumerGroup = params.group.slice(0, 512);
+      next();
+    };
+    app[spec.method](spec.path, identify, ...body, async (req: Request, res: Response) => {
+      const ctx = requestContext(res);
       try {
         let principal = null;
         if (spec.roles) {

@@ -17,38 +17,6 @@ export function outcomeOf(status: number): AuditOutcome {
   return 'FAILED';
 }
 
-/** Operation names of admin routes, for records of requests rejected before routing. */
-const OPERATIONS: ReadonlyArray<readonly [string, RegExp, string]> = [
-  ['POST', /^\/coord\/v1\/admin\/groups$/, 'createGroup'],
-  ['PUT', /^\/coord\/v1\/admin\/streams\/[^/]+\/groups\/[^/]+$/, 'putGroup'],
-  ['DELETE', /^\/coord\/v1\/admin\/streams\/[^/]+\/groups\/[^/]+$/, 'deleteGroup'],
-  ['POST', /\/freeze$/, 'freeze'],
-  ['POST', /\/unfreeze$/, 'unfreeze'],
-  ['POST', /\/scale$/, 'scale'],
-  ['POST', /\/rollback$/, 'rollback'],
-  ['POST', /\/recovery$/, 'recovery'],
-  ['POST', /\/producers\/pause$/, 'pauseProducers'],
-  ['POST', /\/producers\/resume$/, 'resumeProducers'],
-];
-
-export function operationOf(method: string, path: string): string {
-  for (const [m, pattern, name] of OPERATIONS) if (m === method && pattern.test(path)) return name;
-  return 'unknown';
-}
-
-function pathGroup(path: string): { streamPrefix: string | null; consumerGroup: string | null } {
-  const match = /^\/coord\/v1\/admin\/streams\/([^/]+)\/groups\/([^/]+)/.exec(path);
-  if (!match) return { streamPrefix: null, consumerGroup: null };
-  const decode = (s: string) => {
-    try {
-      return decodeURIComponent(s).slice(0, MAX_TEXT);
-    } catch {
-      return s.slice(0, MAX_TEXT);
-    }
-  };
-  return { streamPrefix: decode(match[1] as string), consumerGroup: decode(match[2] as string) };
-}
-
 /** Builds and writes the one audit record of an admin request (DESIGN.md §9). */
 export class AuditLog {
   constructor(
@@ -57,14 +25,13 @@ export class AuditLog {
   ) {}
 
   build(req: Request, ctx: RequestContext, status: number): AuditRecord {
-    const path = req.originalUrl.split('?')[0] ?? req.originalUrl;
     const body = (ctx.body ?? {}) as Record<string, unknown>;
-    const fromPath = pathGroup(path);
     return {
       timestamp: new Date(this.clock.now()).toISOString(),
       method: req.method,
       path: req.originalUrl.slice(0, 2048),
-      operation: ctx.operation ?? operationOf(req.method, path),
+      // Set by the matched route; an admin path no route matches is 'unknown'.
+      operation: ctx.operation ?? 'unknown',
       outcome: outcomeOf(status),
       status,
       principal: ctx.principal?.name ?? null,
@@ -73,8 +40,8 @@ export class AuditLog {
       bodySha256: ctx.rawBody ? createHash('sha256').update(ctx.rawBody).digest('hex') : null,
       clientAddress: req.socket.remoteAddress ?? null,
       durationMs: Math.max(0, this.clock.now() - ctx.startedAt),
-      streamPrefix: ctx.streamPrefix ?? fromPath.streamPrefix ?? text(body.streamPrefix),
-      consumerGroup: ctx.consumerGroup ?? fromPath.consumerGroup ?? text(body.consumerGroup),
+      streamPrefix: ctx.streamPrefix ?? text(body.streamPrefix),
+      consumerGroup: ctx.consumerGroup ?? text(body.consumerGroup),
       requestedBy: text(body.requestedBy),
       reason: text(body.reason),
     };
