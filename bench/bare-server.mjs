@@ -4,7 +4,7 @@ import { createServer } from 'node:http';
 /*
  * The ceiling of the heartbeat benchmark: a bare node:http server that reads each POST body
  * and answers with the bytes a steady-state heartbeat gets from the coordinator
- * (BENCH_REPLY). A child process of bench/heartbeat.ts; prints `LISTENING <port>`.
+ * (BENCH_REPLY). A child process of bench/throughput.ts; prints `LISTENING <port>`.
  */
 
 const reply = Buffer.from(process.env.BENCH_REPLY ?? '{}');

@@ -1,7 +1,7 @@
 /*
- * The coordinator under test, as a child process of bench/heartbeat.ts: Redis store
+ * The coordinator under test, as a child process of the benchmarks (bench/support.ts startCoordinator): Redis store
  * (BENCH_REDIS_URL), HS256 secret BENCH_JWT_SECRET, heartbeat fast path on unless
- * BENCH_FAST_PATH=0, defaults for everything else. Prints `LISTENING <port>`.
+ * BENCH_FAST_PATH=0, defaults for everything else but the settings in BENCH_OVERRIDES (JSON). Prints `LISTENING <port>`.
  *
  * Plain JavaScript so that plain `node` runs it against the compiled coordinator (dist/, as
  * `npm start` runs it); with BENCH_SERVER_DIR=src and `--import tsx` it runs the sources.
@@ -26,6 +26,8 @@ const settings = loadSettings({
     'store.key-prefix': 'bench:coord',
     'security.jwt-secret': secret,
     'log.level': 'error',
+    // Per-benchmark settings (session timeouts, lease TTL, replica id, ...).
+    ...JSON.parse(process.env.BENCH_OVERRIDES ?? '{}'),
   },
 });
 const coordinator = await startCoordinator(settings, {

@@ -1,7 +1,11 @@
 // Copies non-TypeScript runtime assets (Lua scripts, the web UI) next to the compiled code.
 import { cpSync, existsSync } from 'node:fs';
 
-const assets = [['src/store/lua', 'dist/store/lua']];
+const assets = [
+  ['src/store/lua', 'dist/store/lua'],
+  ['src/ui', 'dist/ui'],
+  ['node_modules/mermaid/dist/mermaid.min.js', 'dist/ui/vendor/mermaid.min.js'],
+];
 for (const [from, to] of assets) {
   if (existsSync(from)) cpSync(from, to, { recursive: true });
 }

@@ -15,6 +15,8 @@ export const ERROR_CODES = [
   'TOKEN_EXPIRED',
   'INVALID_CREDENTIALS',
   'FORBIDDEN',
+  'MEMBER_ID_IN_USE',
+  'GROUP_NOT_PERMITTED',
   // 404
   'NOT_FOUND',
   'GROUP_NOT_FOUND',
@@ -23,6 +25,7 @@ export const ERROR_CODES = [
   'GROUP_EXISTS',
   'GROUP_FROZEN',
   'GROUP_HAS_MEMBERS',
+  'GROUP_FULL',
   'GROUP_NOT_FAILED_CLOSED',
   'GROUP_NOT_FROZEN',
   'GROUP_FAILED_CLOSED_ADMIN',
@@ -40,6 +43,10 @@ export const ERROR_CODES = [
   'GROUP_FAILED_CLOSED',
   'AUDIT_UNAVAILABLE',
   'METADATA_CORRUPT',
+  'GROUP_MOVED',
+  'LEASE_NOT_HELD',
+  'OWNER_UNAVAILABLE',
+  'OWNER_MOVING',
   // 500
   'INTERNAL',
 ] as const;
@@ -72,11 +79,39 @@ export class StoreUnavailableError extends CoordinatorError {
   }
 }
 
+/**
+ * This replica does not serve the group now: another replica owns it (`owner`), or it is
+ * moving (`owner` null: being released, lease not yet held or past its deadline). The caller
+ * forwards to the owner or retries later; nothing was changed.
+ */
+export class GroupMovedError extends CoordinatorError {
+  override readonly name = 'GroupMovedError';
+  constructor(
+    readonly owner: string | null,
+    message = owner === null
+      ? 'the group is moving between replicas; try again'
+      : `the group is owned by replica ${owner}`,
+  ) {
+    // Moving (no owner known): the caller retries after a second (`Retry-After`).
+    super('GROUP_MOVED', message, {
+      details: owner === null ? { owner, retryAfterSeconds: 1 } : { owner },
+    });
+  }
+}
+
 /** A fenced write carried a fence token that is no longer the group's. */
 export class FenceMismatchError extends CoordinatorError {
   override readonly name = 'FenceMismatchError';
   constructor(message = 'the fence token is no longer the owner of this group') {
     super('FENCED_WRITE', message);
+  }
+}
+
+/** A claim by a replica that does not hold the group's lease (DESIGN.md §8); nothing written. */
+export class LeaseNotHeldError extends CoordinatorError {
+  override readonly name = 'LeaseNotHeldError';
+  constructor(message = 'this replica does not hold the lease of this group') {
+    super('LEASE_NOT_HELD', message);
   }
 }
 

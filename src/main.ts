@@ -1,6 +1,5 @@
 import { parseArgs } from 'node:util';
 import { loadSettings, SettingsError } from './config/load.js';
-import { isEmbedded } from './config/settings.js';
 import { createLogger } from './observability/logger.js';
 import { startCoordinator } from './server.js';
 
@@ -29,14 +28,16 @@ async function main(): Promise<void> {
       );
     },
   });
-  logger.info(
-    `stream-coordinator listening on ${coordinator.url} (store ${settings.store.type}${isEmbedded(settings) ? ', embedded' : ''}, replica ${coordinator.services.replicaId})`,
-  );
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.info(`${signal}: shutting down`);
+    // The bound: groups are handed over within SHUTDOWN_HANDOVER_MS, the rest must not hang.
+    setTimeout(() => {
+      logger.error('shutdown took longer than 5 s: exiting');
+      process.exit(1);
+    }, 5_000).unref();
     coordinator.close().then(
       () => process.exit(0),
       (error: unknown) => {

@@ -1,13 +1,19 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerOptions } from 'node:http';
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
+import { Cluster, Redis } from 'ioredis';
 import { GroupHost } from './actors/group-host.js';
+import { Forwarder } from './actors/ownership/forwarder.js';
+import { Replication } from './actors/ownership/replication.js';
+import { keyNames } from './store/keys.js';
+import { toErrorResponse } from './http/errors.js';
 import { isEmbedded, type Settings } from './config/settings.js';
 import { SettingsError } from './config/load.js';
 import { systemClock, type Clock } from './machines/clock.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
+import { RateLimitedLog } from './observability/rate-limited-log.js';
 import { createStore } from './store/index.js';
 import type { Store } from './store/store.js';
 import { createApp } from './http/app.js';
@@ -19,7 +25,7 @@ import { ROLES } from './http/auth/roles.js';
 import { TokenService } from './http/auth/tokens.js';
 import { UserDirectory } from './http/auth/users.js';
 import { allRoutes } from './http/routes/index.js';
-import type { Services } from './http/services.js';
+import type { ReplicaServices, Services } from './http/services.js';
 import { VERSION } from './version.js';
 
 export interface CoordinatorOptions {
@@ -70,6 +76,87 @@ async function buildUsers(
   ]);
 }
 
+/**
+ * The slow-client limits of `coordinator.http.*`. Node enforces the headers and request
+ * timeouts on a periodic sweep of open connections (every 30 s by default), so the sweep runs
+ * often enough for the shortest limit to be kept to within about half of it.
+ */
+export function httpServerOptions(settings: Settings): ServerOptions {
+  const headersTimeout = settings.http['headers-timeout'];
+  const requestTimeout = settings.http['request-timeout'];
+  const shortest = Math.min(...[headersTimeout, requestTimeout].filter((ms) => ms > 0));
+  return {
+    headersTimeout,
+    requestTimeout,
+    connectionsCheckingInterval: Number.isFinite(shortest)
+      ? Math.min(30_000, Math.max(10, Math.floor(shortest / 2)))
+      : 30_000,
+  };
+}
+
+/**
+ * Says at startup whether the store answers, so an unreachable Redis is in the log at once
+ * with its address and cause rather than only in the first failed request.
+ */
+function checkStoreAtStartup(store: Store, logger: Logger): void {
+  store.ping().then(
+    () => logger.info('store reachable', { store: store.kind }),
+    (error: unknown) =>
+      logger.error(
+        'store unreachable at startup: requests that need it answer 503 STORE_UNAVAILABLE until it is back',
+        {
+          error: error instanceof Error ? error.message : String(error),
+          ...((error as { details?: Record<string, unknown> }).details ?? {}),
+        },
+      ),
+  );
+}
+
+/** How long a shutdown waits for the groups to be handed over (then their leases expire). */
+export const SHUTDOWN_HANDOVER_MS = 3_000;
+
+function within(work: Promise<void>, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    void work.finally(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+/**
+ * `coordinator.http.advertised-url`, or where this replica can be reached: the bound address,
+ * or this machine's host name when bound to every interface (a warning says to set the URL).
+ */
+function advertisedUrlOf(settings: Settings, bound: AddressInfo, logger: Logger): string {
+  const given = settings.http['advertised-url'];
+  if (given) return given.replace(/\/+$/, '');
+  const wildcard = bound.address === '0.0.0.0' || bound.address === '::';
+  if (wildcard && !isEmbedded(settings)) {
+    logger.warn(
+      'coordinator.http.advertised-url is not set and the server listens on every interface: ' +
+        `advertising http://${hostname()}:${bound.port}; set the URL other replicas must use`,
+    );
+  }
+  const host = wildcard
+    ? hostname()
+    : bound.family === 'IPv6'
+      ? `[${bound.address}]`
+      : bound.address;
+  return `http://${host}:${bound.port}`;
+}
+
+/** The Redis connection leases are taken on (its own, so a slow store call never delays a renew). */
+function leaseClientOf(settings: Settings): Redis | Cluster {
+  const nodes = settings.store['cluster-nodes'];
+  const redisOptions = { maxRetriesPerRequest: 1, connectTimeout: 2_000 };
+  if (settings.store.type === 'redis-cluster' || (nodes && nodes.length > 0)) {
+    return new Cluster([...(nodes ?? [])], { redisOptions });
+  }
+  return new Redis(settings.store.url, redisOptions);
+}
+
 /** Builds every part from settings and starts listening. */
 export async function startCoordinator(
   settings: Settings,
@@ -98,11 +185,12 @@ export async function startCoordinator(
       auditMaxLen: settings.audit['max-len'],
     });
   const users = await buildUsers(settings, logger, options.onBootstrapPassword);
-  const host = new GroupHost({ store, settings, clock, metrics, logger, replicaId });
-  const services: Services = {
+  const services: {
+    -readonly [K in keyof Services]: Services[K];
+  } = {
     settings,
     store,
-    coordinator: host,
+    coordinator: null as unknown as GroupHost,
     tokens: new TokenService(jwtSecret, settings.security['token-ttl'], clock),
     users,
     throttle: new LoginThrottle(
@@ -113,26 +201,109 @@ export async function startCoordinator(
     audit: new AuditLog(store, clock),
     metrics,
     logger,
+    rateLimitedLog: new RateLimitedLog(logger, clock),
     clock,
     replicaId,
     version: VERSION,
   };
-  const app = createApp(services, allRoutes(settings, VERSION), jwtSecret);
+  const app = createApp(services, allRoutes(settings, VERSION));
   const fastPath = options.heartbeatFastPath === false ? null : createHeartbeatFastPath(services);
-  const server = createServer((req, res) => {
+  const server = createServer(httpServerOptions(settings), (req, res) => {
     if (!fastPath?.handle(req, res)) app(req, res);
   });
+  server.keepAliveTimeout = settings.http['keep-alive-timeout'];
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(settings.http.port, settings.http.host, () => resolve());
   });
-  host.start();
-  const port = (server.address() as AddressInfo).port;
-  const shownHost =
-    settings.http.host === '0.0.0.0' || settings.http.host === '::'
-      ? '127.0.0.1'
-      : settings.http.host;
+  const bound = server.address() as AddressInfo;
+  const port = bound.port;
+  const wildcard = settings.http.host === '0.0.0.0' || settings.http.host === '::';
+  const shownHost = wildcard ? '127.0.0.1' : settings.http.host;
   const url = `http://${shownHost}:${port}`;
+  const advertisedUrl = advertisedUrlOf(settings, bound, logger);
+  services.advertisedUrl = advertisedUrl;
+
+  // Several replicas on one store (DESIGN.md §8): registry, rendezvous owner, Redlock leases,
+  // forwarding. Embedded mode (memory store) is one replica with no leases.
+  let replication: Replication | null = null;
+  let leaseClient: Redis | Cluster | null = null;
+  let forwarder: Forwarder | null = null;
+  if (!isEmbedded(settings) && store.kind !== 'memory') {
+    leaseClient = leaseClientOf(settings);
+    leaseClient.on('error', () => undefined); // reported through the store's own client
+    replication = new Replication({
+      store,
+      self: { id: replicaId, url: advertisedUrl },
+      clients: [leaseClient],
+      leaseKey: (ref) => keyNames(settings.store['key-prefix']).lease(ref),
+      leaseTtlMs: settings.lease.ttl,
+      // A dead replica leaves the live set no later than its leases expire, so its groups are
+      // taken over within about one lease TTL (at most 5 s of registry TTL either way).
+      registryTtlMs: Math.min(5_000, settings.lease.ttl),
+      registryRefreshMs: Math.max(200, Math.floor(Math.min(5_000, settings.lease.ttl) / 3)),
+      metrics,
+      logger,
+    });
+    forwarder = new Forwarder({
+      replicaId,
+      secret: jwtSecret,
+      metrics,
+      writeError: (res, error) => {
+        const requestId = String(res.getHeader('X-Request-Id') ?? '');
+        const { status, body } = toErrorResponse(error, requestId);
+        const json = JSON.stringify(body);
+        res.writeHead(status, {
+          'Content-Type': 'application/json; charset=utf-8',
+          'Content-Length': Buffer.byteLength(json),
+        });
+        res.end(json);
+      },
+    });
+    const { ownership } = replication;
+    const live = replication;
+    const replicas: ReplicaServices = {
+      forwarder,
+      secret: jwtSecret,
+      ownerOf: (ref) => {
+        const owner = ownership.ownerOf(ref);
+        return owner.self ? replicaId : owner.owner;
+      },
+      urlOf: (id) => live.urlOf(id),
+      list: () => live.list(),
+    };
+    services.replicas = replicas;
+  }
+  const host = new GroupHost({
+    store,
+    settings,
+    clock,
+    metrics,
+    logger,
+    replicaId,
+    ...(replication ? { ownership: replication.ownership } : {}),
+  });
+  services.coordinator = host;
+  replication?.attach({
+    heldGroups: () => host.heldGroups(),
+    release: (ref) => host.release(ref),
+  });
+  host.start();
+  if (replication) {
+    await replication.start().catch((error: unknown) =>
+      logger.error('could not register in the replica registry; retrying every second', {
+        error: error instanceof Error ? error.message : String(error),
+      }),
+    );
+  }
+  const bindAddress =
+    bound.family === 'IPv6' ? `[${bound.address}]:${port}` : `${bound.address}:${port}`;
+  logger.info(
+    `stream-coordinator listening on ${url} (bound to ${bindAddress}, store ${store.kind}` +
+      `${isEmbedded(settings) ? ', embedded' : ''}, replica ${replicaId}, advertised ${advertisedUrl})`,
+    { bindAddress, url, advertisedUrl },
+  );
+  if (store.kind !== 'memory') checkStoreAtStartup(store, logger);
   let closed = false;
   return {
     url,
@@ -143,9 +314,13 @@ export async function startCoordinator(
     async close() {
       if (closed) return;
       closed = true;
+      // Hand every group over while still answering (forwarding to the new owners), bounded.
+      if (replication) await within(replication.leave(), SHUTDOWN_HANDOVER_MS);
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      forwarder?.close();
       await host.close();
+      leaseClient?.disconnect();
       await store.close();
     },
   };

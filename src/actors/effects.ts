@@ -1,9 +1,16 @@
 import type { Effect } from '../machines/context.js';
-import type { Logger } from '../observability/logger.js';
+import { groupLogFields, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { GroupRef } from '../machines/types.js';
 
 /** Turns what a group actor reports it did into metrics and log lines (never store writes). */
-export function applyEffects(effects: readonly Effect[], metrics: Metrics, logger: Logger): void {
+export function applyEffects(
+  effects: readonly Effect[],
+  metrics: Metrics,
+  logger: Logger,
+  ref: GroupRef,
+): void {
+  const group = groupLogFields(ref);
   for (const effect of effects) {
     switch (effect.type) {
       case 'MEMBER_EXPIRED':
@@ -15,6 +22,7 @@ export function applyEffects(effects: readonly Effect[], metrics: Metrics, logge
       case 'ROLLBACK_SIGNAL':
         metrics.metadataVersionRegression.inc({ source: effect.source });
         logger.warn('client reported a higher version than stored (rollback signal)', {
+          ...group,
           ...effect,
         });
         break;
@@ -23,29 +31,29 @@ export function applyEffects(effects: readonly Effect[], metrics: Metrics, logge
         break;
       case 'INVARIANT_VIOLATION':
         metrics.invariantViolations.inc({ invariant: effect.invariant });
-        logger.error('group invariant violation refused', { ...effect });
+        logger.error('group invariant violation refused', { ...group, ...effect });
         break;
       case 'EVENT_FAILED':
-        logger.error('group event failed', { ...effect });
+        logger.error('group event failed', { ...group, ...effect });
         break;
       case 'MIGRATION_STARTED':
         metrics.migrationsStarted.inc({ kind: effect.kind });
-        logger.info('migration started', { ...effect });
+        logger.info('migration started', { ...group, ...effect });
         break;
       case 'MIGRATION_CONVERGED':
         metrics.migrationDuration.observe(effect.durationMs / 1000);
-        logger.info('migration converged', { ...effect });
+        logger.info('migration converged', { ...group, ...effect });
         break;
       case 'MIGRATION_COMPLETED':
         metrics.migrationsCompleted.inc();
-        logger.info('migration completed', { ...effect });
+        logger.info('migration completed', { ...group, ...effect });
         break;
       case 'MIGRATION_ROLLED_BACK':
         metrics.migrationsRolledBack.inc();
-        logger.info('migration rolled back', { ...effect });
+        logger.info('migration rolled back', { ...group, ...effect });
         break;
       default:
-        logger.debug('group effect', { ...effect });
+        logger.debug('group effect', { ...group, ...effect });
         break;
     }
   }

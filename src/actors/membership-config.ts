@@ -22,5 +22,6 @@ export function membershipConfigFrom(settings: Settings): MembershipConfig {
     rollbackWindowMs: settings.migration['rollback-window'],
     coordinationVersionMin: settings['coordination-version'].min,
     coordinationVersionMax: settings['coordination-version'].max,
+    maxMembersPerGroup: settings.limits['max-members-per-group'],
   };
 }

@@ -1,8 +1,21 @@
 import type { GroupContext } from '../machines/context.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
 import type { GroupRef } from '../machines/types.js';
+import type { StatechartView } from './statechart-view.js';
+import type {
+  AssignmentsView,
+  GroupSummaryView,
+  GroupView,
+  MembersView,
+  MigrationsView,
+  MigrationView,
+  RoutingView,
+} from './views.js';
 
-/** A read of one group's actor: its context and where the statechart is. */
+/**
+ * A read of one group's actor: its context and where the statechart is. Internal to
+ * `src/actors/`: `http/` gets the view objects of `views.ts` built from it.
+ */
 export interface GroupSnapshot {
   readonly context: GroupContext;
   /** XState state value, e.g. `{ lifecycle: 'active', membership: 'stable' }`. */
@@ -48,13 +61,35 @@ export type RecoveryRequest =
   | ({ readonly action: 'RESUME' } & ChangeRequest)
   | ({ readonly action: 'RECREATE'; readonly shardCount: number } & ChangeRequest);
 
-/** The actor system as the HTTP layer sees it. */
+/** What an admin command (or a desired-state PUT) gives back: the group, and a started migration. */
+export interface CommandOutcome {
+  readonly group: GroupView;
+  /** The migration a SCALE or ROLLBACK started; null for other commands. */
+  readonly migration: MigrationView | null;
+}
+
+/** The actor system as the HTTP layer sees it: plain view objects, never the machine context. */
 export interface GroupCoordinator {
-  createGroup(ref: GroupRef, shardCount: number): Promise<GroupSnapshot>;
-  /** The group's snapshot; `GROUP_NOT_FOUND` when it does not exist. */
-  getGroup(ref: GroupRef): Promise<GroupSnapshot>;
+  /** How many groups this replica holds now. */
+  groupsOwned(): number;
+  createGroup(ref: GroupRef, shardCount: number): Promise<GroupView>;
+  /** The group's view; `GROUP_NOT_FOUND` when it does not exist. */
+  getGroup(ref: GroupRef): Promise<GroupView>;
+  getMembers(ref: GroupRef): Promise<MembersView>;
+  getAssignments(ref: GroupRef): Promise<AssignmentsView>;
+  getMigrations(ref: GroupRef): Promise<MigrationsView>;
+  getStatechart(ref: GroupRef): Promise<StatechartView>;
+  /**
+   * Producer routing metadata; `GROUP_FAILED_CLOSED` when the group failed closed. With
+   * `wait`, resolves once the metadataVersion exceeds `afterVersion` (or it failed closed), or
+   * after `waitMs` with the group as it is: the routing long poll.
+   */
+  getRouting(
+    ref: GroupRef,
+    wait?: { readonly afterVersion: number; readonly waitMs: number },
+  ): Promise<RoutingView>;
   listGroups(options: { cursor?: string | undefined; limit: number }): Promise<{
-    groups: GroupSnapshot[];
+    groups: GroupSummaryView[];
     nextCursor: string | null;
   }>;
   /** Desired state: create the group, leave it (same shard count) or start a migration. */
@@ -62,25 +97,13 @@ export interface GroupCoordinator {
     ref: GroupRef,
     shardCount: number,
     change: ChangeRequest,
-  ): Promise<{
-    outcome: 'CREATED' | 'UNCHANGED' | 'MIGRATION_STARTED';
-    snapshot: GroupSnapshot;
-    migration?: unknown;
-  }>;
+  ): Promise<{ outcome: 'CREATED' | 'UNCHANGED' | 'MIGRATION_STARTED' } & CommandOutcome>;
   deleteGroup(ref: GroupRef, options: { force: boolean }): Promise<void>;
-  /** Runs an admin command; resolves with the machine's reply or throws its error. */
-  command(
-    ref: GroupRef,
-    command: AdminCommand,
-  ): Promise<{ reply: unknown; snapshot: GroupSnapshot }>;
+  /** Runs an admin command; resolves with the group after it, or throws the machine's error. */
+  command(ref: GroupRef, command: AdminCommand): Promise<CommandOutcome>;
   heartbeat(ref: GroupRef, request: HeartbeatRequest): Promise<HeartbeatReply>;
   /** Brings a failed-closed group back: RESUME the stored metadata or RECREATE a new lifecycle. */
-  recover(ref: GroupRef, request: RecoveryRequest): Promise<GroupSnapshot>;
-  /**
-   * Resolves with the group once its metadataVersion exceeds `afterVersion` (or it failed
-   * closed), or after `waitMs` with the group as it is: the routing long poll.
-   */
-  waitForVersion(ref: GroupRef, afterVersion: number, waitMs: number): Promise<GroupSnapshot>;
+  recover(ref: GroupRef, request: RecoveryRequest): Promise<GroupView>;
   /** Follows a group's transitions; resolves with the unsubscribe function. */
   subscribe(ref: GroupRef, listener: (transition: GroupTransition) => void): Promise<() => void>;
   /** A producer reported the metadata version it has seen (header X-Observed-Metadata-Version). */

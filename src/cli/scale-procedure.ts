@@ -1,6 +1,12 @@
 import type { ChangeMeta, CoordinatorClient } from '../client/index.js';
 import type { Progress } from './backup.js';
 
+/** The calls the procedure makes (the CLI's API, or a {@link CoordinatorClient}). */
+export type ScaleCalls = Pick<
+  CoordinatorClient,
+  'pauseProducers' | 'resumeProducers' | 'scale' | 'routing'
+>;
+
 export interface DuplicateSensitiveScale {
   readonly streamPrefix: string;
   readonly consumerGroup: string;
@@ -23,7 +29,7 @@ export interface DuplicateSensitiveScale {
  * unconfirmed shard count is what the procedure exists to avoid) and the error says so.
  */
 export async function scaleDuplicateSensitive(
-  client: CoordinatorClient,
+  client: ScaleCalls,
   plan: DuplicateSensitiveScale,
 ): Promise<string> {
   const { streamPrefix: sp, consumerGroup: cg, change, progress } = plan;
@@ -45,7 +51,7 @@ export async function scaleDuplicateSensitive(
       const left = deadline - Date.now();
       if (left <= 0)
         throw new Error(
-          `routing still shows shardCount ${routing.shardCount}; producers stay paused`,
+          `routing still shows shardCount ${routing.shardCount}; producers stay paused\n  what to do: check \`coordctl describe ${sp}:${cg}\`, then \`coordctl producers resume ${sp}:${cg}\``,
         );
       routing = await client.routing(sp, cg, {
         afterVersion: routing.metadataVersion,

@@ -1,25 +1,41 @@
+import type { ErrorCode } from '../errors.js';
+
 /**
- * The wire error of the coordinator as a class: the one place the client maps the HTTP error
- * body (`{"error": {code, message, requestId, details}}`) back to a typed error.
+ * The error codes the coordinator answers with (`src/errors.ts`), open-ended so a client older
+ * than its server still carries codes it does not know yet.
+ */
+export type CoordinatorErrorCode = ErrorCode | (string & {});
+
+/**
+ * An error answer of the coordinator (`{"error": {code, message, requestId, details}}`) as a
+ * class. {@link CoordinatorApiError.fromResponse} is the one place the client maps the wire
+ * back to a class, mirroring the server's mapping in `src/http/errors.ts`.
  */
 export class CoordinatorApiError extends Error {
-  override readonly name = 'CoordinatorApiError';
+  override readonly name: string = 'CoordinatorApiError';
 
   constructor(
+    /** HTTP status of the answer. */
     readonly status: number,
-    readonly code: string,
+    /** The server's UPPER_SNAKE error code, or `HTTP_<status>` for a body without one. */
+    readonly code: CoordinatorErrorCode,
     message: string,
+    /** The request id the server answered with (quote it when asking an operator). */
     readonly requestId: string | null,
+    /** Structured details the server attached (never secrets). */
     readonly details?: Readonly<Record<string, unknown>>,
+    /** What the `Retry-After` header asked for, in milliseconds, if anything. */
+    readonly retryAfterMs: number | null = null,
   ) {
     super(message);
   }
 
-  /** Builds the error from a non-2xx response body (any shape). */
+  /** Builds the error class matching a non-2xx answer (any body shape). */
   static fromResponse(
     status: number,
     body: unknown,
     requestId: string | null,
+    retryAfter: string | null = null,
   ): CoordinatorApiError {
     const error = (
       body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | null
@@ -30,6 +46,114 @@ export class CoordinatorApiError extends Error {
       error?.details && typeof error.details === 'object'
         ? (error.details as Record<string, unknown>)
         : undefined;
-    return new CoordinatorApiError(status, code, message, requestId, details);
+    const args = [status, code, message, requestId, details, parseRetryAfter(retryAfter)] as const;
+    switch (status) {
+      case 400:
+      case 413:
+      case 415:
+        return new InvalidRequestError(...args);
+      case 401:
+        return new AuthenticationError(...args);
+      case 403:
+        return new PermissionDeniedError(...args);
+      case 404:
+        return new NotFoundError(...args);
+      case 409:
+        return new ConflictError(...args);
+      case 429:
+        return new RateLimitedError(...args);
+      case 502:
+      case 503:
+      case 504:
+        return new UnavailableError(...args);
+      default:
+        return new CoordinatorApiError(...args);
+    }
   }
+}
+
+/** 400, 413, 415: the request itself is wrong; repeating it will not help. */
+export class InvalidRequestError extends CoordinatorApiError {
+  override readonly name = 'InvalidRequestError';
+}
+
+/** 401: no token, a bad one, an expired one, or wrong credentials. */
+export class AuthenticationError extends CoordinatorApiError {
+  override readonly name = 'AuthenticationError';
+}
+
+/** 403: the principal lacks the role or group, or (`MEMBER_ID_IN_USE`) another principal owns the member id. */
+export class PermissionDeniedError extends CoordinatorApiError {
+  override readonly name = 'PermissionDeniedError';
+}
+
+/** 404: unknown group or migration. */
+export class NotFoundError extends CoordinatorApiError {
+  override readonly name = 'NotFoundError';
+}
+
+/** 409: the group's state refuses the request (`GROUP_FULL`, `MIGRATION_IN_PROGRESS`, ...). */
+export class ConflictError extends CoordinatorApiError {
+  override readonly name = 'ConflictError';
+}
+
+/** 429: logins throttled. */
+export class RateLimitedError extends CoordinatorApiError {
+  override readonly name = 'RateLimitedError';
+}
+
+/**
+ * 502/503/504: store down, group failed closed (`GROUP_FAILED_CLOSED`), or its owner replica
+ * unreachable or moving. Nothing was decided; `retryAfterMs` says when to ask again.
+ */
+export class UnavailableError extends CoordinatorApiError {
+  override readonly name = 'UnavailableError';
+}
+
+/**
+ * The coordinator could not be reached at all (no HTTP answer): says which URL and why
+ * (`ECONNREFUSED`, `ENOTFOUND`, a timeout).
+ */
+export class CoordinatorUnreachableError extends Error {
+  override readonly name = 'CoordinatorUnreachableError';
+
+  constructor(
+    readonly url: string,
+    readonly reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`cannot reach the coordinator at ${url}: ${reason}`, options);
+  }
+
+  /** Builds the error from what `fetch` rejected with. */
+  static fromFetchError(
+    url: string,
+    error: unknown,
+    timeoutMs: number,
+  ): CoordinatorUnreachableError {
+    return new CoordinatorUnreachableError(url, reasonOf(error, timeoutMs), { cause: error });
+  }
+}
+
+function reasonOf(error: unknown, timeoutMs: number): string {
+  const e = error as { name?: unknown; message?: unknown; cause?: unknown } | null;
+  if (e?.name === 'TimeoutError') return `no answer within ${timeoutMs} ms`;
+  // undici: TypeError('fetch failed') whose cause is the socket error (or an AggregateError
+  // of one per address tried), carrying the system code.
+  const cause = e?.cause as { code?: unknown; message?: unknown; errors?: unknown } | undefined;
+  const first = Array.isArray(cause?.errors)
+    ? (cause.errors[0] as { code?: unknown } | undefined)
+    : undefined;
+  const code = cause?.code ?? first?.code;
+  if (typeof code === 'string') return code;
+  if (typeof cause?.message === 'string' && cause.message) return cause.message;
+  return typeof e?.message === 'string' ? e.message : String(error);
+}
+
+/** `Retry-After` in seconds (or an HTTP date) as milliseconds; null when absent or unreadable. */
+export function parseRetryAfter(value: string | null): number | null {
+  if (value === null || value.trim() === '') return null;
+  if (/^\d+(\.\d+)?$/.test(value.trim())) return Math.round(Number(value) * 1000);
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - Date.now());
 }

@@ -1,6 +1,39 @@
+/**
+ * The SDK of stream-coordinator (`stream-coordinator/client`): a client of the coordinator's
+ * HTTP API, a consumer runtime and a producer for its sharded Redis streams.
+ */
 export {
   CoordinatorClient,
   type ChangeMeta,
   type CoordinatorClientOptions,
+  type GroupRef,
+  type HeartbeatReply,
+  type HeartbeatRequest,
+  type PasswordAuthOptions,
+  type RequestOptions,
+  type RoutingMetadata,
+  type TokenAuthOptions,
 } from './coordinator-client.js';
-export { CoordinatorApiError } from './errors.js';
+export {
+  Consumer,
+  type ConsumerEvents,
+  type ConsumerOptions,
+  type FencedEvent,
+  type HeartbeatTransport,
+} from './consumer.js';
+export { Producer, type ProducerOptions, type RoutingSource, type SendResult } from './producer.js';
+export type { ConsumerMessage, MessageHandler } from './shard-reader.js';
+export type { RedisOption } from './redis-connection.js';
+export {
+  AuthenticationError,
+  ConflictError,
+  CoordinatorApiError,
+  CoordinatorUnreachableError,
+  InvalidRequestError,
+  NotFoundError,
+  PermissionDeniedError,
+  RateLimitedError,
+  UnavailableError,
+  type CoordinatorErrorCode,
+} from './errors.js';
+export type { RetryOptions } from './retry.js';

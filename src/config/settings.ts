@@ -30,8 +30,27 @@ export const settingsSchema = z.object({
       port: int(8080, 0, 65535),
       host: z.string().default('0.0.0.0'),
       'advertised-url': z.string().url().optional(),
+      /** Time to receive a request's headers; 0: no limit. */
+      'headers-timeout': duration('10s'),
+      /**
+       * Time to receive a whole request (headers and body); 0: no limit. Node applies it to
+       * receiving only, so long polls and event streams answering later are not cut.
+       */
+      'request-timeout': duration('30s'),
+      /** An idle keep-alive connection is closed after this. */
+      'keep-alive-timeout': duration('5s'),
     })
-    .prefault({}),
+    .prefault({})
+    .refine(
+      (http) =>
+        http['request-timeout'] === 0 ||
+        http['headers-timeout'] === 0 ||
+        http['headers-timeout'] <= http['request-timeout'],
+      {
+        message: 'must not exceed coordinator.http.request-timeout',
+        path: ['headers-timeout'],
+      },
+    ),
   store: z
     .object({
       type: z.enum(['memory', 'redis', 'redis-cluster']).default('memory'),
@@ -85,6 +104,7 @@ export const settingsSchema = z.object({
     .object({
       'max-shard-count': int(1024, 1, 1_000_000),
       'max-body-bytes': int(65_536, 1024, 16 * 1024 * 1024),
+      'max-members-per-group': int(10_000, 1, 1_000_000),
     })
     .prefault({}),
   log: z

@@ -1,25 +1,30 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { CoordinatorError } from '../errors.js';
+import { isAdminPath } from './admin-path.js';
+import { assertRequestGroupPermitted } from './auth/group-scope.js';
 import { authenticate, createPassport } from './auth/passport.js';
+import { assertAnyRole } from './auth/roles.js';
 import { requestContext } from './request-context.js';
-import { bodyMiddleware, requestIdMiddleware, send, sendError } from './pipeline.js';
+import { forwardMoved, setOwnerHeader } from './forwarding.js';
+import { auditOnce, bodyMiddleware, requestIdMiddleware, send, sendError } from './pipeline.js';
 import { validate, type RouteSpec } from './route.js';
 import type { Services } from './services.js';
+import { mountUi } from './ui.js';
 
 /**
  * The express app: request id → per route (identify → body → authenticate → authorise →
  * validate → handler) → response (audited on admin routes). Every error leaves as DESIGN.md §9's shape.
  */
-export function createApp(
-  services: Services,
-  routes: readonly RouteSpec[],
-  jwtSecret: string,
-): express.Express {
+export function createApp(services: Services, routes: readonly RouteSpec[]): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
   app.set('query parser', 'simple');
-  const passport = createPassport(jwtSecret);
+  // One spelling per route (DESIGN.md §9): `/COORD/…` and `…/groups/` match nothing.
+  app.set('case sensitive routing', true);
+  app.set('strict routing', true);
+  // The token verifier of the heartbeat fast path too: one verifier, one verified-token cache.
+  const passport = createPassport(services.tokens);
 
   app.use(requestIdMiddleware(services));
   const body = bodyMiddleware(services.settings.limits['max-body-bytes']);
@@ -27,12 +32,17 @@ export function createApp(
   for (const spec of routes) {
     // The route is known before the body is read, so even a request refused for its body
     // (413, 415, bad JSON) is audited with its operation and group.
+    const adminRoute = isAdminPath(spec.path);
     const identify = (req: Request, res: Response, next: NextFunction): void => {
       const ctx = requestContext(res);
       ctx.operation = spec.operation ?? null;
+      // Belt and braces: a request an admin route serves is audited whatever its path said.
+      if (adminRoute && !ctx.forwarded) ctx.audited = true;
       const params = req.params as Record<string, string>;
       if (params.stream !== undefined) ctx.streamPrefix = params.stream.slice(0, 512);
       if (params.group !== undefined) ctx.consumerGroup = params.group.slice(0, 512);
+      // Before the handler: an event stream writes its head itself.
+      setOwnerHeader(services, res, params.stream, params.group);
       next();
     };
     app[spec.method](spec.path, identify, ...body, async (req: Request, res: Response) => {
@@ -42,13 +52,7 @@ export function createApp(
         if (spec.roles) {
           principal = await authenticate(passport, req, res);
           ctx.principal = principal;
-          const granted = principal.roles;
-          if (!spec.roles.some((role) => granted.includes(role))) {
-            throw new CoordinatorError(
-              'FORBIDDEN',
-              `this call needs one of the roles ${spec.roles.join(', ')}`,
-            );
-          }
+          assertAnyRole(principal, spec.roles);
         }
         const input = {
           params: spec.params ? validate(spec.params, req.params, 'path') : req.params,
@@ -60,14 +64,25 @@ export function createApp(
           res,
           services,
         };
+        // After role and validation, before the handler looks anything up: a group outside a
+        // scoped token's `groups` is refused the same whether it exists or not.
+        if (principal) assertRequestGroupPermitted(principal, input.params, input.body);
         if (ctx.audited && spec.method !== 'get') await services.coordinator.assertWritable();
         const result = await spec.handler(input);
         await send(services, req, res, result);
       } catch (error) {
-        await sendError(services, req, res, error);
+        // Another replica owns the group: its answer is passed on (audited here, once).
+        const forwarded = await forwardMoved(services, req, res, error, {
+          requestId: ctx.requestId,
+          body: ctx.rawBody,
+          beforeResponse: (status) => auditOnce(services, req, res, status),
+        });
+        if (!forwarded) await sendError(services, req, res, error);
       }
     });
   }
+
+  mountUi(app);
 
   app.use(async (req: Request, res: Response) => {
     await sendError(

@@ -11,12 +11,15 @@ const STATUS: Record<ErrorCode, number> = {
   TOKEN_EXPIRED: 401,
   INVALID_CREDENTIALS: 401,
   FORBIDDEN: 403,
+  MEMBER_ID_IN_USE: 403,
+  GROUP_NOT_PERMITTED: 403,
   NOT_FOUND: 404,
   GROUP_NOT_FOUND: 404,
   MIGRATION_NOT_FOUND: 404,
   GROUP_EXISTS: 409,
   GROUP_FROZEN: 409,
   GROUP_HAS_MEMBERS: 409,
+  GROUP_FULL: 409,
   GROUP_NOT_FAILED_CLOSED: 409,
   GROUP_NOT_FROZEN: 409,
   GROUP_FAILED_CLOSED_ADMIN: 409,
@@ -32,6 +35,10 @@ const STATUS: Record<ErrorCode, number> = {
   GROUP_FAILED_CLOSED: 503,
   AUDIT_UNAVAILABLE: 503,
   METADATA_CORRUPT: 503,
+  GROUP_MOVED: 503,
+  LEASE_NOT_HELD: 503,
+  OWNER_UNAVAILABLE: 503,
+  OWNER_MOVING: 503,
   INTERNAL: 500,
 };
 
@@ -77,6 +84,8 @@ export function asCoordinatorError(error: unknown): CoordinatorError {
       return new CoordinatorError('PAYLOAD_TOO_LARGE', 'request body is too large');
     if (e.type === 'entity.parse.failed')
       return new CoordinatorError('INVALID_JSON', 'request body is not valid JSON');
+    if (e.type === 'request.aborted')
+      return new CoordinatorError('VALIDATION_FAILED', 'the client aborted the request');
     if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported')
       return new CoordinatorError('UNSUPPORTED_MEDIA_TYPE', 'unsupported body encoding');
     const status = e.status ?? e.statusCode;

@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CoordinatorError } from '../errors.js';
-import { bearerToken, noBearerTokenError } from './auth/passport.js';
-import type { Principal } from './auth/roles.js';
+import { assertGroupPermitted } from './auth/group-scope.js';
+import { principalOfRequest } from './auth/passport.js';
+import { assertAnyRole } from './auth/roles.js';
+import { acceptForwarded, forwardMoved, setOwnerHeader } from './forwarding.js';
 import { errorResult, parseJsonBody, requestIdOf } from './pipeline.js';
 import { validate, type HandlerResult } from './route.js';
 import {
@@ -31,9 +32,10 @@ const TEMPLATE = HEARTBEAT_PATH.split('/');
 const PREFIX = HEARTBEAT_PATH.slice(0, HEARTBEAT_PATH.indexOf(':'));
 
 /**
- * The path parameters of a heartbeat URL in its canonical form, or null. Anything else that
- * express would still route (a trailing slash, other letter case, a parameter that is not
- * valid percent-encoding) is left to express, which answers it as before.
+ * The path parameters of a heartbeat URL, or null. Express routes case-sensitively and
+ * strictly (no trailing slash, DESIGN.md §9), so this matches exactly what its heartbeat route
+ * matches; a parameter that is not valid percent-encoding, and an absolute-form URL, are left
+ * to express, which answers them (400, or the heartbeat itself).
  */
 function matchHeartbeat(url: string): Record<string, string> | null {
   const query = url.indexOf('?');
@@ -91,18 +93,15 @@ function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
         resolve(chunks.length === 1 && chunks[0] ? chunks[0] : Buffer.concat(chunks, size));
       }
     });
-    req.on('error', (error) => {
+    // A request stream fails or closes early only when the client went away (node reports it
+    // as an `aborted` ECONNRESET error): as raw-body does, a 400-class abort, not a failure.
+    const aborted = () => {
+      if (done) return;
       done = true;
-      reject(error);
-    });
-    req.on('close', () => {
-      // As raw-body reports it: a 400-class error, not a server failure to log as one.
-      if (!done) {
-        reject(
-          Object.assign(new Error('request aborted'), { type: 'request.aborted', status: 400 }),
-        );
-      }
-    });
+      reject(Object.assign(new Error('request aborted'), { type: 'request.aborted', status: 400 }));
+    };
+    req.on('error', aborted);
+    req.on('close', aborted);
   });
 }
 
@@ -124,19 +123,13 @@ function write(res: ServerResponse, result: HandlerResult): void {
  * The heartbeat lean path (DESIGN.md §12): serves only `POST` on the canonical heartbeat URL,
  * with the steps and answers of the express pipeline in the same order — request id, bounded
  * raw body (413), JSON (415/400), bearer token through `TokenService` and its verified-token
- * cache (401), role CONSUMER (403), the route's zod schemas (400), then the heartbeat itself
+ * cache (401), role CONSUMER (403), the route's zod schemas (400), the token's group scope (403), then the heartbeat itself
  * through the function the express route calls ({@link answerHeartbeat}). Bodies with a
  * `Content-Encoding` (which express inflates) are left to express. The one difference: no
  * `ETag` header (express adds a weak one to every body; it means nothing on a POST answer).
  */
 export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
   const maxBytes = services.settings.limits['max-body-bytes'];
-
-  function authenticate(req: IncomingMessage): Principal {
-    const token = bearerToken(req);
-    if (!token) throw noBearerTokenError(req.headers.authorization);
-    return services.tokens.verify(token);
-  }
 
   async function serve(
     req: IncomingMessage,
@@ -146,22 +139,22 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     requestId: string,
   ): Promise<void> {
     let result: HandlerResult;
+    let bytes: Buffer | null = null;
     try {
-      const bytes = await readBody(req, maxBytes);
+      bytes = await readBody(req, maxBytes);
       const body =
         bytes.length === 0 ? undefined : parseJsonBody(bytes, req.headers['content-type']);
-      const principal = authenticate(req);
-      if (!HEARTBEAT_ROLES.some((role) => principal.roles.includes(role))) {
-        throw new CoordinatorError(
-          'FORBIDDEN',
-          `this call needs one of the roles ${HEARTBEAT_ROLES.join(', ')}`,
-        );
-      }
+      const principal = principalOfRequest(services.tokens, req);
+      assertAnyRole(principal, HEARTBEAT_ROLES);
       const params = validate(groupParamsSchema, rawParams, 'path');
       const heartbeat = validate(heartbeatBodySchema, body ?? {}, 'body');
-      result = { status: 200, body: await answerHeartbeat(services, params, heartbeat) };
+      assertGroupPermitted(principal, params.stream, params.group);
+      result = { status: 200, body: await answerHeartbeat(services, principal, params, heartbeat) };
     } catch (error) {
-      result = errorResult(services, { method: 'POST', path, requestId }, error);
+      // Another replica owns the group: forwarded there, its answer passed on.
+      if (await forwardMoved(services, req, res, error, { requestId, body: bytes })) return;
+      const group = { streamPrefix: rawParams.stream, consumerGroup: rawParams.group };
+      result = errorResult(services, { method: 'POST', path, requestId, ...group }, error);
     }
     write(res, result);
   }
@@ -177,6 +170,8 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       const requestId = requestIdOf(req.headers['x-request-id'] as string | undefined);
       res.setHeader('X-Request-Id', requestId);
       res.setHeader(FAST_PATH_HEADER, 'fast');
+      acceptForwarded(services, req);
+      setOwnerHeader(services, res, params.stream, params.group);
       const query = url.indexOf('?');
       const path = query === -1 ? url : url.slice(0, query);
       serve(req, res, path, params, requestId).catch((error: unknown) => {

@@ -1,7 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { CoordinatorError } from '../errors.js';
+import { OWNER_HEADER } from '../actors/ownership/forwarder.js';
+import { isAdminPath } from './admin-path.js';
+import { acceptForwarded, setOwnerHeader } from './forwarding.js';
 import { toErrorResponse } from './errors.js';
+import { logRequestFailure, type FailedRequest } from './failure-log.js';
 import { requestContext, type RequestContext } from './request-context.js';
 import type { HandlerResult } from './route.js';
 import type { Principal } from './auth/roles.js';
@@ -19,13 +23,18 @@ export function requestIdMiddleware(services: Services) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const requestId = requestIdOf(req.get('x-request-id'));
     res.setHeader('X-Request-Id', requestId);
+    const forwarded = acceptForwarded(services, req);
     const ctx: RequestContext = {
       requestId,
       startedAt: services.clock.now(),
       rawBody: null,
       body: undefined,
       principal: null,
-      audited: req.path.startsWith('/coord/v1/admin/') || req.path === '/coord/v1/admin',
+      // Decided on the normalised path, not by route matching: no spelling escapes the audit.
+      // A request another replica forwarded was audited there, with the answer given here.
+      audited: !forwarded && isAdminPath(req.path),
+      forwarded,
+      auditWritten: false,
       streamPrefix: null,
       consumerGroup: null,
       operation: null,
@@ -91,8 +100,44 @@ function principalOfHeader(services: Services, req: Request): Principal | null {
 }
 
 /**
- * Sends a response. On admin requests the audit record is written first; if it cannot be
- * written the caller gets 503 AUDIT_UNAVAILABLE instead.
+ * Writes the one audit record of an admin request (once, whoever calls first) with the status
+ * of its answer, counted in `coord_admin_requests_total`. Returns `AUDIT_UNAVAILABLE` when the
+ * record could not be written (the caller answers that instead), else null. Also used for a
+ * request forwarded to the owner: the receiving replica audits it with the owner's status.
+ */
+export async function auditOnce(
+  services: Services,
+  req: Request,
+  res: Response,
+  status: number,
+): Promise<CoordinatorError | null> {
+  const ctx = requestContext(res);
+  if (!ctx.audited || ctx.auditWritten) return null;
+  ctx.auditWritten = true;
+  ctx.principal ??= principalOfHeader(services, req);
+  let failed: CoordinatorError | null = null;
+  try {
+    await services.audit.write(services.audit.build(req, ctx, status));
+  } catch (error) {
+    services.logger.error('audit record could not be written', {
+      requestId: ctx.requestId,
+      ...(ctx.streamPrefix ? { streamPrefix: ctx.streamPrefix } : {}),
+      ...(ctx.consumerGroup ? { consumerGroup: ctx.consumerGroup } : {}),
+      error: String(error),
+    });
+    failed = new CoordinatorError('AUDIT_UNAVAILABLE', 'the audit record could not be written');
+  }
+  services.metrics.adminRequests.inc({
+    operation: ctx.operation ?? 'unknown',
+    status: String(failed ? toErrorResponse(failed, ctx.requestId).status : status),
+  });
+  return failed;
+}
+
+/**
+ * Sends a response. On admin requests the audit record is written first, once per request
+ * even if a failed send is followed by an error reply, and counted in
+ * `coord_admin_requests_total`; if it cannot be written the caller gets 503 AUDIT_UNAVAILABLE.
  */
 export async function send(
   services: Services,
@@ -102,26 +147,19 @@ export async function send(
 ): Promise<void> {
   const ctx = requestContext(res);
   let { status, body } = result;
-  if (ctx.audited) {
-    ctx.principal ??= principalOfHeader(services, req);
-    try {
-      await services.audit.write(services.audit.build(req, ctx, status));
-    } catch (error) {
-      services.logger.error('audit record could not be written', {
-        requestId: ctx.requestId,
-        error: String(error),
-      });
-      ({ status, body } = toErrorResponse(
-        new CoordinatorError('AUDIT_UNAVAILABLE', 'the audit record could not be written'),
-        ctx.requestId,
-      ));
-    }
-    services.metrics.adminRequests.inc({
-      operation: ctx.operation ?? 'unknown',
-      status: String(status),
-    });
-  }
+  const failed = await auditOnce(services, req, res, status);
+  if (failed) ({ status, body } = toErrorResponse(failed, ctx.requestId));
   if (res.headersSent) return;
+  if (!res.hasHeader(OWNER_HEADER)) {
+    const named = (ctx.body ?? {}) as { streamPrefix?: unknown; consumerGroup?: unknown };
+    const text = (value: unknown) => (typeof value === 'string' ? value : null);
+    setOwnerHeader(
+      services,
+      res,
+      ctx.streamPrefix ?? text(named.streamPrefix),
+      ctx.consumerGroup ?? text(named.consumerGroup),
+    );
+  }
   for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, value);
   if (body === undefined) res.status(status).end();
   else res.status(status).json(body);
@@ -129,28 +167,23 @@ export async function send(
 
 /**
  * The response to a failed request: status, error body and `Retry-After` when the error says
- * when to retry; 5xx are logged. Shared by express and the heartbeat fast path.
+ * when to retry; logged as {@link logRequestFailure} decides. Shared by express and the
+ * heartbeat fast path.
  */
 export function errorResult(
   services: Services,
-  request: { readonly method: string; readonly path: string; readonly requestId: string },
+  request: FailedRequest,
   error: unknown,
 ): HandlerResult {
   const { status, body } = toErrorResponse(error, request.requestId);
-  if (status >= 500) {
-    const log = status === 500 ? 'error' : 'warn';
-    services.logger[log]('request failed', {
-      requestId: request.requestId,
-      method: request.method,
-      path: request.path,
-      code: body.error.code,
-      error: error instanceof Error ? (error.stack ?? error.message) : String(error),
-    });
-  }
+  logRequestFailure(services, request, status, body.error.code, error);
   const headers: Record<string, string> = {};
   const retryAfter = (body.error.details as { retryAfterSeconds?: number } | undefined)
     ?.retryAfterSeconds;
+  // Every 503 says when to try again: the store, the group's owner or the group itself is
+  // expected back shortly (a moving group, a restart, a failover).
   if (retryAfter !== undefined) headers['Retry-After'] = String(retryAfter);
+  else if (status === 503) headers['Retry-After'] = '1';
   return { status, body, headers };
 }
 
@@ -160,11 +193,15 @@ export async function sendError(
   res: Response,
   error: unknown,
 ): Promise<void> {
-  const { requestId } = requestContext(res);
+  const { requestId, streamPrefix, consumerGroup } = requestContext(res);
   await send(
     services,
     req,
     res,
-    errorResult(services, { method: req.method, path: req.path, requestId }, error),
+    errorResult(
+      services,
+      { method: req.method, path: req.path, requestId, streamPrefix, consumerGroup },
+      error,
+    ),
   );
 }

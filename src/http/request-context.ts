@@ -10,8 +10,12 @@ export interface RequestContext {
   /** The parsed JSON body, if any. */
   body: unknown;
   principal: Principal | null;
-  /** Set on /coord/v1/admin/ requests: the response waits for the audit record. */
+  /** Set on /coord/v1/admin/ requests, however spelt: the response waits for the audit record. */
   audited: boolean;
+  /** The audit record has been written (or tried): one record per request. */
+  auditWritten: boolean;
+  /** Forwarded by another replica (signed): the receiving replica audits it, not this one. */
+  forwarded: boolean;
   /** Path parameters once known, for the audit record. */
   streamPrefix: string | null;
   consumerGroup: string | null;

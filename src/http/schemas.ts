@@ -42,6 +42,8 @@ export const loginResponseSchema = z.object({
   tokenType: z.literal('Bearer'),
   expiresIn: z.number().int(),
   roles: z.array(z.string()),
+  /** Present when the user is limited to some groups (DESIGN.md §9). */
+  groups: z.array(z.string()).optional(),
 });
 
 export const rollbackSignalsSchema = z

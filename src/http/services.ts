@@ -1,13 +1,30 @@
+import type { Forwarder } from '../actors/ownership/forwarder.js';
+import type { ReplicaView } from '../actors/ownership/replication.js';
+import type { GroupRef } from '../machines/types.js';
 import type { GroupCoordinator } from '../actors/types.js';
 import type { Settings } from '../config/settings.js';
 import type { Clock } from '../machines/clock.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { RateLimitedLog } from '../observability/rate-limited-log.js';
 import type { Store } from '../store/store.js';
 import type { AuditLog } from './audit.js';
 import type { LoginThrottle } from './auth/login-throttle.js';
 import type { TokenService } from './auth/tokens.js';
 import type { UserDirectory } from './auth/users.js';
+
+/** The other replicas of the deployment (DESIGN.md §8); absent with one replica. */
+export interface ReplicaServices {
+  readonly forwarder: Forwarder;
+  /** Signs and checks forwarded requests (the shared JWT secret). */
+  readonly secret: string;
+  /** The replica id of the group's rendezvous owner; null while nobody is known. */
+  ownerOf(ref: GroupRef): string | null;
+  /** The advertised URL of a live replica, or null. */
+  urlOf(replicaId: string): string | null;
+  /** The live replicas, for `GET /coord/v1/monitoring/replicas`. */
+  list(): Promise<ReplicaView[]>;
+}
 
 /** Everything a route handler may use. */
 export interface Services {
@@ -20,7 +37,12 @@ export interface Services {
   readonly audit: AuditLog;
   readonly metrics: Metrics;
   readonly logger: Logger;
+  /** Warn lines for expected refusals, rate-limited. */
+  readonly rateLimitedLog: RateLimitedLog;
   readonly clock: Clock;
   readonly replicaId: string;
+  /** This replica's `coordinator.http.advertised-url` (the URL it was reached at, if unset). */
+  readonly advertisedUrl?: string;
+  readonly replicas?: ReplicaServices;
   readonly version: string;
 }

@@ -1,8 +1,8 @@
 /**
  * Membership settings the group statechart needs (DESIGN.md §5, §6, §10). `src/config` maps the
- * `coordinator.membership.*`, `coordinator.coordination-version.*` and
- * `coordinator.migration.rollback-window` settings onto this shape;
- * the machines never read settings themselves.
+ * `coordinator.membership.*`, `coordinator.coordination-version.*`,
+ * `coordinator.migration.rollback-window` and `coordinator.limits.max-members-per-group`
+ * settings onto this shape; the machines never read settings themselves.
  */
 export interface MembershipConfig {
   /** Default session timeout of a member that asks for none. */
@@ -26,6 +26,11 @@ export interface MembershipConfig {
    * (`coordinator.migration.rollback-window`).
    */
   readonly rollbackWindowMs: number;
+  /**
+   * Members one group admits (`coordinator.limits.max-members-per-group`); a join beyond it is
+   * refused with GROUP_FULL, a rejoin of a member that is already in the group never is.
+   */
+  readonly maxMembersPerGroup: number;
 }
 
 const SECOND = 1_000;
@@ -45,6 +50,7 @@ export const defaultMembershipConfig: MembershipConfig = Object.freeze({
   coordinationVersionMin: 1,
   coordinationVersionMax: 1,
   rollbackWindowMs: 30 * MINUTE,
+  maxMembersPerGroup: 10_000,
 });
 
 /** The session timeout a member gets: what it asked for, held inside the configured bounds. */

@@ -5,7 +5,10 @@
  */
 import type { ErrorCode } from '../errors.js';
 import type { MembershipConfig } from './config.js';
+import type { ChartEventName } from './events.js';
+import type { MemberDeparture } from './member-machine.js';
 import { memberIds, ownedShards } from './group-state.js';
+import { LivenessTable } from './liveness.js';
 import { targetsAreStale } from './targets.js';
 import type { FailureReason, GroupState, MemberLiveness, MigrationKind } from './types.js';
 
@@ -72,8 +75,11 @@ export type Effect =
 export interface GroupContext {
   /** The persisted state; the host writes exactly what changed in it. */
   readonly group: GroupState;
-  /** In-memory liveness of every member of `group` (DESIGN.md §4: never persisted). */
-  readonly liveness: Readonly<Record<string, MemberLiveness>>;
+  /**
+   * In-memory liveness of every member of `group` (DESIGN.md §4: never persisted): one mutable
+   * table per group, shared by the contexts of its events (see `liveness.ts`).
+   */
+  readonly liveness: LivenessTable;
   readonly config: MembershipConfig;
   /** Store revision of the last committed write (or of the load). */
   readonly storeRevision: number;
@@ -86,6 +92,10 @@ export interface GroupContext {
   readonly result: CommandResult | null;
   /** Effects of the last command event, in order. */
   readonly effects: readonly Effect[];
+  /** Chart events the last step called for; the chart raises them to itself (DESIGN.md §13). */
+  readonly raised: readonly ChartEventName[];
+  /** Members that left, expired or were fenced lately, newest first (monitoring only). */
+  readonly departures: readonly MemberDeparture[];
   /**
    * Time of the last command event. Entry and exit actions of derived states run on eventless
    * transitions, which carry no time of their own.
@@ -102,7 +112,7 @@ export interface CreateGroupContextInput {
   readonly now: number;
   readonly storeRevision: number;
   /** Liveness to keep (an actor rebuilt in-process); omitted after a load from the store. */
-  readonly liveness?: Readonly<Record<string, MemberLiveness>>;
+  readonly liveness?: LivenessTable;
 }
 
 /**
@@ -113,10 +123,10 @@ export interface CreateGroupContextInput {
  */
 export function createGroupContext(input: CreateGroupContextInput): GroupContext {
   const { group, now } = input;
-  const liveness: Record<string, MemberLiveness> = {};
+  const liveness = new LivenessTable();
   for (const memberId of memberIds(group)) {
-    const kept = input.liveness?.[memberId];
-    liveness[memberId] = kept ?? graceLiveness(group, memberId, now);
+    const kept = input.liveness?.get(memberId);
+    liveness.set(memberId, kept ?? graceLiveness(group, memberId, now));
   }
   return {
     group,
@@ -128,6 +138,8 @@ export function createGroupContext(input: CreateGroupContextInput): GroupContext
     signals: null,
     result: null,
     effects: [],
+    raised: [],
+    departures: [],
     lastEventAt: now,
     lastPersistedAt: null,
   };
@@ -162,7 +174,7 @@ export function nextDeadline(ctx: GroupContext): number | null {
     if (at !== null && (earliest === null || at < earliest)) earliest = at;
   };
   for (const memberId of memberIds(ctx.group)) {
-    const live = ctx.liveness[memberId];
+    const live = ctx.liveness.get(memberId);
     if (!live) continue;
     consider(live.sessionExpiresAt);
     consider(live.revokeDeadline);
@@ -174,7 +186,7 @@ export function nextDeadline(ctx: GroupContext): number | null {
 
 /** Starts a command event: the previous result and effects are dropped. */
 export function beginEvent(ctx: GroupContext, now: number): GroupContext {
-  return { ...ctx, result: null, effects: [], lastEventAt: now };
+  return { ...ctx, result: null, effects: [], raised: [], lastEventAt: now };
 }
 
 export function withEffects(ctx: GroupContext, ...effects: Effect[]): GroupContext {

@@ -3,7 +3,7 @@
  * machine never reads a clock, so it is a pure function of (context, event).
  */
 import type { HeartbeatRequest } from './protocol.js';
-import type { FailureReason } from './types.js';
+import type { FailureReason, GroupState } from './types.js';
 
 /** Event names, as constants. */
 export const GroupEventType = {
@@ -18,7 +18,35 @@ export const GroupEventType = {
   FAIL_CLOSED: 'FAIL_CLOSED',
   OBSERVE_VERSION: 'OBSERVE_VERSION',
   PERSISTED: 'PERSISTED',
+  RECOVER: 'RECOVER',
 } as const;
+
+/**
+ * Events the chart raises to itself after a command changed the group, so that each region's
+ * transitions name what moved them (DESIGN.md §13). They carry no data: the region's guards
+ * read the context the command left.
+ */
+export const ChartEventType = {
+  MEMBER_JOINED: 'MEMBER_JOINED',
+  MEMBER_LEFT: 'MEMBER_LEFT',
+  MEMBER_EXPIRED: 'MEMBER_EXPIRED',
+  MEMBER_FENCED: 'MEMBER_FENCED',
+  TARGETS_RECOMPUTED: 'TARGETS_RECOMPUTED',
+  REVOKE_REQUESTED: 'REVOKE_REQUESTED',
+  SHARDS_RELEASED: 'SHARDS_RELEASED',
+  SHARDS_GRANTED: 'SHARDS_GRANTED',
+  MIGRATION_CONVERGED: 'MIGRATION_CONVERGED',
+  ROLLBACK_WINDOW_ELAPSED: 'ROLLBACK_WINDOW_ELAPSED',
+  /** After RECOVER: the membership region takes the state of the recovered group. */
+  MEMBERSHIP_RESTORED: 'MEMBERSHIP_RESTORED',
+} as const;
+
+export type ChartEventName = (typeof ChartEventType)[keyof typeof ChartEventType];
+
+/** A raised event of the chart (see {@link ChartEventType}). */
+export interface ChartEvent {
+  readonly type: ChartEventName;
+}
 
 export type GroupEventName = (typeof GroupEventType)[keyof typeof GroupEventType];
 
@@ -97,6 +125,17 @@ export interface PersistedEvent {
   readonly updatedAt: number;
 }
 
+/**
+ * Recovery of a failed-closed group (DESIGN.md §7): the host restored (RESUME) or rewrote
+ * (RECREATE) the metadata and claimed it; the group continues from `group` as stored.
+ */
+export interface RecoverEvent {
+  readonly type: typeof GroupEventType.RECOVER;
+  readonly now: number;
+  readonly group: GroupState;
+  readonly storeRevision: number;
+}
+
 /** Events that carry a command, reset `result`/`effects` and may change the group. */
 export type CommandEvent =
   | HeartbeatEvent
@@ -105,6 +144,7 @@ export type CommandEvent =
   | ScaleEvent
   | RollbackEvent
   | FailClosedEvent
-  | ObserveVersionEvent;
+  | ObserveVersionEvent
+  | RecoverEvent;
 
-export type GroupEvent = CommandEvent | PersistedEvent;
+export type GroupEvent = CommandEvent | PersistedEvent | ChartEvent;

@@ -1,25 +1,58 @@
 /**
- * The group statechart (DESIGN.md §2, §13). Three parallel regions:
- * - `lifecycle` follows `group.status`: active | frozen | failedClosed;
- * - `membership`: empty | stable | rebalancing (revoking | granting);
- * - `migration` follows `group.activeMigration`: idle | inProgress | converged.
+ * The group statechart (DESIGN.md §2, §13): the model an operator reads. Three parallel regions:
+ * - `lifecycle` (active | frozen | failedClosed) moves on FREEZE, UNFREEZE, FAIL_CLOSED and
+ *   RECOVER, and refuses what its state does not accept (FREEZE while frozen, any admin change
+ *   while failed closed);
+ * - `membership` (empty | stable | rebalancing.revoking | rebalancing.granting) moves on the
+ *   events that change it: MEMBER_JOINED, MEMBER_LEFT, MEMBER_EXPIRED, MEMBER_FENCED,
+ *   TARGETS_RECOMPUTED, REVOKE_REQUESTED, SHARDS_RELEASED, SHARDS_GRANTED;
+ * - `migration` (idle | inProgress | converged) moves on SCALE, ROLLBACK, MIGRATION_CONVERGED
+ *   and ROLLBACK_WINDOW_ELAPSED; a SCALE while one is in progress is refused by the chart.
  *
- * All decisions live in the pure reducer; the chart's states are derived from the context by
- * guarded eventless transitions, so the state value always matches the context, and an actor
- * created from any context (`createActor(groupMachine, { input: context })`) lands in the right
- * state. No delayed transitions: deadlines are in the context and the host's sweep sends TICK.
+ * Commands from outside (HEARTBEAT, TICK, admin commands) run named, pure steps
+ * (`chart-steps.ts`); a step that changed the group lists the events it calls for, and the chart
+ * raises them to itself, so every transition an operator sees names what caused it. Guards ask
+ * the pure phase functions, so the state always matches the context. No delayed transitions:
+ * deadlines are in the context and the host's sweep sends TICK.
+ *
+ * An actor is restored with {@link restoreGroupSnapshot} (`resolveState` from the persisted
+ * domain fields), never from XState's persisted snapshots.
  */
-import { assign, setup } from 'xstate';
+import { and, assign, enqueueActions, setup, stateIn } from 'xstate';
 import type { GroupContext } from './context.js';
-import type { GroupEvent } from './events.js';
-import { GroupEventType } from './events.js';
-import { reduceGroupEvent } from './group-reducer.js';
-import { lifecyclePhase, membershipPhase, migrationPhase } from './phases.js';
+import { refuse, steps } from './chart-steps.js';
+import type { ChartEventName, GroupEvent, RecoverEvent } from './events.js';
+import { ChartEventType, GroupEventType } from './events.js';
+import { rollbackRefusal, scaleRefusal } from './migration.js';
+import { expectedStateValue, lifecyclePhase, membershipPhase, migrationPhase } from './phases.js';
 import { completeRebalance, startRebalance } from './rebalance.js';
 
-const apply = { actions: 'applyEvent' } as const;
+type MembershipGuard =
+  'noMembers' | 'allShardsSettled' | 'someShardRevoking' | 'someShardAwaitingGrant';
 
-/** The group statechart; its input is the full context (see `createGroupContext`). */
+const { MEMBER_JOINED, MEMBER_LEFT, MEMBER_EXPIRED, MEMBER_FENCED } = ChartEventType;
+const { TARGETS_RECOMPUTED, REVOKE_REQUESTED, SHARDS_RELEASED, SHARDS_GRANTED } = ChartEventType;
+/** A member is gone: its shards are released and targets recomputed. */
+const DEPARTURES = [MEMBER_LEFT, MEMBER_EXPIRED, MEMBER_FENCED] as const;
+
+/**
+ * Transitions for membership events: each listed event goes to the first target whose guard
+ * holds (the guards read the context the step left, so the state always matches it).
+ */
+function onMembershipEvents(
+  events: readonly ChartEventName[],
+  targets: ReadonlyArray<readonly [MembershipGuard, string]>,
+) {
+  const transitions = targets.map(([guard, target]) => ({ guard, target }));
+  return Object.fromEntries(events.map((type) => [type, transitions]));
+}
+
+/** An event the state does not accept: answered with why, nothing changes. */
+const REFUSE = { actions: ['refuse', 'raiseChanges'] } as const;
+
+const recovered = (event: GroupEvent) => (event as RecoverEvent).group;
+const inFailedClosed = stateIn('#group.lifecycle.failedClosed');
+
 export const groupMachine = setup({
   types: {
     context: {} as GroupContext,
@@ -27,124 +60,233 @@ export const groupMachine = setup({
     input: {} as GroupContext,
   },
   actions: {
-    applyEvent: assign(({ context, event }) => reduceGroupEvent(context, event)),
+    heartbeat: assign(({ context, event }) => steps.heartbeat(context, event as never)),
+    tick: assign(({ context, event }) => steps.tick(context, event as never)),
+    observeVersion: assign(({ context, event }) => steps.observeVersion(context, event as never)),
+    freeze: assign(({ context, event }) => steps.freeze(context, event as never)),
+    unfreeze: assign(({ context, event }) => steps.unfreeze(context, event as never)),
+    pauseProducers: assign(({ context, event }) => steps.pauseProducers(context, event as never)),
+    resumeProducers: assign(({ context, event }) => steps.resumeProducers(context, event as never)),
+    failClosed: assign(({ context, event }) => steps.failClosed(context, event as never)),
+    recover: assign(({ context, event }) => steps.recover(context, event as RecoverEvent)),
+    scale: assign(({ context, event }) => steps.scale(context, event as never)),
+    rollback: assign(({ context, event }) => steps.rollback(context, event as never)),
+    convergeMigration: assign(({ context, event }) => steps.convergeMigration(context, event)),
+    completeMigration: assign(({ context, event }) => steps.completeMigration(context, event)),
+    /** Answers an admin event the current state does not accept. */
+    refuse: assign(({ context, event }) =>
+      refuse(context, event, 'now' in event ? event.now : context.lastEventAt),
+    ),
+    persisted: assign(({ context, event }) =>
+      event.type === 'PERSISTED'
+        ? { ...context, storeRevision: event.revision, lastPersistedAt: event.updatedAt }
+        : context,
+    ),
+    /** Raises the chart events the last step called for (see `chart-steps.ts`). */
+    raiseChanges: enqueueActions(({ context, enqueue }) => {
+      for (const type of context.raised) enqueue.raise({ type });
+    }),
+    /** After RECOVER the membership region looks at the recovered group afresh. */
+    raiseMembershipCheck: enqueueActions(({ enqueue }) => {
+      enqueue.raise({ type: ChartEventType.MEMBERSHIP_RESTORED });
+    }),
     startRebalance: assign(({ context }) => startRebalance(context)),
     completeRebalance: assign(({ context }) => completeRebalance(context)),
   },
   guards: {
-    statusActive: ({ context }) => lifecyclePhase(context.group) === 'active',
-    statusFrozen: ({ context }) => lifecyclePhase(context.group) === 'frozen',
-    statusFailedClosed: ({ context }) => lifecyclePhase(context.group) === 'failedClosed',
     noMembers: ({ context }) => membershipPhase(context) === 'empty',
     allShardsSettled: ({ context }) => membershipPhase(context) === 'stable',
     someShardRevoking: ({ context }) => membershipPhase(context) === 'revoking',
     someShardAwaitingGrant: ({ context }) => membershipPhase(context) === 'granting',
-    noActiveMigration: ({ context }) => migrationPhase(context.group) === 'idle',
-    migrationInProgress: ({ context }) => migrationPhase(context.group) === 'inProgress',
-    migrationConverged: ({ context }) => migrationPhase(context.group) === 'converged',
+    scaleAccepted: ({ context, event }) =>
+      event.type === 'SCALE' && scaleRefusal(context, event) === null,
+    rollbackAccepted: ({ context, event }) =>
+      event.type === 'ROLLBACK' && rollbackRefusal(context, event) === null,
+    recoveredFrozen: ({ event }) => lifecyclePhase(recovered(event)) === 'frozen',
+    recoveredInProgress: ({ event }) => migrationPhase(recovered(event)) === 'inProgress',
+    recoveredConverged: ({ event }) => migrationPhase(recovered(event)) === 'converged',
   },
 }).createMachine({
   id: 'group',
   type: 'parallel',
   context: ({ input }) => input,
+  // Commands every state takes: their steps decide the protocol (a failed-closed group answers
+  // heartbeats with 503 itself), and what they change moves the regions by raised events.
   on: {
-    [GroupEventType.HEARTBEAT]: apply,
-    [GroupEventType.TICK]: apply,
-    [GroupEventType.SCALE]: apply,
-    [GroupEventType.ROLLBACK]: apply,
-    [GroupEventType.FAIL_CLOSED]: apply,
-    [GroupEventType.OBSERVE_VERSION]: apply,
-    [GroupEventType.PERSISTED]: apply,
+    [GroupEventType.HEARTBEAT]: { actions: ['heartbeat', 'raiseChanges'] },
+    [GroupEventType.TICK]: { actions: ['tick', 'raiseChanges'] },
+    [GroupEventType.OBSERVE_VERSION]: { actions: ['observeVersion', 'raiseChanges'] },
+    [GroupEventType.PERSISTED]: { actions: 'persisted' },
   },
   states: {
     lifecycle: {
       initial: 'active',
-      // Refusals (freezing a frozen group, anything while failed closed) are decided by the
-      // reducer; only the transitions that succeed in a state carry a target.
-      on: {
-        [GroupEventType.FREEZE]: apply,
-        [GroupEventType.UNFREEZE]: apply,
-        [GroupEventType.PAUSE_PRODUCERS]: apply,
-        [GroupEventType.RESUME_PRODUCERS]: apply,
-      },
       states: {
         active: {
-          on: { [GroupEventType.FREEZE]: { target: 'frozen', actions: 'applyEvent' } },
-          always: [
-            { guard: 'statusFrozen', target: 'frozen' },
-            { guard: 'statusFailedClosed', target: 'failedClosed' },
-          ],
+          on: {
+            [GroupEventType.FREEZE]: { target: 'frozen', actions: ['freeze', 'raiseChanges'] },
+            [GroupEventType.UNFREEZE]: REFUSE,
+            [GroupEventType.PAUSE_PRODUCERS]: { actions: ['pauseProducers', 'raiseChanges'] },
+            [GroupEventType.RESUME_PRODUCERS]: { actions: ['resumeProducers', 'raiseChanges'] },
+            [GroupEventType.FAIL_CLOSED]: {
+              target: 'failedClosed',
+              actions: ['failClosed', 'raiseChanges'],
+            },
+            [GroupEventType.RECOVER]: REFUSE,
+          },
         },
         frozen: {
-          on: { [GroupEventType.UNFREEZE]: { target: 'active', actions: 'applyEvent' } },
-          always: [
-            { guard: 'statusActive', target: 'active' },
-            { guard: 'statusFailedClosed', target: 'failedClosed' },
-          ],
+          on: {
+            [GroupEventType.UNFREEZE]: { target: 'active', actions: ['unfreeze', 'raiseChanges'] },
+            [GroupEventType.FREEZE]: REFUSE,
+            [GroupEventType.PAUSE_PRODUCERS]: REFUSE,
+            [GroupEventType.RESUME_PRODUCERS]: REFUSE,
+            [GroupEventType.FAIL_CLOSED]: {
+              target: 'failedClosed',
+              actions: ['failClosed', 'raiseChanges'],
+            },
+            [GroupEventType.RECOVER]: REFUSE,
+          },
         },
         failedClosed: {
-          always: [
-            { guard: 'statusActive', target: 'active' },
-            { guard: 'statusFrozen', target: 'frozen' },
-          ],
+          on: {
+            [GroupEventType.RECOVER]: [
+              {
+                guard: 'recoveredFrozen',
+                target: 'frozen',
+                actions: ['recover', 'raiseChanges', 'raiseMembershipCheck'],
+              },
+              { target: 'active', actions: ['recover', 'raiseChanges', 'raiseMembershipCheck'] },
+            ],
+            // Idempotent: the first reason is kept.
+            [GroupEventType.FAIL_CLOSED]: { actions: ['failClosed', 'raiseChanges'] },
+            [GroupEventType.FREEZE]: REFUSE,
+            [GroupEventType.UNFREEZE]: REFUSE,
+            [GroupEventType.PAUSE_PRODUCERS]: REFUSE,
+            [GroupEventType.RESUME_PRODUCERS]: REFUSE,
+          },
         },
       },
     },
     membership: {
       initial: 'empty',
+      on: {
+        // After RECOVER the region takes whatever state the recovered group is in.
+        [ChartEventType.MEMBERSHIP_RESTORED]: [
+          { guard: 'noMembers', target: '.empty' },
+          { guard: 'someShardRevoking', target: '.rebalancing.revoking' },
+          { guard: 'someShardAwaitingGrant', target: '.rebalancing.granting' },
+          { target: '.stable' },
+        ],
+      },
       states: {
         empty: {
-          always: [
-            { guard: 'allShardsSettled', target: 'stable' },
-            { guard: 'someShardRevoking', target: 'rebalancing.revoking' },
-            { guard: 'someShardAwaitingGrant', target: 'rebalancing.granting' },
-          ],
+          on: onMembershipEvents(
+            [MEMBER_JOINED],
+            [
+              ['allShardsSettled', 'stable'],
+              ['someShardRevoking', 'rebalancing.revoking'],
+              ['someShardAwaitingGrant', 'rebalancing.granting'],
+            ],
+          ),
         },
         stable: {
-          always: [
-            { guard: 'noMembers', target: 'empty' },
-            { guard: 'someShardRevoking', target: 'rebalancing.revoking' },
-            { guard: 'someShardAwaitingGrant', target: 'rebalancing.granting' },
-          ],
+          on: onMembershipEvents(
+            [MEMBER_JOINED, ...DEPARTURES, TARGETS_RECOMPUTED, SHARDS_RELEASED, REVOKE_REQUESTED],
+            [
+              ['noMembers', 'empty'],
+              ['someShardRevoking', 'rebalancing.revoking'],
+              ['someShardAwaitingGrant', 'rebalancing.granting'],
+            ],
+          ),
         },
         rebalancing: {
           initial: 'granting',
           entry: 'startRebalance',
           exit: 'completeRebalance',
-          always: [
-            { guard: 'noMembers', target: 'empty' },
-            { guard: 'allShardsSettled', target: 'stable' },
-          ],
+          on: {
+            ...onMembershipEvents(
+              [SHARDS_GRANTED, SHARDS_RELEASED, TARGETS_RECOMPUTED, MEMBER_JOINED],
+              [['allShardsSettled', 'stable']],
+            ),
+            ...onMembershipEvents(DEPARTURES, [
+              ['noMembers', 'empty'],
+              ['allShardsSettled', 'stable'],
+            ]),
+          },
           states: {
-            revoking: { always: { guard: 'someShardAwaitingGrant', target: 'granting' } },
-            granting: { always: { guard: 'someShardRevoking', target: 'revoking' } },
+            revoking: {
+              on: onMembershipEvents(
+                [SHARDS_RELEASED, SHARDS_GRANTED, ...DEPARTURES, MEMBER_JOINED, TARGETS_RECOMPUTED],
+                [['someShardAwaitingGrant', 'granting']],
+              ),
+            },
+            granting: {
+              on: onMembershipEvents([REVOKE_REQUESTED], [['someShardRevoking', 'revoking']]),
+            },
           },
         },
       },
     },
-    // SCALE and ROLLBACK are applied at the root (a refused one changes nothing); the region
-    // follows the active migration, whichever event moved it: a heartbeat converges it, a
-    // TICK completes it, a SCALE may complete one and start the next in one step.
     migration: {
       initial: 'idle',
+      on: {
+        // A recovered group brings its own migration, whatever the region showed before.
+        [GroupEventType.RECOVER]: [
+          { guard: and([inFailedClosed, 'recoveredInProgress']), target: '.inProgress' },
+          { guard: and([inFailedClosed, 'recoveredConverged']), target: '.converged' },
+          { guard: inFailedClosed, target: '.idle' },
+        ],
+      },
       states: {
         idle: {
-          always: [
-            { guard: 'migrationInProgress', target: 'inProgress' },
-            { guard: 'migrationConverged', target: 'converged' },
-          ],
+          on: {
+            [GroupEventType.SCALE]: [
+              { guard: 'scaleAccepted', target: 'inProgress', actions: ['scale', 'raiseChanges'] },
+              REFUSE,
+            ],
+            [GroupEventType.ROLLBACK]: REFUSE,
+          },
         },
         inProgress: {
-          always: [
-            { guard: 'migrationConverged', target: 'converged' },
-            { guard: 'noActiveMigration', target: 'idle' },
-          ],
+          on: {
+            // One migration at a time: a SCALE now is refused (MIGRATION_IN_PROGRESS).
+            [GroupEventType.SCALE]: REFUSE,
+            [GroupEventType.ROLLBACK]: [
+              {
+                guard: 'rollbackAccepted',
+                target: 'inProgress',
+                reenter: true,
+                actions: ['rollback', 'raiseChanges'],
+              },
+              REFUSE,
+            ],
+            [ChartEventType.MIGRATION_CONVERGED]: {
+              target: 'converged',
+              actions: ['convergeMigration', 'raiseChanges'],
+            },
+          },
         },
         converged: {
-          always: [
-            { guard: 'noActiveMigration', target: 'idle' },
-            { guard: 'migrationInProgress', target: 'inProgress' },
-          ],
+          on: {
+            // A SCALE completes the converged migration and starts the next one.
+            [GroupEventType.SCALE]: [
+              { guard: 'scaleAccepted', target: 'inProgress', actions: ['scale', 'raiseChanges'] },
+              REFUSE,
+            ],
+            [GroupEventType.ROLLBACK]: [
+              {
+                guard: 'rollbackAccepted',
+                target: 'inProgress',
+                actions: ['rollback', 'raiseChanges'],
+              },
+              REFUSE,
+            ],
+            [ChartEventType.ROLLBACK_WINDOW_ELAPSED]: {
+              target: 'idle',
+              actions: ['completeMigration', 'raiseChanges'],
+            },
+          },
         },
       },
     },
@@ -153,3 +295,18 @@ export const groupMachine = setup({
 
 /** The machine's type, for hosts that keep actors of it. */
 export type GroupMachine = typeof groupMachine;
+
+/**
+ * The snapshot of a group actor built from persisted domain fields: the state value the context
+ * belongs in, resolved by the machine (`resolveState`). A group restored mid-rebalance counts
+ * its rebalance from the restore, so the rebalance-duration histogram never loses a start.
+ */
+export function restoreGroupSnapshot(context: GroupContext) {
+  const value = expectedStateValue(context);
+  const rebalancing = typeof value.membership === 'object';
+  const restored =
+    rebalancing && context.rebalanceStartedAt === null
+      ? { ...context, rebalanceStartedAt: context.lastEventAt }
+      : context;
+  return groupMachine.resolveState({ value: { ...value }, context: restored });
+}

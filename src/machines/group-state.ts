@@ -32,6 +32,20 @@ export function allShards(group: GroupState): readonly ShardRecord[] {
 }
 
 const shardLists = new WeakMap<GroupState, readonly ShardRecord[]>();
+const retiringLists = new WeakMap<GroupState, readonly ShardRecord[]>();
+
+/**
+ * The retiring shard records, in shard order, kept per group object like {@link allShards}:
+ * a heartbeat looks at these (usually none) instead of scanning every shard.
+ */
+export function retiringRecords(group: GroupState): readonly ShardRecord[] {
+  let records = retiringLists.get(group);
+  if (!records) {
+    records = allShards(group).filter((record) => record.state === 'retiring');
+    retiringLists.set(group, records);
+  }
+  return records;
+}
 const memberLists = new WeakMap<GroupState, readonly string[]>();
 
 /** Member ids in a stable order. */

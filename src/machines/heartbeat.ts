@@ -1,6 +1,10 @@
 /**
- * The heartbeat protocol of DESIGN.md §5, decided in its order: failed closed / coordination
- * version, SYNC_METADATA, leave, join, FENCED_MEMBER_EPOCH, then the current member's step.
+ * The heartbeat protocol of DESIGN.md §5, decided in its order: a member id bound to another
+ * principal (MEMBER_ID_IN_USE), failed closed / coordination version, another lifecycle
+ * (FENCED_MEMBER_EPOCH before any version is compared), SYNC_METADATA, leave, join (GROUP_FULL
+ * beyond the member cap), FENCED_MEMBER_EPOCH, then the current member's step.
+ * A fenced heartbeat changes nothing in the group: only the member's own leave or rejoin and the
+ * coordinator's timers (session expiry, rebalance timeout) release a member's shards.
  * Grants happen only in the target member's own heartbeat and only for released shards, so
  * within one event no shard's owner changes directly from one member to another.
  */
@@ -11,19 +15,20 @@ import type { MemberShards } from './group-state.js';
 import {
   released,
   NO_SHARDS,
-  allShards,
   isMember,
   memberIds,
   memberOf,
   memberShards,
   ownedShards,
   releaseShardsOf,
+  shardAt,
   withShards,
   withoutShards,
 } from './group-state.js';
 import { recompute, removeMember } from './member-changes.js';
 import type { HeartbeatOutcome, HeartbeatReply, HeartbeatRequest } from './protocol.js';
-import { retiringStep } from './retiring.js';
+import { rollbackAllowed } from './migration-view.js';
+import { retiringStep, type RetiringStep } from './retiring.js';
 import type { VersionReport } from './rollback-signals.js';
 import { recordRollbackSignal, versionsAhead } from './rollback-signals.js';
 import type { GroupState, MemberLiveness, MemberRecord, ShardRecord } from './types.js';
@@ -36,21 +41,28 @@ export function decideHeartbeat(
   now: number,
 ): GroupContext {
   const { group, config } = ctx;
+  if (!belongsToCaller(group, request)) {
+    return fail(
+      ctx,
+      'MEMBER_ID_IN_USE',
+      `member id ${request.memberId} is in use by another principal`,
+    );
+  }
+  const sameLifecycle =
+    request.lifecycleId === undefined || request.lifecycleId === group.lifecycleId;
   if (group.status === 'FAILED_CLOSED') {
     // Clients keep their state while failed closed, but what they report is the evidence a
-    // RESUME is checked against, so it is recorded even now.
-    const signalled = recordRollbackSignal(
-      ctx,
-      versionsAhead(ctx, request),
-      request.metadataVersion,
-      now,
-    );
+    // RESUME is checked against, so it is recorded even now; versions of another lifecycle
+    // are no evidence about this one.
+    const signalled = sameLifecycle
+      ? recordRollbackSignal(ctx, versionsAhead(ctx, request), request.metadataVersion, now)
+      : ctx;
     return fail(signalled, 'GROUP_FAILED_CLOSED', `group ${groupId(group)} is failed closed`);
   }
-  const version = request.coordinationVersion ?? 1;
-  const min = config.coordinationVersionMin;
-  const max = config.coordinationVersionMax;
-  if (!(version >= min && version <= max)) {
+  if (!supportsVersion(config, request)) {
+    const version = request.coordinationVersion ?? 1;
+    const min = config.coordinationVersionMin;
+    const max = config.coordinationVersionMax;
     return fail(
       ctx,
       'UNSUPPORTED_COORDINATION_VERSION',
@@ -58,13 +70,80 @@ export function decideHeartbeat(
       { min, max },
     );
   }
+  // Versions of different lifecycles are not comparable: a member of a recreated group is
+  // fenced and rejoins the new lifecycle, never told to "sync down" to it.
+  if (!sameLifecycle) return fence(ctx, request, 'LIFECYCLE_MISMATCH', now);
   const ahead = versionsAhead(ctx, request);
   if (ahead.length > 0) return syncMetadata(ctx, request, ahead, now);
   if (request.memberEpoch === -1) return leave(ctx, request, now);
-  if (request.memberEpoch === 0) return serveMember(join(ctx, request, now), request, now, true);
+  if (request.memberEpoch === 0) {
+    if (isFullFor(group, config.maxMembersPerGroup, request.memberId)) {
+      return fail(
+        ctx,
+        'GROUP_FULL',
+        `group ${groupId(group)} already has the most members it admits (${config.maxMembersPerGroup})`,
+        { maxMembersPerGroup: config.maxMembersPerGroup },
+      );
+    }
+    return serveMember(join(ctx, request, now), request, now, true);
+  }
   const reason = fenceReason(group, request);
   if (reason !== null) return fence(ctx, request, reason, now);
   return serveMember(ctx, request, now, false);
+}
+
+/**
+ * The reply to a heartbeat that changes nothing but its member's liveness (DESIGN.md §12), or
+ * null when it may change anything else: then it takes the full road through the chart
+ * ({@link decideHeartbeat}), which answers it the same way when it is steady after all.
+ *
+ * Decided in O(1) in the size of the group (the member's own shards come from the index kept
+ * per group object): the checks of {@link decideHeartbeat} in its order, each one that would
+ * leave the steady state sends the heartbeat down the full road; then the member's step is
+ * planned with the very functions the full road uses, and only an empty plan is steady. No
+ * chart event can follow: the group object stays as it is, no recompute falls due, and no
+ * migration can converge (one in progress takes the full road) or end its rollback window.
+ * Refreshes the member's liveness, as the full road does.
+ */
+export function steadyHeartbeat(
+  ctx: GroupContext,
+  request: HeartbeatRequest,
+  now: number,
+): HeartbeatReply | null {
+  const { group, config } = ctx;
+  if (group.status === 'FAILED_CLOSED' || request.memberEpoch <= 0) return null;
+  const member = memberOf(group, request.memberId);
+  if (!member || member.memberEpoch !== request.memberEpoch) return null;
+  if (!belongsToCaller(group, request) || !supportsVersion(config, request)) return null;
+  if (request.lifecycleId !== undefined && request.lifecycleId !== group.lifecycleId) return null;
+  if (versionsAhead(ctx, request).length > 0) return null;
+  if (ctx.recomputeAt !== null && now >= ctx.recomputeAt) return null;
+  const migration = group.activeMigration;
+  if (migration !== null && (migration.state !== 'CONVERGED' || !rollbackAllowed(migration, now)))
+    return null;
+  if (planMemberStep(group, member.memberId, request, now) !== null) return null;
+  return answerMember(ctx, group, member, member.memberEpoch, request, now);
+}
+
+/** Whether the request's coordination version is in the supported range. */
+function supportsVersion(config: GroupContext['config'], request: HeartbeatRequest): boolean {
+  const version = request.coordinationVersion ?? 1;
+  return version >= config.coordinationVersionMin && version <= config.coordinationVersionMax;
+}
+
+/**
+ * Whether the caller may speak for `request.memberId`: a live member is bound to the principal
+ * that joined it (one joined by an unauthenticated caller, or stored before members were bound,
+ * to nobody); an unknown member id is free.
+ */
+function belongsToCaller(group: GroupState, request: HeartbeatRequest): boolean {
+  const owner = memberOf(group, request.memberId)?.principal ?? null;
+  return owner === null || owner === request.principal;
+}
+
+/** Whether a join of `memberId` would take the group beyond its member cap. */
+function isFullFor(group: GroupState, maxMembers: number, memberId: string): boolean {
+  return !isMember(group, memberId) && memberIds(group).length >= maxMembers;
 }
 
 /** Step 1: answer with the stored values; nothing about the member changes (retry-safe). */
@@ -102,9 +181,10 @@ function leave(ctx: GroupContext, request: HeartbeatRequest, now: number): Group
 }
 
 /**
- * Step 3: a join is always accepted. A known member joining again has lost its state, so its
- * shards are released first; membership itself is unchanged then, and its targets stay valid.
- * A new member triggers a recompute, debounced so a burst of joins costs one epoch.
+ * Step 3: a join from the member's own principal is always accepted, also right after a fence
+ * (a new member only within the member cap). A known member joining again has lost its state,
+ * so its shards are released first; membership itself is unchanged then, and its targets stay
+ * valid. A new member triggers a recompute, debounced so a burst of joins costs one epoch.
  */
 function join(ctx: GroupContext, request: HeartbeatRequest, now: number): GroupContext {
   const { config } = ctx;
@@ -114,6 +194,7 @@ function join(ctx: GroupContext, request: HeartbeatRequest, now: number): GroupC
   const released = known ? releaseShardsOf(ctx.group, memberId, now) : ctx.group;
   const member: MemberRecord = {
     memberId,
+    principal: request.principal ?? null,
     clientId: request.clientId ?? null,
     // Both epochs are replaced when the join is served (step 5e).
     memberEpoch: known?.memberEpoch ?? 0,
@@ -122,14 +203,9 @@ function join(ctx: GroupContext, request: HeartbeatRequest, now: number): GroupC
     rebalanceTimeoutMs: effectiveRebalanceTimeout(config, request.rebalanceTimeoutMs),
     joinedAt: now,
   };
-  const liveness = { ...ctx.liveness };
-  delete liveness[memberId];
+  ctx.liveness.delete(memberId);
   const joined = withEffects(
-    {
-      ...ctx,
-      group: { ...released, members: { ...released.members, [memberId]: member } },
-      liveness,
-    },
+    { ...ctx, group: { ...released, members: { ...released.members, [memberId]: member } } },
     { type: 'MEMBER_JOINED', memberId },
   );
   if (known) return joined;
@@ -145,21 +221,25 @@ function join(ctx: GroupContext, request: HeartbeatRequest, now: number): GroupC
 function fenceReason(group: GroupState, request: HeartbeatRequest): FenceReason | null {
   const member = memberOf(group, request.memberId);
   if (!member) return 'UNKNOWN_MEMBER';
-  if (request.lifecycleId !== undefined && request.lifecycleId !== group.lifecycleId) {
-    return 'LIFECYCLE_MISMATCH';
-  }
   if (request.memberEpoch === member.memberEpoch) return null;
   if (member.previousEpoch !== null && request.memberEpoch === member.previousEpoch) {
     const owned = new Set(
-      allShards(group)
-        .filter((r) => r.owner === member.memberId && r.state !== 'released')
-        .map((r) => r.shard),
+      (['assigned', 'revoking', 'retiring'] as const).flatMap((state) =>
+        ownedShards(group, member.memberId, state).map((r) => r.shard),
+      ),
     );
     if (request.currentAssignments.every((shard) => owned.has(shard))) return null;
   }
   return 'STALE_EPOCH';
 }
 
+/**
+ * Answers FENCED_MEMBER_EPOCH and changes nothing in the group (DESIGN.md §5, as Kafka rejects
+ * a stale epoch before writing anything): the heartbeat may be a delayed duplicate, a replay or
+ * a zombie with the live member's id, so it must not strip the live member of its shards. The
+ * sender stops its local ownership and rejoins with epoch 0. An epoch above the stored one is
+ * still a rollback signal (in memory); one of another lifecycle is not comparable, so it is not.
+ */
 function fence(
   ctx: GroupContext,
   request: HeartbeatRequest,
@@ -167,10 +247,10 @@ function fence(
   now: number,
 ): GroupContext {
   const { group } = ctx;
-  const member = memberOf(group, request.memberId);
   let next = ctx;
-  const storedEpoch = member?.memberEpoch ?? group.memberEpochSeq;
-  if (request.memberEpoch > group.memberEpochSeq || request.memberEpoch > storedEpoch) {
+  const storedEpoch = memberOf(group, request.memberId)?.memberEpoch ?? group.memberEpochSeq;
+  const ahead = request.memberEpoch > group.memberEpochSeq || request.memberEpoch > storedEpoch;
+  if (reason !== 'LIFECYCLE_MISMATCH' && ahead) {
     next = recordRollbackSignal(
       next,
       [{ field: 'memberEpoch', reported: request.memberEpoch, stored: storedEpoch }],
@@ -178,9 +258,7 @@ function fence(
       now,
     );
   }
-  if (member) next = removeMember(next, member.memberId, now);
   next = withEffects(next, { type: 'MEMBER_FENCED', memberId: request.memberId, reason });
-  if (member) next = recompute(next);
   return succeed(
     next,
     replyOf(next, 'FENCED_MEMBER_EPOCH', request.memberId, request.memberEpoch, NO_SHARDS, false),
@@ -210,34 +288,15 @@ function serveMember(
   const member = memberOf(group, memberId);
   if (!member) return fail(next, 'INTERNAL', `member ${memberId} vanished while being served`);
 
-  const done = new Set(
-    request.revokeProgress.filter((p) => p.state === 'DONE').map((p) => p.shard),
-  );
-  const listed = new Set(request.currentAssignments);
-  const changes = new Map<number, ShardRecord>();
-  for (const record of ownedShards(group, memberId, 'revoking')) {
-    if (done.has(record.shard) || !listed.has(record.shard)) {
-      changes.set(record.shard, released(record, now));
-    }
+  const plan = planMemberStep(group, memberId, request, now);
+  if (plan === null && !joined) {
+    return succeed(next, answerMember(next, group, member, member.memberEpoch, request, now));
   }
-  for (const record of ownedShards(group, memberId, 'assigned')) {
-    if (record.target !== null && record.target !== memberId) {
-      changes.set(record.shard, { ...record, state: 'revoking', since: now });
-    }
-  }
-  const grants = allShards(group)
-    .map((record) => changes.get(record.shard) ?? record)
-    .filter((r) => r.state === 'released' && r.target === memberId && r.shard < group.shardCount);
-  const retiring = retiringStep(group, memberId, request, now);
-  const bump =
-    joined ||
-    changes.size > 0 ||
-    grants.length > 0 ||
-    retiring.finished.length > 0 ||
-    retiring.told.length > 0;
-  const epoch = bump ? group.memberEpochSeq + 1 : member.memberEpoch;
+  const { changes, grants, retiring } = plan ?? EMPTY_PLAN;
+  const epoch = group.memberEpochSeq + 1;
+  const applied = new Map(changes);
   for (const record of grants) {
-    changes.set(record.shard, {
+    applied.set(record.shard, {
       ...record,
       state: 'assigned',
       owner: memberId,
@@ -245,34 +304,117 @@ function serveMember(
       since: now,
     });
   }
-  for (const record of retiring.told) changes.set(record.shard, { ...record, ownerEpoch: epoch });
+  for (const record of retiring.told) applied.set(record.shard, { ...record, ownerEpoch: epoch });
 
-  let updated = withoutShards(withShards(group, changes), retiring.finished);
-  if (bump) {
-    const renewed: MemberRecord = {
-      ...member,
-      previousEpoch: joined ? null : member.memberEpoch,
-      memberEpoch: epoch,
-    };
-    updated = {
-      ...updated,
-      memberEpochSeq: epoch,
-      members: { ...updated.members, [memberId]: renewed },
-    };
+  const renewed: MemberRecord = {
+    ...member,
+    previousEpoch: joined ? null : member.memberEpoch,
+    memberEpoch: epoch,
+  };
+  const shifted = withoutShards(withShards(group, applied), retiring.finished);
+  const updated: GroupState = {
+    ...shifted,
+    memberEpochSeq: epoch,
+    members: { ...shifted.members, [memberId]: renewed },
+  };
+  next = { ...next, group: updated };
+  return succeed(next, answerMember(next, updated, renewed, epoch, request, now));
+}
+
+/** What the current member's heartbeat changes in the shards (step 5 b–d); null: nothing. */
+interface MemberStepPlan {
+  /** Shards it released (b) and shards it must now revoke (d). */
+  readonly changes: ReadonlyMap<number, ShardRecord>;
+  /** Released shards that target it, as they are before the grant (c). */
+  readonly grants: readonly ShardRecord[];
+  readonly retiring: RetiringStep;
+}
+
+const EMPTY_PLAN: MemberStepPlan = {
+  changes: new Map(),
+  grants: [],
+  retiring: { finished: [], told: [] },
+};
+
+/**
+ * Plans step 5 b–d from the member's own shards (the index kept per group object), never
+ * from a scan of every shard: its revoking shards it finished, its assigned shards whose
+ * target moved, the released shards targeting it (among its pending ones, plus any it just
+ * released whose target came back to it), and its retiring shards.
+ */
+function planMemberStep(
+  group: GroupState,
+  memberId: string,
+  request: HeartbeatRequest,
+  now: number,
+): MemberStepPlan | null {
+  const changes = new Map<number, ShardRecord>();
+  const grants: ShardRecord[] = [];
+  const revoking = ownedShards(group, memberId, 'revoking');
+  if (revoking.length > 0) {
+    const done = new Set(
+      request.revokeProgress.filter((p) => p.state === 'DONE').map((p) => p.shard),
+    );
+    const listed = new Set(request.currentAssignments);
+    for (const record of revoking) {
+      if (done.has(record.shard) || !listed.has(record.shard)) {
+        const free = released(record, now);
+        changes.set(record.shard, free);
+        if (free.target === memberId && free.shard < group.shardCount) grants.push(free);
+      }
+    }
   }
-  const view = memberShards(updated, memberId);
-  const live = refreshedLiveness(next.liveness[memberId], member, request, view, now);
-  next = { ...next, group: updated, liveness: { ...next.liveness, [memberId]: live } };
+  for (const record of ownedShards(group, memberId, 'assigned')) {
+    if (record.target !== null && record.target !== memberId) {
+      changes.set(record.shard, { ...record, state: 'revoking', since: now });
+    }
+  }
+  // Pending shards target this member and are owned by someone else or by nobody; the
+  // released ones are granted now (all of them lie below shardCount).
+  for (const shard of memberShards(group, memberId).pending) {
+    const record = shardAt(group, shard);
+    if (record.state === 'released') grants.push(record);
+  }
+  const retiring = retiringStep(group, memberId, request, now);
+  if (
+    changes.size === 0 &&
+    grants.length === 0 &&
+    retiring.finished.length === 0 &&
+    retiring.told.length === 0
+  ) {
+    return null;
+  }
+  grants.sort((a, b) => a.shard - b.shard);
+  return { changes, grants, retiring };
+}
+
+/**
+ * The reply to the current member, served from `group` as the step left it, after refreshing
+ * its liveness (in place: the per-group table, see `liveness.ts`).
+ */
+function answerMember(
+  ctx: GroupContext,
+  group: GroupState,
+  member: MemberRecord,
+  epoch: number,
+  request: HeartbeatRequest,
+  now: number,
+): HeartbeatReply {
+  const memberId = member.memberId;
+  const view = memberShards(group, memberId);
+  ctx.liveness.set(
+    memberId,
+    refreshedLiveness(ctx.liveness.get(memberId), member, request, view, now),
+  );
   const blocked = view.revoking.length > 0 || view.pending.length > 0;
-  const reply = replyOf(
-    next,
+  return replyOf(
+    ctx,
     blocked ? 'REVOKE_PENDING' : 'OK',
     memberId,
     epoch,
     view,
-    blocked || next.recomputeAt !== null || view.retiring.length > 0,
+    blocked || ctx.recomputeAt !== null || view.retiring.length > 0,
   );
-  return succeed(next, reply);
 }
 
 function refreshedLiveness(

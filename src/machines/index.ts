@@ -41,12 +41,11 @@ export type {
   ScaleEvent,
   TickEvent,
 } from './events.js';
-export { GroupEventType } from './events.js';
+export { ChartEventType, GroupEventType } from './events.js';
 export type { FailClosedReply } from './fail-closed.js';
 export { applyFailClosed } from './fail-closed.js';
 export type { GroupMachine } from './group-machine.js';
-export { groupMachine } from './group-machine.js';
-export { reduceGroupEvent } from './group-reducer.js';
+export { groupMachine, restoreGroupSnapshot } from './group-machine.js';
 export type { MemberShards } from './group-state.js';
 export { memberShards, shardAt } from './group-state.js';
 export type { InvariantName, Violation } from './invariants.js';
@@ -60,8 +59,9 @@ export {
   MIGRATION_HISTORY_LIMIT,
   applyRollback,
   applyScale,
+  completeMigration,
+  convergeMigration,
   migrationConverged,
-  settleMigration,
 } from './migration.js';
 export type { MigrationProgress, MigrationView } from './migration-view.js';
 export {

@@ -4,6 +4,7 @@
  */
 import type { Effect, GroupContext } from './context.js';
 import { allShards, isMember, memberIds, memberOf, shardAt } from './group-state.js';
+import type { GroupState } from './types.js';
 
 export type InvariantName =
   | 'SINGLE_OWNER'
@@ -27,6 +28,21 @@ export interface Violation {
  * `shardCount` (scale-in retires what it removes; a scale-out takes retiring shards back).
  */
 export function checkGroupState(ctx: GroupContext): Violation[] {
+  // Each state is checked as the `next` of one step and again as the `prev` of the following
+  // one: the answer is kept per (immutable) group object, so a change pays one pass, not two.
+  const known = checkedStates.get(ctx.group);
+  if (known && known.recomputeAt === ctx.recomputeAt) return [...known.violations];
+  const violations = computeGroupStateViolations(ctx);
+  checkedStates.set(ctx.group, { recomputeAt: ctx.recomputeAt, violations });
+  return [...violations];
+}
+
+const checkedStates = new WeakMap<
+  GroupState,
+  { readonly recomputeAt: number | null; readonly violations: readonly Violation[] }
+>();
+
+function computeGroupStateViolations(ctx: GroupContext): Violation[] {
   const { group } = ctx;
   const violations: Violation[] = [];
   const single = (detail: string): void => {

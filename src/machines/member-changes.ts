@@ -29,8 +29,7 @@ export function removeMember(ctx: GroupContext, memberId: string, now: number): 
   const released = releaseShardsOf(ctx.group, memberId, now);
   const members = { ...released.members };
   delete members[memberId];
-  const liveness = { ...ctx.liveness };
-  delete liveness[memberId];
+  ctx.liveness.delete(memberId);
   const group = handOverRetiring({ ...released, members }, memberId, now);
-  return { ...ctx, group, liveness };
+  return { ...ctx, group };
 }

@@ -47,7 +47,7 @@ function sweep(ctx: GroupContext, now: number): GroupContext {
   const fenced: string[] = [];
   const settled: string[] = [];
   for (const memberId of memberIds(ctx.group)) {
-    const live = ctx.liveness[memberId];
+    const live = ctx.liveness.get(memberId);
     if (!live) continue;
     if (live.sessionExpiresAt <= now) expired.push(memberId);
     else if (live.revokeDeadline !== null && live.revokeDeadline <= now) {
@@ -77,11 +77,9 @@ function clearRevokeDeadlines(
   ctx: GroupContext,
   memberIdsToClear: readonly string[],
 ): GroupContext {
-  if (memberIdsToClear.length === 0) return ctx;
-  const liveness = { ...ctx.liveness };
   for (const memberId of memberIdsToClear) {
-    const live = liveness[memberId];
-    if (live) liveness[memberId] = { ...live, revokeDeadline: null };
+    const live = ctx.liveness.get(memberId);
+    if (live) ctx.liveness.set(memberId, { ...live, revokeDeadline: null });
   }
-  return { ...ctx, liveness };
+  return ctx;
 }

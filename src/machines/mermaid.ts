@@ -21,9 +21,13 @@ interface IndexedState {
  * (`[guard]` appended when guarded; eventless ones show just the guard). Mermaid cannot draw an
  * edge between states nested in different composites, so each edge is drawn between the two
  * states' ancestors that are siblings; targetless transitions are self-loops on atomic states
- * and omitted on composite ones.
+ * and omitted on composite ones. `current` (ids of active leaf states) marks the group's
+ * current states with the `current` class.
  */
-export function toMermaid(definition: StateNodeJson): string {
+export function toMermaid(
+  definition: StateNodeJson,
+  options: { readonly current?: readonly string[] } = {},
+): string {
   const index = indexStates(definition);
   const edges = collectEdges(index);
   const lines = ['stateDiagram-v2'];
@@ -33,6 +37,7 @@ export function toMermaid(definition: StateNodeJson): string {
     emitState(root, index, edges, 1, lines);
   }
   for (const edge of edges.get('') ?? []) lines.push(`  ${edge}`);
+  lines.push(...markCurrent(index, options.current ?? []));
   return `${lines.join('\n')}\n`;
 }
 
@@ -52,13 +57,22 @@ function indexStates(root: StateNodeJson): Map<string, IndexedState> {
   return index;
 }
 
-/** Edge lines keyed by the id of the composite they are drawn in ('' = top level). */
+/**
+ * Edge lines keyed by the id of the composite they are drawn in ('' = top level). Transitions
+ * between the same two states under the same guard become one edge listing their events.
+ * Refusals (transitions whose only job is the `refuse` action) are not drawn: the state does not
+ * accept the event. Nor are transitions of a composite into its own children (a resync).
+ */
 function collectEdges(index: ReadonlyMap<string, IndexedState>): Map<string, string[]> {
-  const edges = new Map<string, string[]>();
-  const add = (container: string, line: string): void => {
-    const list = edges.get(container) ?? [];
-    if (!list.includes(line)) list.push(line);
-    edges.set(container, list);
+  const grouped = new Map<
+    string,
+    { container: string; from: string; to: string; guard: string; events: string[] }
+  >();
+  const add = (container: string, from: string, to: string, guard: string, event: string): void => {
+    const key = `${container}|${from}|${to}|${guard}`;
+    const edge = grouped.get(key) ?? { container, from, to, guard, events: [] };
+    if (!edge.events.includes(event)) edge.events.push(event);
+    grouped.set(key, edge);
   };
   for (const source of index.values()) {
     const transitions = [
@@ -66,22 +80,78 @@ function collectEdges(index: ReadonlyMap<string, IndexedState>): Map<string, str
       ...eventlessTransitions(source.def).map((t) => ({ ...t, eventType: '' })),
     ];
     for (const transition of transitions) {
-      const label = labelOf(transition);
+      if (isRefusal(transition)) continue;
+      const guard = guardName(transition.guard) ?? '';
       const targets = (transition.target ?? [])
         .map((t) => index.get(targetId(t)))
         .filter((t): t is IndexedState => t !== undefined);
       if (targets.length === 0) {
         if (Object.keys(source.def.states).length > 0) continue;
-        add(parentOf(source), `${source.mermaidId} --> ${source.mermaidId} : ${label}`);
+        add(parentOf(source), source.mermaidId, source.mermaidId, guard, transition.eventType);
         continue;
       }
       for (const target of targets) {
+        if (
+          target.path.length > source.path.length &&
+          target.path[source.path.length - 1] === source.def.id
+        ) {
+          continue;
+        }
         const [from, to, container] = liftToSiblings(source, target, index);
-        add(container, `${from.mermaidId} --> ${to.mermaidId} : ${label}`);
+        add(container, from.mermaidId, to.mermaidId, guard, transition.eventType);
       }
     }
   }
+  const edges = new Map<string, string[]>();
+  for (const edge of grouped.values()) {
+    const list = edges.get(edge.container) ?? [];
+    list.push(`${edge.from} --> ${edge.to} : ${labelOf(edge.events, edge.guard)}`);
+    edges.set(edge.container, list);
+  }
   return edges;
+}
+
+/** A transition that only answers a refusal: the state does not take the event. */
+function isRefusal(transition: TransitionJson): boolean {
+  const actions = (transition as { actions?: unknown }).actions;
+  if (!Array.isArray(actions) || actions.length === 0) return false;
+  const first: unknown = actions[0];
+  const name =
+    typeof first === 'object' && first !== null ? (first as { type?: unknown }).type : first;
+  return name === 'refuse';
+}
+
+/**
+ * Mermaid `class` lines marking the given states as current (`classDef current`): pass the ids
+ * of the active leaf states (see {@link activeStateIds}).
+ */
+function markCurrent(
+  index: ReadonlyMap<string, IndexedState>,
+  active: readonly string[],
+): string[] {
+  const ids = active.map((id) => index.get(id)?.mermaidId).filter((id): id is string => !!id);
+  if (ids.length === 0) return [];
+  return [
+    '  classDef current fill:#ffd166,stroke:#b35c00,stroke-width:3px',
+    ...ids.map((id) => `  class ${id} current`),
+  ];
+}
+
+/**
+ * Ids of the active leaf states of an XState state value, e.g.
+ * `{lifecycle: 'active', membership: {rebalancing: 'revoking'}}` →
+ * `['group.lifecycle.active', 'group.membership.rebalancing.revoking']`.
+ */
+export function activeStateIds(machineId: string, value: unknown): string[] {
+  const ids: string[] = [];
+  const walk = (node: unknown, path: string): void => {
+    if (typeof node === 'string') ids.push(`${path}.${node}`);
+    else if (typeof node === 'object' && node !== null) {
+      for (const [key, child] of Object.entries(node)) walk(child, `${path}.${key}`);
+    }
+  };
+  walk(value, machineId);
+  return ids;
 }
 
 function emitState(
@@ -162,9 +232,10 @@ function targetId(ref: TargetRef): string {
   return typeof ref === 'string' ? ref.replace(/^#/, '') : ref.id;
 }
 
-function labelOf(transition: TransitionJson): string {
-  const guard = guardName(transition.guard);
-  const parts = [transition.eventType, guard === null ? '' : `[${guard}]`].filter(Boolean);
+function labelOf(events: readonly string[], guard: string): string {
+  const parts = [events.filter(Boolean).join(', '), guard === '' ? '' : `[${guard}]`].filter(
+    Boolean,
+  );
   // `:` and `;` end a mermaid label.
   return (parts.join(' ') || 'always').replace(/[:;\n]/g, ' ');
 }

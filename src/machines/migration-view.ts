@@ -65,7 +65,7 @@ export function migrationProgress(ctx: GroupContext): MigrationProgress {
   const reported = new Set<number>();
   let membersReporting = 0;
   for (const memberId of members) {
-    const live = liveness[memberId];
+    const live = liveness.get(memberId);
     const current = new Set(live?.currentAssignments ?? []);
     let reportsRemoved = false;
     for (const shard of [...current, ...(live?.revokeProgress ?? []).map((p) => p.shard)]) {

@@ -10,10 +10,12 @@
  * retiring for the member that owns them (see `retiring.ts`).
  */
 import { mutationRefusal } from './admin.js';
+import type { ErrorCode } from '../errors.js';
 import type { GroupContext } from './context.js';
 import { beginEvent, fail, succeed, touched, withEffects } from './context.js';
 import type { RollbackEvent, ScaleEvent } from './events.js';
 import { allShards, withShards, withoutShards } from './group-state.js';
+import { leastLoadedMembers } from './retiring.js';
 import { migrationProgress, rollbackAllowed } from './migration-view.js';
 import { recomputeTargets } from './targets.js';
 import type { GroupState, MigrationKind, MigrationRecord, ShardRecord } from './types.js';
@@ -45,38 +47,52 @@ export function applyScale(ctx: GroupContext, event: ScaleEvent): GroupContext {
   return touched(start, scale(start, event), event.now);
 }
 
-function scale(ctx: GroupContext, event: ScaleEvent): GroupContext {
+/** Why a refused admin change was refused, in the API's words. */
+export interface MigrationRefusal {
+  readonly code: ErrorCode;
+  readonly message: string;
+  readonly details?: Record<string, unknown>;
+}
+
+/**
+ * Why SCALE may not run now, or null, in the documented order: failed closed or frozen, an
+ * invalid or unchanged shard count, a migration still IN_PROGRESS (one at a time).
+ */
+export function scaleRefusal(ctx: GroupContext, event: ScaleEvent): MigrationRefusal | null {
   const { group } = ctx;
   const blocked = mutationRefusal(group);
-  if (blocked) return fail(ctx, blocked.code, blocked.message);
+  if (blocked) return blocked;
   const { shardCount } = event;
   if (!Number.isSafeInteger(shardCount) || shardCount < 1) {
-    return fail(
-      ctx,
-      'VALIDATION_FAILED',
-      `shardCount must be a positive integer, got ${shardCount}`,
-    );
+    return {
+      code: 'VALIDATION_FAILED',
+      message: `shardCount must be a positive integer, got ${shardCount}`,
+    };
   }
   if (shardCount === group.shardCount) {
-    return fail(
-      ctx,
-      'SHARD_COUNT_UNCHANGED',
-      `group ${groupId(group)} already has ${shardCount} shards`,
-      { shardCount },
-    );
+    return {
+      code: 'SHARD_COUNT_UNCHANGED',
+      message: `group ${groupId(group)} already has ${shardCount} shards`,
+      details: { shardCount },
+    };
   }
   const active = group.activeMigration;
   if (active?.state === 'IN_PROGRESS') {
-    return fail(
-      ctx,
-      'MIGRATION_IN_PROGRESS',
-      `migration ${active.migrationId} of group ${groupId(group)} is still in progress`,
-      { migrationId: active.migrationId },
-    );
+    return {
+      code: 'MIGRATION_IN_PROGRESS',
+      message: `migration ${active.migrationId} of group ${groupId(group)} is still in progress`,
+      details: { migrationId: active.migrationId },
+    };
   }
+  return null;
+}
+
+function scale(ctx: GroupContext, event: ScaleEvent): GroupContext {
+  const refusal = scaleRefusal(ctx, event);
+  if (refusal) return fail(ctx, refusal.code, refusal.message, refusal.details);
   let next = ctx;
-  if (active) next = finishActive(next, 'COMPLETED', event.now);
-  next = startMigration(next, 'SCALE', event.migrationId, shardCount, null, event);
+  if (ctx.group.activeMigration) next = finishActive(next, 'COMPLETED', event.now);
+  next = startMigration(next, 'SCALE', event.migrationId, event.shardCount, null, event);
   const reply: ScaleReply = { migration: migrationById(next.group, event.migrationId) };
   return succeed(next, reply);
 }
@@ -91,10 +107,14 @@ export function applyRollback(ctx: GroupContext, event: RollbackEvent): GroupCon
   return touched(start, rollback(start, event), event.now);
 }
 
-function rollback(ctx: GroupContext, event: RollbackEvent): GroupContext {
+/**
+ * Why ROLLBACK may not run now, or null: failed closed or frozen, no such active migration
+ * (a finished one is ROLLBACK_NOT_ALLOWED), or its rollback window has passed.
+ */
+export function rollbackRefusal(ctx: GroupContext, event: RollbackEvent): MigrationRefusal | null {
   const { group } = ctx;
   const blocked = mutationRefusal(group);
-  if (blocked) return fail(ctx, blocked.code, blocked.message);
+  if (blocked) return blocked;
   const active = group.activeMigration;
   const named = event.migrationId;
   if (!active || (named !== 'current' && named !== active.migrationId)) {
@@ -105,31 +125,36 @@ function rollback(ctx: GroupContext, event: RollbackEvent): GroupContext {
         ? group.migrations[0]
         : group.migrations.find((m) => m.migrationId === named);
     if (past) {
-      return fail(
-        ctx,
-        'ROLLBACK_NOT_ALLOWED',
-        `migration ${past.migrationId} is ${past.state}; only the active migration can be rolled back`,
-        { migrationId: past.migrationId, state: past.state },
-      );
+      return {
+        code: 'ROLLBACK_NOT_ALLOWED',
+        message: `migration ${past.migrationId} is ${past.state}; only the active migration can be rolled back`,
+        details: { migrationId: past.migrationId, state: past.state },
+      };
     }
     const message =
       named === 'current'
         ? `group ${groupId(group)} has no active migration`
         : `group ${groupId(group)} has no migration ${named}`;
-    return fail(ctx, 'MIGRATION_NOT_FOUND', message, { migrationId: named });
+    return { code: 'MIGRATION_NOT_FOUND', message, details: { migrationId: named } };
   }
   if (!rollbackAllowed(active, event.now)) {
-    return fail(
-      ctx,
-      'ROLLBACK_NOT_ALLOWED',
-      `the rollback window of migration ${active.migrationId} has passed`,
-      {
+    return {
+      code: 'ROLLBACK_NOT_ALLOWED',
+      message: `the rollback window of migration ${active.migrationId} has passed`,
+      details: {
         migrationId: active.migrationId,
         state: active.state,
         rollbackAllowedUntil: active.rollbackAllowedUntil,
       },
-    );
+    };
   }
+  return null;
+}
+
+function rollback(ctx: GroupContext, event: RollbackEvent): GroupContext {
+  const refusal = rollbackRefusal(ctx, event);
+  if (refusal) return fail(ctx, refusal.code, refusal.message, refusal.details);
+  const active = ctx.group.activeMigration!;
   let next = finishActive(ctx, 'ROLLED_BACK', event.now);
   next = startMigration(
     next,
@@ -147,37 +172,47 @@ function rollback(ctx: GroupContext, event: RollbackEvent): GroupContext {
 }
 
 /**
- * Run at the end of every command event: the active IN_PROGRESS migration becomes CONVERGED
- * once {@link migrationConverged}, and a CONVERGED one becomes COMPLETED when its rollback
- * window has passed. Both are persisted changes. Nothing moves in a failed-closed group.
+ * MIGRATION_CONVERGED: the active IN_PROGRESS migration becomes CONVERGED (the chart raises the
+ * event once {@link migrationConverged}); its rollback window starts now. A reply that carries
+ * the migration (a SCALE that had nothing to wait for) shows it as it is now.
  */
-export function settleMigration(ctx: GroupContext, now: number): GroupContext {
+export function convergeMigration(ctx: GroupContext, now: number): GroupContext {
   const migration = ctx.group.activeMigration;
-  if (!migration || ctx.group.status === 'FAILED_CLOSED') return ctx;
-  let next = ctx;
-  if (migration.state === 'IN_PROGRESS' && migrationConverged(ctx)) {
-    const converged: MigrationRecord = {
-      ...migration,
-      state: 'CONVERGED',
-      convergedAt: now,
-      rollbackAllowedUntil: now + ctx.config.rollbackWindowMs,
-    };
-    next = withEffects(
-      { ...next, group: { ...next.group, activeMigration: converged } },
-      {
-        type: 'MIGRATION_CONVERGED',
-        migrationId: migration.migrationId,
-        durationMs: Math.max(0, now - migration.startedAt),
-      },
-    );
-  }
-  const active = next.group.activeMigration;
-  // With a zero window a migration converges and completes in the same step.
-  if (active?.state === 'CONVERGED' && (active.rollbackAllowedUntil ?? now) <= now) {
-    next = finishActive(next, 'COMPLETED', now);
-  }
-  if (next === ctx) return ctx;
-  return { ...next, group: { ...next.group, updatedAt: now } };
+  if (migration?.state !== 'IN_PROGRESS') return ctx;
+  const converged: MigrationRecord = {
+    ...migration,
+    state: 'CONVERGED',
+    convergedAt: now,
+    rollbackAllowedUntil: now + ctx.config.rollbackWindowMs,
+  };
+  const next = withEffects(
+    { ...ctx, group: { ...ctx.group, activeMigration: converged, updatedAt: now } },
+    {
+      type: 'MIGRATION_CONVERGED',
+      migrationId: migration.migrationId,
+      durationMs: Math.max(0, now - migration.startedAt),
+    },
+  );
+  return withMigrationReply(next, converged);
+}
+
+/** ROLLBACK_WINDOW_ELAPSED: a CONVERGED migration becomes COMPLETED. */
+export function completeMigration(ctx: GroupContext, now: number): GroupContext {
+  const migration = ctx.group.activeMigration;
+  if (migration?.state !== 'CONVERGED') return ctx;
+  const next = finishActive(ctx, 'COMPLETED', now);
+  const completed = next.group.migrations[0];
+  const done = { ...next, group: { ...next.group, updatedAt: now } };
+  return completed ? withMigrationReply(done, completed) : done;
+}
+
+/** Keeps a successful reply that names `migration` in step with the record. */
+function withMigrationReply(ctx: GroupContext, migration: MigrationRecord): GroupContext {
+  const result = ctx.result;
+  if (!result?.ok || typeof result.reply !== 'object' || result.reply === null) return ctx;
+  const reply = result.reply as { migration?: MigrationRecord };
+  if (reply.migration?.migrationId !== migration.migrationId) return ctx;
+  return { ...ctx, result: { ok: true, reply: { ...reply, migration } } };
 }
 
 /**
@@ -221,8 +256,8 @@ function finishActive(
  * The first commit of a migration: the record becomes active, the shards are resized, the
  * shard count and `metadataVersion` change, targets are recomputed with a new
  * `assignmentEpoch` (also when no target moved, e.g. without members: the assignment set
- * changed all the same), and a pending debounced recompute is folded in. Then the migration is
- * settled, since with nothing to wait for it has converged already.
+ * changed all the same), and a pending debounced recompute is folded in. With nothing to wait
+ * for it has converged already: the chart then raises MIGRATION_CONVERGED.
  */
 function startMigration(
   ctx: GroupContext,
@@ -260,25 +295,29 @@ function startMigration(
     { type: 'MIGRATION_STARTED', migrationId, kind },
     { type: 'ASSIGNMENT_RECOMPUTED', assignmentEpoch },
   );
-  return settleMigration(next, now);
+  return next;
 }
 
 /**
  * The shard records for a new count `to`. At or above it: owned shards (assigned, revoking)
- * become retiring for their owner, with no target; released ones leave at once; retiring ones
- * stay. Below it: shards added by a scale-out start released; a retiring shard back below the
+ * become retiring for their owner, with no target; released ones become retiring for the least
+ * loaded members (they may hold unread messages) or, with no member, leave at once; retiring
+ * ones stay. Below it: shards added by a scale-out start released; a retiring shard back below the
  * count (a rollback of a scale-in) stays with the owner that still consumes it, as assigned,
  * or is released when its owner never learned of it (handed over, not yet told) or is gone.
  */
 function resizeShards(group: GroupState, to: number, now: number): GroupState {
   const changes = new Map<number, ShardRecord>();
-  const removed: number[] = [];
+  const released: ShardRecord[] = [];
   for (const record of allShards(group)) {
     if (record.shard >= to) {
       if (record.state === 'assigned' || record.state === 'revoking') {
         changes.set(record.shard, { ...record, state: 'retiring', target: null, since: now });
       } else if (record.state === 'released') {
-        removed.push(record.shard);
+        // A released shard may still hold messages nobody read (a scale-out rolled back before
+        // its new shards were granted, an owner gone before the handoff): it retires too, and
+        // is consumed to its end by the member it is handed to, not dropped with them in it.
+        released.push(record);
       }
     } else if (record.state === 'retiring') {
       const kept = record.owner !== null && record.ownerEpoch !== null;
@@ -301,7 +340,25 @@ function resizeShards(group: GroupState, to: number, now: number): GroupState {
       since: now,
     });
   }
-  return withoutShards(withShards(group, changes), removed);
+  // With no member nobody could drain them: they leave at once, as before (docs/decisions.md).
+  const heirs = leastLoadedMembers(withShards(group, changes), released.length);
+  if (heirs.length === 0) {
+    return withoutShards(
+      withShards(group, changes),
+      released.map((r) => r.shard),
+    );
+  }
+  released.forEach((record, i) => {
+    changes.set(record.shard, {
+      ...record,
+      state: 'retiring',
+      owner: heirs[i] ?? null,
+      ownerEpoch: null,
+      target: null,
+      since: now,
+    });
+  });
+  return withShards(group, changes);
 }
 
 /** The migration `migrationId`, active or in history (it exists: the caller just made it). */

@@ -7,6 +7,11 @@ import type { RevokeProgress } from './types.js';
 /** A member's heartbeat. `memberEpoch` 0 joins, -1 leaves. */
 export interface HeartbeatRequest {
   readonly memberId: string;
+  /**
+   * The authenticated principal (`sub`) sending the heartbeat; set by `src/http`, never read
+   * from the body. Absent only for callers that do not authenticate (tests).
+   */
+  readonly principal?: string;
   readonly memberEpoch: number;
   readonly assignmentEpoch: number;
   readonly metadataVersion: number;

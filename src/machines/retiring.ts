@@ -9,7 +9,7 @@
  * silence about it must not count as DONE; its next heartbeat tells it (with a new epoch).
  */
 import { compareIds } from './assignor.js';
-import { allShards, memberIds, withShards } from './group-state.js';
+import { allShards, memberIds, retiringRecords, withShards } from './group-state.js';
 import type { HeartbeatRequest } from './protocol.js';
 import type { GroupState, ShardRecord } from './types.js';
 
@@ -37,14 +37,15 @@ export function retiringStep(
   request: HeartbeatRequest,
   now: number,
 ): RetiringStep {
+  const finished: number[] = [];
+  const told: ShardRecord[] = [];
+  const retiring = retiringRecords(group);
+  if (retiring.length === 0) return { finished, told };
   const done = new Set(
     request.revokeProgress.filter((p) => p.state === 'DONE').map((p) => p.shard),
   );
   const listed = new Set(request.currentAssignments);
-  const finished: number[] = [];
-  const told: ShardRecord[] = [];
-  for (const record of allShards(group)) {
-    if (record.state !== 'retiring') continue;
+  for (const record of retiring) {
     if (record.owner === null) {
       told.push({ ...record, owner: memberId, since: now });
     } else if (record.owner !== memberId) {
@@ -78,6 +79,22 @@ export function handOverRetiring(group: GroupState, formerOwner: string, now: nu
     changes.set(record.shard, { ...record, owner: heir, ownerEpoch: null, since: now });
   }
   return withShards(group, changes);
+}
+
+/**
+ * Heirs for `count` shards, least loaded first, each pick counted before the next, so several
+ * shards spread out; empty without members.
+ */
+export function leastLoadedMembers(group: GroupState, count: number): string[] {
+  const load = ownedCounts(group);
+  const heirs: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const heir = leastLoaded(load);
+    if (heir === null) break;
+    load.set(heir, (load.get(heir) ?? 0) + 1);
+    heirs.push(heir);
+  }
+  return heirs;
 }
 
 /** Shards each member owns in any state (assigned, revoking or retiring). */

@@ -34,6 +34,12 @@ export interface ShardRecord {
 
 export interface MemberRecord {
   readonly memberId: string;
+  /**
+   * The principal (`sub`) that joined the member: only it may heartbeat, leave or rejoin as this
+   * member while it is live (DESIGN.md §5). Null on records written before members were bound,
+   * and for callers that do not authenticate; such a member is bound by its next join.
+   */
+  readonly principal: string | null;
   readonly clientId: string | null;
   /** Current epoch; the member must report it (or, after a lost response, `previousEpoch`). */
   readonly memberEpoch: number;

@@ -29,6 +29,16 @@ export interface LoggerOptions {
   readonly format: 'json' | 'text';
   /** Silences all output (tests). */
   readonly silent?: boolean;
+  /** Writes here instead of the console (tests read the lines). */
+  readonly stream?: NodeJS.WritableStream;
+}
+
+/** The fields that name a group on every log line about it: `streamPrefix` and `consumerGroup`. */
+export function groupLogFields(ref: {
+  readonly streamPrefix: string;
+  readonly consumerGroup: string;
+}): { streamPrefix: string; consumerGroup: string } {
+  return { streamPrefix: ref.streamPrefix, consumerGroup: ref.consumerGroup };
 }
 
 /** The process logger: JSON for machines or one readable line per event for people. */
@@ -45,6 +55,10 @@ export function createLogger(options: LoggerOptions): Logger {
       winston.format.timestamp(),
       options.format === 'json' ? winston.format.json() : text,
     ),
-    transports: [new winston.transports.Console()],
+    transports: [
+      options.stream
+        ? new winston.transports.Stream({ stream: options.stream })
+        : new winston.transports.Console(),
+    ],
   });
 }

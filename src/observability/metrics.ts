@@ -70,8 +70,14 @@ export class Metrics {
   });
   readonly leaseChanges = new Counter({
     name: 'coord_lease_changes_total',
-    help: 'Group lease events',
+    help: 'Group lease events: acquired, renewed-failed, lost, released',
     labelNames: ['event'] as const,
+    registers: [this.registry],
+  });
+  readonly forwardedRequests = new Counter({
+    name: 'coord_forwarded_requests_total',
+    help: 'Requests forwarded to the owning replica, by outcome',
+    labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
   readonly adminRequests = new Counter({
@@ -118,6 +124,23 @@ export class Metrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+
+  /** Children of `heartbeats_total` by outcome, bound on first use (see {@link heartbeatOutcome}). */
+  private readonly heartbeatOutcomes = new Map<string, { inc(): void }>();
+
+  /**
+   * The `heartbeats_total` child of one outcome (or error code), bound once: the heartbeat is
+   * the hot path, and `inc({ outcome })` looks the label set up on every call. Outcomes and
+   * error codes are closed sets, so the map stays small.
+   */
+  heartbeatOutcome(outcome: string): { inc(): void } {
+    let child = this.heartbeatOutcomes.get(outcome);
+    if (!child) {
+      child = this.heartbeats.labels(outcome);
+      this.heartbeatOutcomes.set(outcome, child);
+    }
+    return child;
+  }
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics)

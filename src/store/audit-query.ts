@@ -4,6 +4,10 @@ import type { AuditQuery, AuditRecord } from './store.js';
 export function matchesAuditQuery(record: AuditRecord, query: AuditQuery): boolean {
   return (
     (query.streamPrefix === undefined || record.streamPrefix === query.streamPrefix) &&
-    (query.consumerGroup === undefined || record.consumerGroup === query.consumerGroup)
+    (query.consumerGroup === undefined || record.consumerGroup === query.consumerGroup) &&
+    (query.permits === undefined ||
+      (record.streamPrefix !== null &&
+        record.consumerGroup !== null &&
+        query.permits(record.streamPrefix, record.consumerGroup)))
   );
 }

@@ -27,6 +27,17 @@ const MEMBER = 'member:';
 
 /** Encodes the persisted part of a group. */
 export function encodeGroup(state: GroupState): Record<string, string> {
+  const fields = encodeHeader(state);
+  for (const shard of Object.values(state.shards))
+    fields[`${SHARD}${shard.shard}`] = encodeShard(shard);
+  for (const member of Object.values(state.members)) {
+    fields[`${MEMBER}${member.memberId}`] = encodeMember(member);
+  }
+  return fields;
+}
+
+/** The fields of a group other than its shard and member records. */
+function encodeHeader(state: GroupState): Record<string, string> {
   const fields: Record<string, string> = {
     streamPrefix: state.streamPrefix,
     consumerGroup: state.consumerGroup,
@@ -43,15 +54,54 @@ export function encodeGroup(state: GroupState): Record<string, string> {
   };
   if (state.failureReason) fields.failureReason = state.failureReason;
   if (state.activeMigration) fields['migration:active'] = JSON.stringify(state.activeMigration);
-  for (const shard of Object.values(state.shards)) {
-    const { shard: n, ...rest } = shard;
-    fields[`${SHARD}${n}`] = JSON.stringify(rest);
-  }
-  for (const member of Object.values(state.members)) {
-    const { memberId, ...rest } = member;
-    fields[`${MEMBER}${memberId}`] = JSON.stringify(rest);
-  }
   return fields;
+}
+
+function encodeShard(record: ShardRecord): string {
+  const { shard: _shard, ...rest } = record;
+  return JSON.stringify(rest);
+}
+
+function encodeMember(record: MemberRecord): string {
+  const { memberId: _memberId, ...rest } = record;
+  return JSON.stringify(rest);
+}
+
+/**
+ * The patch from the encoding of `before` to that of `after`, equal to
+ * `diffFields(encodeGroup(before), encodeGroup(after))` but encoding only the shard and member
+ * records whose object changed: groups are immutable values that keep every unchanged record,
+ * so a join, leave or expiry costs identity checks over the records plus the encoding of what
+ * it changed, not the encoding of the whole group (DESIGN.md §12).
+ */
+export function diffGroups(before: GroupState, after: GroupState): FieldPatch {
+  const patch = diffFields(encodeHeader(before), encodeHeader(after));
+  const set = patch.set as Record<string, string>;
+  const del = [...patch.del];
+  diffRecords(before.shards, after.shards, SHARD, encodeShard, set, del);
+  diffRecords(before.members, after.members, MEMBER, encodeMember, set, del);
+  return { set, del };
+}
+
+function diffRecords<R>(
+  before: Readonly<Record<string, R>>,
+  after: Readonly<Record<string, R>>,
+  prefix: string,
+  encode: (record: R) => string,
+  set: Record<string, string>,
+  del: string[],
+): void {
+  if (before === after) return;
+  for (const key of Object.keys(after)) {
+    const is = after[key]!;
+    const was = Object.hasOwn(before, key) ? before[key] : undefined;
+    if (was === is) continue;
+    const encoded = encode(is);
+    if (was === undefined || encode(was) !== encoded) set[`${prefix}${key}`] = encoded;
+  }
+  for (const key of Object.keys(before)) {
+    if (!Object.hasOwn(after, key)) del.push(`${prefix}${key}`);
+  }
 }
 
 function num(fields: GroupFields, name: string): number {
@@ -70,7 +120,10 @@ export function decodeGroup(fields: GroupFields): GroupState {
       shards[shard] = { shard, ...(JSON.parse(value) as Omit<ShardRecord, 'shard'>) };
     } else if (name.startsWith(MEMBER)) {
       const memberId = name.slice(MEMBER.length);
-      members[memberId] = { memberId, ...(JSON.parse(value) as Omit<MemberRecord, 'memberId'>) };
+      // Records written before members were bound to a principal carry none.
+      const record = JSON.parse(value) as Omit<MemberRecord, 'memberId' | 'principal'> &
+        Partial<Pick<MemberRecord, 'principal'>>;
+      members[memberId] = { memberId, ...record, principal: record.principal ?? null };
     }
   }
   const active = fields['migration:active'];

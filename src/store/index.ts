@@ -57,6 +57,7 @@ export type {
   AuditRecord,
   AuditQuery,
   StoreHealth,
+  ReplicaRecord,
 } from './store.js';
 export { MemoryStore } from './memory-store.js';
 export type { MemoryStoreOptions } from './memory-store.js';

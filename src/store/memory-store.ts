@@ -12,11 +12,12 @@ import type {
   FailureRecord,
   GroupPage,
   GroupRevision,
+  ReplicaRecord,
   Store,
   StoredGroup,
   StoreHealth,
 } from './store.js';
-import { toStoredGroup } from './stored-group.js';
+import { fenceOf, toStoredGroup } from './stored-group.js';
 import { assertImportable, assertPatchAllowed } from './write-guards.js';
 
 /** Options of {@link MemoryStore}. */
@@ -42,13 +43,17 @@ export class MemoryStore implements Store {
   /** Oldest first. */
   private audit: AuditRecord[] = [];
   private readonly failures = new Map<string, string>();
+  /** Highest fence this store has handed out: a created group starts above it (see createGroup). */
+  private highestFence = 0;
+  /** Live replicas by id, with the `performance.now()` at which each expires. */
+  private readonly replicas = new Map<string, { record: ReplicaRecord; expiresAt: number }>();
 
   constructor(options: MemoryStoreOptions) {
     this.keys = keyNames(options.keyPrefix);
     this.auditMaxLen = options.auditMaxLen;
   }
 
-  createGroup(state: GroupState, fence: string): Promise<StoredGroup> {
+  createGroup(state: GroupState): Promise<StoredGroup> {
     return settle(() => {
       const ref = { streamPrefix: state.streamPrefix, consumerGroup: state.consumerGroup };
       const key = this.keys.metadata(ref);
@@ -56,9 +61,11 @@ export class MemoryStore implements Store {
         throw refusalError(ScriptStatus.GROUP_EXISTS, { ref, actualRevision: 0 });
       }
       const fields = encodeGroup(state);
+      // Like the Lua fenceSeed: above every fence an earlier lifecycle of the group reached.
+      const fence = this.issueFence(this.highestFence + 1);
       this.hashes.set(
         key,
-        new Map([...Object.entries(fields), ['fence', fence], ['storeRevision', '1']]),
+        new Map([...Object.entries(fields), ['fence', String(fence)], ['storeRevision', '1']]),
       );
       this.register(ref);
       return { state: decodeGroup(fields), revision: 1, fence };
@@ -74,7 +81,7 @@ export class MemoryStore implements Store {
 
   commitGroup(
     ref: GroupRef,
-    fence: string,
+    fence: number,
     expectedRevision: number,
     patch: FieldPatch,
   ): Promise<number> {
@@ -87,7 +94,7 @@ export class MemoryStore implements Store {
     });
   }
 
-  deleteGroup(ref: GroupRef, fence: string, expectedRevision: number): Promise<void> {
+  deleteGroup(ref: GroupRef, fence: number, expectedRevision: number): Promise<void> {
     return settle(() => {
       this.writableHash(ref, fence, expectedRevision);
       const { found, index } = this.registryIndex(registryMember(ref));
@@ -96,15 +103,47 @@ export class MemoryStore implements Store {
     });
   }
 
-  takeOwnership(ref: GroupRef, newFence: string): Promise<StoredGroup> {
+  /** Embedded mode has one replica and no leases (DESIGN.md §8): `lease` is not checked. */
+  claimGroup(ref: GroupRef, _lease: string | null): Promise<StoredGroup> {
     return settle(() => {
       const hash = this.hashes.get(this.keys.metadata(ref));
       if (hash === undefined) {
         throw refusalError(ScriptStatus.GROUP_NOT_FOUND, { ref, actualRevision: 0 });
       }
-      hash.set('fence', newFence);
+      const current = fenceOf(hash.get('fence'));
+      hash.set(
+        'fence',
+        String(this.issueFence(current === 0 ? this.highestFence + 1 : current + 1)),
+      );
       bumpRevision(hash);
       return toStoredGroup(Object.fromEntries(hash));
+    });
+  }
+
+  registerReplica(replica: ReplicaRecord, ttlMs: number): Promise<void> {
+    return settle(() => {
+      this.replicas.set(replica.id, {
+        record: { ...replica },
+        expiresAt: performance.now() + ttlMs,
+      });
+    });
+  }
+
+  listReplicas(): Promise<ReplicaRecord[]> {
+    return settle(() => {
+      const now = performance.now();
+      for (const [id, { expiresAt }] of this.replicas) {
+        if (expiresAt <= now) this.replicas.delete(id);
+      }
+      return [...this.replicas.values()]
+        .map(({ record }) => ({ ...record }))
+        .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    });
+  }
+
+  deregisterReplica(id: string): Promise<void> {
+    return settle(() => {
+      this.replicas.delete(id);
     });
   }
 
@@ -167,6 +206,7 @@ export class MemoryStore implements Store {
   importGroup(ref: GroupRef, fields: GroupFields): Promise<void> {
     return settle(() => {
       assertImportable(ref, fields);
+      this.issueFence(fenceOf(fields.fence));
       this.hashes.set(this.keys.metadata(ref), new Map(Object.entries(fields)));
       this.register(ref);
     });
@@ -205,6 +245,12 @@ export class MemoryStore implements Store {
     return Promise.resolve();
   }
 
+  /** Records `fence` as handed out (or imported) and returns it. */
+  private issueFence(fence: number): number {
+    this.highestFence = Math.max(this.highestFence, fence);
+    return fence;
+  }
+
   private fieldsOf(ref: GroupRef): Record<string, string> | null {
     const hash = this.hashes.get(this.keys.metadata(ref));
     return hash === undefined ? null : Object.fromEntries(hash);
@@ -213,7 +259,7 @@ export class MemoryStore implements Store {
   /** The hash a fenced write may change, refused exactly as the Lua `checkWriter` refuses. */
   private writableHash(
     ref: GroupRef,
-    fence: string,
+    fence: number,
     expectedRevision: number,
   ): Map<string, string> {
     const hash = this.hashes.get(this.keys.metadata(ref));
@@ -221,7 +267,7 @@ export class MemoryStore implements Store {
       refusalError(status, { ref, expectedRevision, actualRevision });
     if (hash === undefined) throw refuse(ScriptStatus.GROUP_NOT_FOUND, 0);
     const revision = revisionOf(hash);
-    if (hash.get('fence') !== fence) throw refuse(ScriptStatus.FENCE_MISMATCH, revision);
+    if (hash.get('fence') !== String(fence)) throw refuse(ScriptStatus.FENCE_MISMATCH, revision);
     if (revision !== expectedRevision) throw refuse(ScriptStatus.REVISION_MISMATCH, revision);
     return hash;
   }

@@ -17,11 +17,13 @@ import type {
   FailureRecord,
   GroupPage,
   GroupRevision,
+  ReplicaLease,
+  ReplicaRecord,
   Store,
   StoredGroup,
   StoreHealth,
 } from './store.js';
-import { toStoredGroup } from './stored-group.js';
+import { fenceOf, toStoredGroup } from './stored-group.js';
 import { assertImportable, assertPatchAllowed } from './write-guards.js';
 
 /*
@@ -60,7 +62,7 @@ type ScriptCommand = (...args: Array<string | number>) => Promise<unknown>;
 interface ScriptReply {
   readonly status: number;
   readonly revision: number;
-  /** Flat `[field, value, ...]` list, only from takeOwnership. */
+  /** Flat `[field, value, ...]` list, from claimGroup (whole hash) and createGroup (fence). */
   readonly fields: readonly string[];
 }
 
@@ -97,6 +99,10 @@ export class RedisStore implements Store {
   private lastHealth: StoreHealth = 'DOWN';
   /** Whether the client ever connected: before that, calls wait for the first connection. */
   private wasReady = false;
+  /** `host:port` (or the cluster seeds) of the store, without credentials: for messages. */
+  private readonly target: string;
+  /** Why the last connection attempt failed (`ECONNREFUSED`, ...), until one succeeds. */
+  private connectionFailure: string | null = null;
 
   constructor(options: RedisStoreOptions) {
     this.keys = keyNames(options.keyPrefix);
@@ -106,6 +112,9 @@ export class RedisStore implements Store {
       commandTimeout: options.commandTimeoutMs ?? 2_000,
       maxRetriesPerRequest: 1,
     };
+    this.target = options.clusterNodes?.length
+      ? options.clusterNodes.map(hostAndPort).join(',')
+      : hostAndPort(options.url ?? 'redis://127.0.0.1:6379');
     if (options.clusterNodes && options.clusterNodes.length > 0) {
       this.kind = 'redis-cluster';
       this.client = new Cluster([...options.clusterNodes], {
@@ -129,7 +138,11 @@ export class RedisStore implements Store {
     }
     this.client.on('ready', () => {
       this.wasReady = true;
+      this.connectionFailure = null;
       this.lastHealth = 'UP';
+    });
+    this.client.on('error', (error: unknown) => {
+      if (this.client.status !== 'ready') this.connectionFailure = causeOf(error);
     });
     // The listener also keeps ioredis from reporting every reconnect failure as unhandled.
     for (const event of ['error', 'close', 'end']) {
@@ -139,7 +152,7 @@ export class RedisStore implements Store {
     }
   }
 
-  async createGroup(state: GroupState, fence: string): Promise<StoredGroup> {
+  async createGroup(state: GroupState): Promise<StoredGroup> {
     const ref = refOf(state);
     const member = registryMember(ref);
     const registered = await this.command('createGroup', () =>
@@ -149,9 +162,10 @@ export class RedisStore implements Store {
       throw refusalError(ScriptStatus.GROUP_EXISTS, { ref, actualRevision: 0 });
     }
     const fields = encodeGroup(state);
-    const { revision } = await this.runScript('createGroup', ref, [fence, JSON.stringify(fields)]);
+    const reply = await this.runScript('createGroup', ref, [JSON.stringify(fields)]);
     await this.command('createGroup', () => this.client.zadd(this.keys.groups(), 0, member));
-    return { state: decodeGroup(fields), revision, fence };
+    const fence = fenceOf(pairsToFields(reply.fields).fence);
+    return { state: decodeGroup(fields), revision: reply.revision, fence };
   }
 
   async loadGroup(ref: GroupRef): Promise<StoredGroup | null> {
@@ -161,7 +175,7 @@ export class RedisStore implements Store {
 
   async commitGroup(
     ref: GroupRef,
-    fence: string,
+    fence: number,
     expectedRevision: number,
     patch: FieldPatch,
   ): Promise<number> {
@@ -175,7 +189,7 @@ export class RedisStore implements Store {
     return revision;
   }
 
-  async deleteGroup(ref: GroupRef, fence: string, expectedRevision: number): Promise<void> {
+  async deleteGroup(ref: GroupRef, fence: number, expectedRevision: number): Promise<void> {
     const member = registryMember(ref);
     await this.runScript('checkWriter', ref, [fence, expectedRevision], expectedRevision);
     await this.command('deleteGroup', () => this.client.zrem(this.keys.groups(), member));
@@ -191,9 +205,57 @@ export class RedisStore implements Store {
     }
   }
 
-  async takeOwnership(ref: GroupRef, newFence: string): Promise<StoredGroup> {
-    const { fields } = await this.runScript('takeOwnership', ref, [newFence]);
+  async claimGroup(ref: GroupRef, lease: string | null): Promise<StoredGroup> {
+    const { fields } = await this.runScript('claimGroup', ref, [lease ?? ''], undefined, [
+      this.keys.lease(ref),
+    ]);
     return toStoredGroup(pairsToFields(fields));
+  }
+
+  async registerReplica(replica: ReplicaRecord, ttlMs: number): Promise<void> {
+    const key = this.keys.replica(replica.id);
+    // The hash's own TTL (kept by the Redis server) decides liveness; the sorted set is the
+    // index to find the hashes (its score, the expiry by this replica's clock, is informative).
+    // Two commands: in Cluster mode the two keys live in different slots.
+    await this.command('registerReplica', async () => {
+      // One transaction: a crash between HSET and PEXPIRE would leave a replica live forever.
+      const results = await this.client
+        .multi()
+        .hset(key, replicaFields(replica))
+        .pexpire(key, ttlMs)
+        .exec();
+      const failed = results?.find(([error]) => error !== null)?.[0];
+      if (results === null || failed) throw failed ?? new Error('replica registration aborted');
+      await this.client.zadd(this.keys.replicas(), Date.now() + ttlMs, replica.id);
+    });
+  }
+
+  async listReplicas(): Promise<ReplicaRecord[]> {
+    const ids = await this.command('listReplicas', () =>
+      this.client.zrange(this.keys.replicas(), '0', '-1'),
+    );
+    const hashes = await this.command('listReplicas', () =>
+      Promise.all(ids.map((id) => this.client.hgetall(this.keys.replica(id)))),
+    );
+    const live: ReplicaRecord[] = [];
+    const expired: string[] = [];
+    ids.forEach((id, i) => {
+      const hash = hashes[i];
+      if (hash?.url === undefined) expired.push(id);
+      else live.push(replicaOfFields(id, hash));
+    });
+    if (expired.length > 0) {
+      // A refresh racing this prune re-adds its id on its next beat (about a second later).
+      await this.command('listReplicas', () => this.client.zrem(this.keys.replicas(), ...expired));
+    }
+    return live.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+
+  async deregisterReplica(id: string): Promise<void> {
+    await this.command('deregisterReplica', async () => {
+      await this.client.zrem(this.keys.replicas(), id);
+      await this.client.del(this.keys.replica(id));
+    });
   }
 
   async recordFailure(ref: GroupRef, record: FailureRecord): Promise<void> {
@@ -329,14 +391,16 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Every script call goes through here: runs it on the group's metadata key and turns a
-   * negative status into the typed error of `refusalError`.
+   * Every script call goes through here: runs it on the group's metadata key (then
+   * `extraKeys`, all in the group's slot) and turns a negative status into the typed error of
+   * `refusalError`.
    */
   private async runScript(
     name: string,
     ref: GroupRef,
     args: Array<string | number>,
     expectedRevision?: number,
+    extraKeys: readonly string[] = [],
   ): Promise<ScriptReply> {
     const commandName = COMMAND_PREFIX + name;
     const run = (this.client as unknown as Record<string, ScriptCommand | undefined>)[commandName];
@@ -344,7 +408,9 @@ export class RedisStore implements Store {
       throw new CoordinatorError('INTERNAL', `store script ${name} is not loaded`);
     }
     const reply = parseScriptReply(
-      await this.command(name, () => run.call(this.client, this.keys.metadata(ref), ...args)),
+      await this.command(name, () =>
+        run.call(this.client, this.keys.metadata(ref), ...extraKeys, ...args),
+      ),
     );
     if (reply.status < 0) {
       throw refusalError(reply.status, {
@@ -362,8 +428,9 @@ export class RedisStore implements Store {
     // command timeout: callers (503s, health) learn of an outage without waiting for it.
     if (this.wasReady && LOST.has(this.client.status)) {
       this.lastHealth = 'DOWN';
-      throw new StoreUnavailableError(
-        `store ${operation} failed: connection is ${this.client.status}`,
+      throw this.unavailable(
+        operation,
+        this.connectionFailure ?? `connection ${this.client.status}`,
       );
     }
     try {
@@ -372,10 +439,56 @@ export class RedisStore implements Store {
       return result;
     } catch (error) {
       this.lastHealth = 'DOWN';
-      const message = error instanceof Error ? error.message : String(error);
-      throw new StoreUnavailableError(`store ${operation} failed: ${message}`, { cause: error });
+      // Not connected: the cause is the connection's (ECONNREFUSED, ...), not the retry limit
+      // ioredis reports for the queued command.
+      const cause =
+        this.client.status === 'ready'
+          ? causeOf(error)
+          : (this.connectionFailure ?? causeOf(error));
+      throw this.unavailable(operation, cause, error);
     }
   }
+
+  /** `store <operation> failed: Redis at host:port unreachable (ECONNREFUSED)`, with details. */
+  private unavailable(operation: string, cause: string, error?: unknown): StoreUnavailableError {
+    const reached = this.client.status === 'ready';
+    const message = reached
+      ? `store ${operation} failed at ${this.target}: ${cause}`
+      : `store ${operation} failed: Redis at ${this.target} unreachable (${cause})`;
+    return new StoreUnavailableError(message, {
+      ...(error === undefined ? {} : { cause: error }),
+      details: { store: this.target, cause },
+    });
+  }
+
+  /** `host:port` of the store (the cluster seeds joined by commas), for logs and messages. */
+  describe(): string {
+    return this.target;
+  }
+}
+
+/** `redis://user:pw@host:port/0` → `host:port`: never the credentials. */
+function hostAndPort(address: string): string {
+  try {
+    const url = new URL(address.includes('://') ? address : `redis://${address}`);
+    return `${url.hostname}:${url.port || '6379'}`;
+  } catch {
+    return 'the configured address';
+  }
+}
+
+/**
+ * A short cause for an operator: the system error code of a connection failure
+ * (`ECONNREFUSED`, `ENOTFOUND`, `ETIMEDOUT`), else the error's message. ioredis' own retry
+ * bookkeeping (`maxRetriesPerRequest`) is never the cause.
+ */
+function causeOf(error: unknown): string {
+  const e = error as { code?: unknown; message?: unknown; lastNodeError?: unknown } | null;
+  if (typeof e?.code === 'string' && /^E[A-Z]+$/.test(e.code)) return e.code;
+  if (e?.lastNodeError) return causeOf(e.lastNodeError);
+  const message = typeof e?.message === 'string' ? e.message : String(error);
+  if (/maxRetriesPerRequest/.test(message)) return 'no connection';
+  return message;
 }
 
 /** Client states in which a command would only wait in the offline queue. */
@@ -415,4 +528,32 @@ function parseAuditEntry(entryFields: readonly string[]): AuditRecord | null {
   } catch {
     return null;
   }
+}
+
+/** The fields of a replica's registry hash. */
+function replicaFields(replica: ReplicaRecord): Record<string, string> {
+  const fields: Record<string, string> = { url: replica.url };
+  if (replica.groupsOwned !== undefined) fields.groupsOwned = String(replica.groupsOwned);
+  if (replica.heartbeatAt !== undefined) fields.heartbeatAt = replica.heartbeatAt;
+  if (replica.leases !== undefined) fields.leases = JSON.stringify(replica.leases);
+  return fields;
+}
+
+/** A replica's registry hash read back; a field that does not parse is left out. */
+function replicaOfFields(id: string, hash: Record<string, string>): ReplicaRecord {
+  const groupsOwned = Number(hash.groupsOwned);
+  let leases: ReplicaLease[] | undefined;
+  try {
+    const parsed: unknown = hash.leases === undefined ? undefined : JSON.parse(hash.leases);
+    if (Array.isArray(parsed)) leases = parsed as ReplicaLease[];
+  } catch {
+    leases = undefined;
+  }
+  return {
+    id,
+    url: hash.url ?? '',
+    ...(hash.groupsOwned !== undefined && Number.isFinite(groupsOwned) ? { groupsOwned } : {}),
+    ...(hash.heartbeatAt !== undefined ? { heartbeatAt: hash.heartbeatAt } : {}),
+    ...(leases ? { leases } : {}),
+  };
 }

@@ -1,6 +1,11 @@
 import type { GroupRef } from '../machines/types.js';
 import { groupId } from '../machines/types.js';
-import { CoordinatorError, FenceMismatchError, RevisionMismatchError } from '../errors.js';
+import {
+  CoordinatorError,
+  FenceMismatchError,
+  LeaseNotHeldError,
+  RevisionMismatchError,
+} from '../errors.js';
 
 /**
  * Status codes of the store's write scripts: the first element of every Lua reply
@@ -18,6 +23,8 @@ export enum ScriptStatus {
   GROUP_NOT_FOUND = -3,
   /** The metadata key or the registry entry already exists. */
   GROUP_EXISTS = -4,
+  /** The group's lease key does not hold the claiming caller's lease value. */
+  LEASE_NOT_HELD = -5,
 }
 
 /** What a refused write was about, for the error's message and details. */
@@ -54,6 +61,8 @@ export function refusalError(status: number, context: RefusalContext): Coordinat
           consumerGroup: context.ref.consumerGroup,
         },
       });
+    case ScriptStatus.LEASE_NOT_HELD:
+      return new LeaseNotHeldError(`this replica does not hold the lease of group ${group}`);
     default:
       return new CoordinatorError('INTERNAL', `store script returned unknown status ${status}`);
   }

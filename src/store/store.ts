@@ -6,8 +6,11 @@ export interface StoredGroup {
   readonly state: GroupState;
   /** +1 on every write (DESIGN.md §4). */
   readonly revision: number;
-  /** Fencing token of the owner allowed to write. */
-  readonly fence: string;
+  /**
+   * Fencing token of the owner allowed to write: an integer counter in the metadata hash,
+   * incremented by every claim (DESIGN.md §8). Every write must carry it.
+   */
+  readonly fence: number;
 }
 
 /** What the verify loop reads for each owned group (DESIGN.md §7). */
@@ -62,6 +65,11 @@ export interface AuditRecord {
 export interface AuditQuery {
   readonly streamPrefix?: string;
   readonly consumerGroup?: string;
+  /**
+   * Only records about a group this accepts; records that name no group are left out too
+   * (a scoped token's query, DESIGN.md §9).
+   */
+  readonly permits?: (streamPrefix: string, consumerGroup: string) => boolean;
   /** At most this many records, newest first. */
   readonly limit: number;
 }
@@ -74,6 +82,27 @@ export interface GroupPage {
 
 export type StoreHealth = 'UP' | 'DOWN' | 'NOT_CONFIGURED';
 
+/** A live coordinator replica as registered in `kp:replicas` (DESIGN.md §8). */
+export interface ReplicaRecord {
+  /** `coordinator.replica.id`. */
+  readonly id: string;
+  /** `coordinator.http.advertised-url`: where other replicas forward its groups' requests. */
+  readonly url: string;
+  /** Groups it owned at its last refresh (what the replica listing shows). */
+  readonly groupsOwned?: number;
+  /** When it last refreshed its entry (ISO 8601). */
+  readonly heartbeatAt?: string;
+  /** Its oldest leases at its last refresh (at most a few dozen). */
+  readonly leases?: readonly ReplicaLease[];
+}
+
+/** One lease a replica holds, as its registry entry shows it. */
+export interface ReplicaLease {
+  readonly streamPrefix: string;
+  readonly consumerGroup: string;
+  readonly ageMs: number;
+}
+
 /**
  * The store contract: domain verbs only. Every group write is fenced and revision-checked:
  * it fails with `FenceMismatchError` / `RevisionMismatchError` and changes nothing when the
@@ -83,24 +112,30 @@ export type StoreHealth = 'UP' | 'DOWN' | 'NOT_CONFIGURED';
 export interface Store {
   readonly kind: 'memory' | 'redis' | 'redis-cluster';
 
-  /** Creates the metadata key and registers the group; `GROUP_EXISTS` if either exists. */
-  createGroup(state: GroupState, fence: string): Promise<StoredGroup>;
+  /**
+   * Creates the metadata key and registers the group; `GROUP_EXISTS` if either exists. The
+   * store starts the fence, above every fence an earlier lifecycle of the group can have held.
+   */
+  createGroup(state: GroupState): Promise<StoredGroup>;
   /** The group's metadata, or null when the metadata key does not exist. */
   loadGroup(ref: GroupRef): Promise<StoredGroup | null>;
   /** Applies `patch` if fence and revision match; returns the new revision. */
   commitGroup(
     ref: GroupRef,
-    fence: string,
+    fence: number,
     expectedRevision: number,
     patch: FieldPatch,
   ): Promise<number>;
   /** Removes metadata key and registry entry if fence and revision match. */
-  deleteGroup(ref: GroupRef, fence: string, expectedRevision: number): Promise<void>;
+  deleteGroup(ref: GroupRef, fence: number, expectedRevision: number): Promise<void>;
   /**
-   * Atomically replaces the fence token of an existing group (a new owner takes over), bumping
-   * the revision, and returns the group as now stored. `GROUP_NOT_FOUND` if the key is missing.
+   * A new owner claims an existing group: atomically checks that `kp:G:lease` holds `lease`,
+   * increments the fence and bumps the revision, and returns the group as now stored (its new
+   * fence included). `LeaseNotHeldError` if the lease holds another value (or, for
+   * `lease === null`, any value: an unleased claim never takes a group from a lease holder);
+   * `GROUP_NOT_FOUND` if the key is missing. MemoryStore (one replica, no leases) ignores `lease`.
    */
-  takeOwnership(ref: GroupRef, newFence: string): Promise<StoredGroup>;
+  claimGroup(ref: GroupRef, lease: string | null): Promise<StoredGroup>;
   /** Whether the registry lists the group (it may exist there while its metadata key is lost). */
   isRegistered(ref: GroupRef): Promise<boolean>;
   /** Registry listing in a stable order. */
@@ -118,6 +153,16 @@ export interface Store {
   readFailure(ref: GroupRef): Promise<FailureRecord | null>;
   /** Removes the failure record (after recovery). */
   clearFailure(ref: GroupRef): Promise<void>;
+
+  /**
+   * Registers or refreshes a live replica for `ttlMs`: unless refreshed it drops out of
+   * {@link listReplicas} after that (a killed replica deregisters itself this way).
+   */
+  registerReplica(replica: ReplicaRecord, ttlMs: number): Promise<void>;
+  /** Live replicas ordered by id; entries whose TTL ran out are pruned on the way. */
+  listReplicas(): Promise<ReplicaRecord[]>;
+  /** Removes a replica at once (graceful shutdown). */
+  deregisterReplica(id: string): Promise<void>;
 
   appendAudit(record: AuditRecord): Promise<void>;
   queryAudit(query: AuditQuery): Promise<AuditRecord[]>;

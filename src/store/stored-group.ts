@@ -20,6 +20,14 @@ export function toStoredGroup(fields: GroupFields): StoredGroup {
   return {
     state,
     revision: Number(fields.storeRevision ?? 0),
-    fence: fields.fence ?? '',
+    fence: fenceOf(fields.fence),
   };
+}
+
+/**
+ * The integer fence of a hash; 0 for a hash without one or with a token from before fences were
+ * counters (never a valid fence: the next claim starts a real one).
+ */
+export function fenceOf(value: string | undefined): number {
+  return value !== undefined && /^[1-9]\d*$/.test(value) ? Number(value) : 0;
 }

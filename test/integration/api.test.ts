@@ -252,7 +252,7 @@ describe.each(['memory', 'redis'] as const)('HTTP API on the %s store', (storeKi
         body: { shardCount: 3, ...CHANGE },
       });
       const members = await c.call('GET', `${monitor('mon', 'g')}/members`, { user: 'reader' });
-      expect(await members.json()).toEqual({ members: [] });
+      expect(await members.json()).toEqual({ members: [], departedMembers: [] });
       const assignments = await c.call('GET', `${monitor('mon', 'g')}/assignments`, {
         user: 'reader',
       });
@@ -269,9 +269,18 @@ describe.each(['memory', 'redis'] as const)('HTTP API on the %s store', (storeKi
         mermaid: string;
         value: unknown;
         definition: unknown;
+        members: unknown[];
+        memberMachine: { mermaid: string };
       };
       expect(chartBody.mermaid).toMatch(/^stateDiagram-v2/);
       expect(chartBody.value).toMatchObject({ membership: 'empty' });
+      // The group's current states are marked in the diagram.
+      expect(chartBody.mermaid).toContain('class group_membership_empty current');
+      expect(chartBody.mermaid).toContain('class group_lifecycle_active current');
+      expect(chartBody.members).toEqual([]);
+      expect(chartBody.memberMachine.mermaid).toContain(
+        'member_revoking --> member_fenced : FENCED',
+      );
     });
     it('serves routing metadata with an ETag and answers 304 to If-None-Match', async () => {
       await c.call('PUT', group('route', 'g'), {

@@ -581,7 +581,13 @@ describe.each(['memory', 'redis'] as const)('concurrent traffic on the %s store'
       for (let round = 0; round < CALM_ROUNDS && !stable; round++) {
         clock.advance(CALM_STEP_MS);
         await c.host.sweep();
-        const reported = survivors.map((m) => (m.epoch > 0 ? m.owned.join(',') : null));
+        // Settled means a round in which every member reported exactly its assignment and
+        // nothing in progress: a member that was last told to revoke or retire a shard reports
+        // it DONE this round (even one a rollback gave back to it), so that round does not count.
+        const reported = survivors.map((m) => {
+          const giving = (m.last?.revokeShards.length ?? 0) + (m.last?.retireShards.length ?? 0);
+          return m.epoch > 0 && giving === 0 ? m.owned.join(',') : null;
+        });
         const replies = await Promise.all(survivors.map((m) => beat(m, 'honest')));
         stable = replies.every(
           (r, i) =>
@@ -655,6 +661,10 @@ describe.each(['memory', 'redis'] as const)('concurrent traffic on the %s store'
     async () => {
       await fc.assert(fc.asyncProperty(scenario, runScenario), {
         numRuns: HUNT_RUNS ?? RUNS[storeKind],
+        // To replay a failure: CONCURRENCY_SEED and CONCURRENCY_PATH from its report.
+        ...(process.env.CONCURRENCY_SEED
+          ? { seed: Number(process.env.CONCURRENCY_SEED), path: process.env.CONCURRENCY_PATH }
+          : {}),
         // A failure found late is still reported, shrunk as far as the time allowed.
         interruptAfterTimeLimit: TIME_LIMIT_MS,
       });

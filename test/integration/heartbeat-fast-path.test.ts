@@ -1,10 +1,13 @@
 import { gzipSync } from 'node:zlib';
+import fc from 'fast-check';
 import jwt from 'jsonwebtoken';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadSettings } from '../../src/config/load.js';
+import { HEARTBEAT_PATH } from '../../src/http/routes/consumer.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startCoordinator, type RunningCoordinator } from '../../src/server.js';
 import { CHANGE, TEST_SECRET } from '../support/coordinator.js';
+import { canonicalPath, pathSpelling, spelt } from '../support/path-spellings.js';
 
 /*
  * The heartbeat fast path (src/http/heartbeat-fast-path.ts) against express: every request is
@@ -22,10 +25,13 @@ const JOIN = {
   currentAssignments: [],
 };
 
-function token(roles: string[], options: { secret?: string; expSeconds?: number } = {}): string {
+function token(
+  roles: string[],
+  options: { secret?: string; expSeconds?: number; sub?: string } = {},
+): string {
   const now = Math.floor(Date.now() / 1000);
   return jwt.sign(
-    { sub: 'someone', roles, iat: now, exp: now + (options.expSeconds ?? 3600) },
+    { sub: options.sub ?? 'someone', roles, iat: now, exp: now + (options.expSeconds ?? 3600) },
     options.secret ?? TEST_SECRET,
     { algorithm: 'HS256', issuer: 'stream-coordinator' },
   );
@@ -355,6 +361,20 @@ describe('heartbeat fast path', () => {
     expect(errorOf(answer).code).toBe('GROUP_NOT_FOUND');
   });
 
+  it('a member id held by another principal: the same 403 MEMBER_ID_IN_USE', async () => {
+    const body = () => JSON.stringify({ ...JOIN, memberId: 'bound' });
+    const joined = await both(HB, { headers: { ...JSON_TYPE, ...CONSUMER }, body });
+    expect(joined.status).toBe(200);
+    const other = bearer(token(['CONSUMER'], { sub: 'someone-else' }));
+    const answer = await both(HB, { headers: { ...JSON_TYPE, ...other }, body });
+    expect(answer.status).toBe(403);
+    expect(errorOf(answer).code).toBe('MEMBER_ID_IN_USE');
+    const leave = () => JSON.stringify({ ...JOIN, memberId: 'bound', memberEpoch: -1 });
+    expect((await both(HB, { headers: { ...JSON_TYPE, ...CONSUMER }, body: leave })).status).toBe(
+      200,
+    );
+  });
+
   it('joins and steady-state heartbeats: the same 200 answers', async () => {
     const send = (c: RunningCoordinator, body: unknown) =>
       ask(c, HB, { headers: { ...JSON_TYPE, ...CONSUMER }, body: () => JSON.stringify(body) });
@@ -410,9 +430,10 @@ describe('heartbeat fast path', () => {
 
   it('leaves everything else to express', async () => {
     const init = { headers: { ...JSON_TYPE, ...CONSUMER }, body: () => JSON.stringify(JOIN) };
-    // Routed by express too (trailing slash, letter case), so answered by express, as before.
-    expect((await both(`${HB}/`, init, 'express')).status).toBe(200);
-    expect((await both(HB.replace('heartbeat', 'Heartbeat'), init, 'express')).status).toBe(200);
+    // Other spellings match no route, on express as on the fast path (DESIGN.md §9).
+    for (const spelling of [`${HB}/`, HB.replace('heartbeat', 'Heartbeat'), `/${HB}`]) {
+      expect(errorOf(await both(spelling, init, 'express')).code, spelling).toBe('NOT_FOUND');
+    }
     // Not valid percent-encoding: express's own 400.
     const badEncoding = await both(
       '/coord/v1/consumer/streams/%E0%A4%A/groups/g/heartbeat',
@@ -436,6 +457,30 @@ describe('heartbeat fast path', () => {
       'express',
     );
     expect(gzipped.status).toBe(200);
+  });
+
+  it('serves exactly what express routes: the canonical spelling; any other is 404 on both', async () => {
+    const params = { stream: 'fp', group: 'g' };
+    expect(canonicalPath(HEARTBEAT_PATH, params)).toBe(HB);
+    const init = {
+      headers: { ...JSON_TYPE, ...CONSUMER },
+      body: () => JSON.stringify({ ...JOIN, memberId: 'spelling' }),
+    };
+    const paths = fc.oneof(
+      fc.constant(HB),
+      pathSpelling.map((spelling) => spelt(HEARTBEAT_PATH, params, spelling)),
+    );
+    await fc.assert(
+      fc.asyncProperty(paths, async (path) => {
+        const answer = await both(path, init, path === HB ? 'fast' : 'express');
+        if (path === HB) expect(answer.status).toBe(200);
+        else {
+          expect(answer.status, path).toBe(404);
+          expect(errorOf(answer).code, path).toBe('NOT_FOUND');
+        }
+      }),
+      { numRuns: 40 },
+    );
   });
 
   it('counts heartbeats_total{outcome} and heartbeat_duration_seconds like the express route', async () => {

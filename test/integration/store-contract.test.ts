@@ -1,9 +1,11 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Cluster } from 'ioredis';
 import type { Redis } from 'ioredis';
 import {
   CoordinatorError,
   FenceMismatchError,
   RevisionMismatchError,
+  LeaseNotHeldError,
   StoreUnavailableError,
 } from '../../src/errors.js';
 import type { GroupRef, MemberRecord, ShardRecord } from '../../src/machines/types.js';
@@ -37,7 +39,6 @@ interface StoreUnderTest {
 
 type MakeStore = (options: { keyPrefix: string; auditMaxLen: number }) => Promise<StoreUnderTest>;
 
-const FENCE = 'fence-owner-1';
 const AUDIT_MAX_LEN = 1_000;
 
 function audit(overrides: Partial<AuditRecord> = {}): AuditRecord {
@@ -110,9 +111,10 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
       it('a created group loads back with every GroupState field intact', async () => {
         const store = await openStore();
         const state = makeGroupState();
-        const created = await store.createGroup(state, FENCE);
-        expect(created).toEqual({ state, revision: 1, fence: FENCE });
-        expect(await store.loadGroup(refOf(state))).toEqual({ state, revision: 1, fence: FENCE });
+        const created = await store.createGroup(state);
+        expect(created).toEqual({ state, revision: 1, fence: created.fence });
+        expect(Number.isSafeInteger(created.fence) && created.fence > 0).toBe(true);
+        expect(await store.loadGroup(refOf(state))).toEqual(created);
       });
 
       it('a failed-closed, paused group without members or migrations round-trips too', async () => {
@@ -128,7 +130,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
           activeMigration: null,
           migrations: [],
         });
-        await store.createGroup(state, FENCE);
+        await store.createGroup(state);
         expect((await store.loadGroup(refOf(state)))?.state).toEqual(state);
       });
 
@@ -150,6 +152,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
           const memberId = `member-${i}`;
           members[memberId] = {
             memberId,
+            principal: null,
             clientId: null,
             memberEpoch: i,
             previousEpoch: null,
@@ -160,7 +163,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
         }
         const state = makeGroupState({ shardCount: 1024, shards, members, activeMigration: null });
         const ref = refOf(state);
-        await store.createGroup(state, FENCE);
+        const { fence } = await store.createGroup(state);
         expect((await store.loadGroup(ref))?.state).toEqual(state);
         // Larger than one Lua unpack() can take: the scripts must write in chunks.
         const patch: FieldPatch = {
@@ -172,7 +175,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
           ),
           del: Object.keys(members).map((memberId) => `member:${memberId}`),
         };
-        expect(await store.commitGroup(ref, FENCE, 1, patch)).toBe(2);
+        expect(await store.commitGroup(ref, fence, 1, patch)).toBe(2);
         const loaded = await store.loadGroup(ref);
         expect(loaded?.state.members).toEqual({});
         expect(
@@ -188,18 +191,19 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
       it('a second create of the same group fails with GROUP_EXISTS and changes nothing', async () => {
         const store = await openStore();
         const state = makeGroupState();
-        await store.createGroup(state, FENCE);
+        await store.createGroup(state);
         const before = await store.exportGroup(refOf(state));
-        await expect(
-          store.createGroup(makeGroupState({ shardCount: 9 }), 'fence-other'),
-        ).rejects.toMatchObject({ name: 'CoordinatorError', code: 'GROUP_EXISTS' });
+        await expect(store.createGroup(makeGroupState({ shardCount: 9 }))).rejects.toMatchObject({
+          name: 'CoordinatorError',
+          code: 'GROUP_EXISTS',
+        });
         expect(await store.exportGroup(refOf(state))).toEqual(before);
       });
 
       it('returned groups are copies: mutating one does not change the store', async () => {
         const store = await openStore();
         const state = makeGroupState();
-        const created = await store.createGroup(state, FENCE);
+        const created = await store.createGroup(state);
         (created.state.members as Record<string, unknown>)['m-9'] = {};
         const exported = await store.exportGroup(refOf(state));
         (exported as Record<string, string>).shardCount = '99';
@@ -225,11 +229,11 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
       it('with the current fence and revision applies exactly the patch and returns revision + 1', async () => {
         const store = await openStore();
         const ref = refOf(makeGroupState());
-        await store.createGroup(makeGroupState(), FENCE);
+        const { fence } = await store.createGroup(makeGroupState());
         const before = (await store.exportGroup(ref)) ?? {};
-        expect(await store.commitGroup(ref, FENCE, 1, patch)).toBe(2);
+        expect(await store.commitGroup(ref, fence, 1, patch)).toBe(2);
         expect(await store.exportGroup(ref)).toEqual(applyPatch(before, patch, 2));
-        expect(await store.commitGroup(ref, FENCE, 2, { set: {}, del: [] })).toBe(3);
+        expect(await store.commitGroup(ref, fence, 2, { set: {}, del: [] })).toBe(3);
         const loaded = await store.loadGroup(ref);
         expect(loaded?.revision).toBe(3);
         expect(loaded?.state.members['m-1']).toBeUndefined();
@@ -239,9 +243,9 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
       it('a stale fence is refused with FenceMismatchError and changes nothing', async () => {
         const store = await openStore();
         const ref = refOf(makeGroupState());
-        await store.createGroup(makeGroupState(), FENCE);
+        const { fence } = await store.createGroup(makeGroupState());
         const before = await store.exportGroup(ref);
-        await expect(store.commitGroup(ref, 'fence-stale', 1, patch)).rejects.toBeInstanceOf(
+        await expect(store.commitGroup(ref, fence - 1, 1, patch)).rejects.toBeInstanceOf(
           FenceMismatchError,
         );
         expect(await store.exportGroup(ref)).toEqual(before);
@@ -253,10 +257,10 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
       it('a stale revision is refused with RevisionMismatchError and changes nothing', async () => {
         const store = await openStore();
         const ref = refOf(makeGroupState());
-        await store.createGroup(makeGroupState(), FENCE);
-        await store.commitGroup(ref, FENCE, 1, { set: { metadataVersion: '4' }, del: [] });
+        const { fence } = await store.createGroup(makeGroupState());
+        await store.commitGroup(ref, fence, 1, { set: { metadataVersion: '4' }, del: [] });
         const before = await store.exportGroup(ref);
-        const refused = store.commitGroup(ref, FENCE, 1, patch);
+        const refused = store.commitGroup(ref, fence, 1, patch);
         await expect(refused).rejects.toBeInstanceOf(RevisionMismatchError);
         await expect(refused).rejects.toMatchObject({ expected: 1, actual: 2 });
         expect(await store.exportGroup(ref)).toEqual(before);
@@ -266,7 +270,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
       it('a commit to a group whose metadata key is missing fails with GROUP_NOT_FOUND', async () => {
         const store = await openStore();
         await expect(
-          store.commitGroup({ streamPrefix: 'gone', consumerGroup: 'g' }, FENCE, 1, patch),
+          store.commitGroup({ streamPrefix: 'gone', consumerGroup: 'g' }, 1, 1, patch),
         ).rejects.toMatchObject({ code: 'GROUP_NOT_FOUND' });
         expect(await store.isRegistered({ streamPrefix: 'gone', consumerGroup: 'g' })).toBe(false);
       });
@@ -274,14 +278,14 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
       it('a patch touching store-owned fields is refused and changes nothing', async () => {
         const store = await openStore();
         const ref = refOf(makeGroupState());
-        await store.createGroup(makeGroupState(), FENCE);
+        const { fence } = await store.createGroup(makeGroupState());
         const before = await store.exportGroup(ref);
         const forbidden: FieldPatch[] = [
           { set: { fence: 'mine' }, del: [] },
           { set: {}, del: ['storeRevision'] },
         ];
         for (const bad of forbidden) {
-          await expect(store.commitGroup(ref, FENCE, 1, bad)).rejects.toBeInstanceOf(
+          await expect(store.commitGroup(ref, fence, 1, bad)).rejects.toBeInstanceOf(
             CoordinatorError,
           );
         }
@@ -293,23 +297,23 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
       it('refuses a stale fence or revision and keeps the group; deletes with the current ones', async () => {
         const store = await openStore();
         const ref = refOf(makeGroupState());
-        await store.createGroup(makeGroupState(), FENCE);
+        const { fence } = await store.createGroup(makeGroupState());
         const before = await store.exportGroup(ref);
 
-        await expect(store.deleteGroup(ref, 'fence-stale', 1)).rejects.toBeInstanceOf(
+        await expect(store.deleteGroup(ref, fence - 1, 1)).rejects.toBeInstanceOf(
           FenceMismatchError,
         );
-        await expect(store.deleteGroup(ref, FENCE, 7)).rejects.toBeInstanceOf(
+        await expect(store.deleteGroup(ref, fence, 7)).rejects.toBeInstanceOf(
           RevisionMismatchError,
         );
         expect(await store.exportGroup(ref)).toEqual(before);
         expect(await store.isRegistered(ref)).toBe(true);
 
-        await store.deleteGroup(ref, FENCE, 1);
+        await store.deleteGroup(ref, fence, 1);
         expect(await store.loadGroup(ref)).toBeNull();
         expect(await store.isRegistered(ref)).toBe(false);
         expect((await store.listGroups({ limit: 10 })).groups).toEqual([]);
-        await expect(store.deleteGroup(ref, FENCE, 1)).rejects.toMatchObject({
+        await expect(store.deleteGroup(ref, fence, 1)).rejects.toMatchObject({
           code: 'GROUP_NOT_FOUND',
         });
       });
@@ -317,47 +321,108 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
       it('a deleted group can be created again', async () => {
         const store = await openStore();
         const ref = refOf(makeGroupState());
-        await store.createGroup(makeGroupState(), FENCE);
-        await store.deleteGroup(ref, FENCE, 1);
+        const { fence } = await store.createGroup(makeGroupState());
+        await store.deleteGroup(ref, fence, 1);
         const recreated = makeGroupState();
-        expect((await store.createGroup(recreated, 'fence-2')).revision).toBe(1);
+        expect((await store.createGroup(recreated)).revision).toBe(1);
         expect((await store.loadGroup(ref))?.state.lifecycleId).toBe(recreated.lifecycleId);
+      });
+
+      it('a recreated group starts above every fence of its earlier lifecycle', async () => {
+        const store = await openStore();
+        const ref = refOf(makeGroupState());
+        await store.createGroup(makeGroupState());
+        await store.claimGroup(ref, null);
+        const claimed = await store.claimGroup(ref, null);
+        await store.deleteGroup(ref, claimed.fence, claimed.revision);
+        const recreated = await store.createGroup(makeGroupState());
+        expect(recreated.fence).toBeGreaterThan(claimed.fence);
+        // The earlier lifecycle's writer is refused even at the revision the new one has.
+        await expect(
+          store.commitGroup(ref, claimed.fence, 1, { set: { updatedAt: '9' }, del: [] }),
+        ).rejects.toBeInstanceOf(FenceMismatchError);
       });
     });
 
-    describe('takeOwnership', () => {
-      it('replaces the fence and bumps the revision; the old fence is refused afterwards', async () => {
+    describe('claimGroup', () => {
+      it('increments the integer fence and bumps the revision; the old fence is refused afterwards', async () => {
         const store = await openStore();
         const state = makeGroupState();
         const ref = refOf(state);
-        await store.createGroup(state, FENCE);
-        await store.commitGroup(ref, FENCE, 1, { set: { metadataVersion: '4' }, del: [] });
+        const { fence } = await store.createGroup(state);
+        await store.commitGroup(ref, fence, 1, { set: { metadataVersion: '4' }, del: [] });
 
-        const taken = await store.takeOwnership(ref, 'fence-owner-2');
-        expect(taken).toEqual({
+        const claimed = await store.claimGroup(ref, null);
+        expect(claimed).toEqual({
           state: { ...state, metadataVersion: 4 },
           revision: 3,
-          fence: 'fence-owner-2',
+          fence: fence + 1,
         });
+        expect(await store.loadGroup(ref)).toEqual(claimed);
+        expect((await store.exportGroup(ref))?.fence).toBe(String(fence + 1));
 
         const before = await store.exportGroup(ref);
         await expect(
-          store.commitGroup(ref, FENCE, 3, { set: { metadataVersion: '5' }, del: [] }),
+          store.commitGroup(ref, fence, 3, { set: { metadataVersion: '5' }, del: [] }),
         ).rejects.toBeInstanceOf(FenceMismatchError);
+        await expect(store.deleteGroup(ref, fence, 3)).rejects.toBeInstanceOf(FenceMismatchError);
         expect(await store.exportGroup(ref)).toEqual(before);
         expect(
-          await store.commitGroup(ref, 'fence-owner-2', 3, {
-            set: { metadataVersion: '5' },
-            del: [],
-          }),
+          await store.commitGroup(ref, fence + 1, 3, { set: { metadataVersion: '5' }, del: [] }),
         ).toBe(4);
+        expect((await store.claimGroup(ref, null)).fence).toBe(fence + 2);
+      });
+
+      it('of a hash restored without a fence starts a new one above every fence handed out', async () => {
+        const store = await openStore();
+        const state = makeGroupState();
+        const ref = refOf(state);
+        const { fence } = await store.createGroup(state);
+        const { fence: _dropped, ...fields } = (await store.exportGroup(ref)) ?? {};
+        await store.importGroup(ref, { ...fields, fence: 'legacy-uuid-token' });
+        expect((await store.loadGroup(ref))?.fence).toBe(0);
+        const claimed = await store.claimGroup(ref, null);
+        expect(claimed.fence).toBeGreaterThan(fence);
       });
 
       it('of a missing group fails with GROUP_NOT_FOUND', async () => {
         const store = await openStore();
         await expect(
-          store.takeOwnership({ streamPrefix: 'gone', consumerGroup: 'g' }, 'fence-2'),
+          store.claimGroup({ streamPrefix: 'gone', consumerGroup: 'g' }, null),
         ).rejects.toMatchObject({ code: 'GROUP_NOT_FOUND' });
+      });
+    });
+
+    describe('replica registry', () => {
+      it('lists registered replicas by id with their URLs; deregister removes one at once', async () => {
+        const store = await openStore();
+        await store.registerReplica({ id: 'r-b', url: 'http://10.0.0.2:8080' }, 5_000);
+        await store.registerReplica({ id: 'r-a', url: 'http://10.0.0.1:8080' }, 5_000);
+        await store.registerReplica({ id: 'r-b', url: 'http://10.0.0.3:8080' }, 5_000);
+        expect(await store.listReplicas()).toEqual([
+          { id: 'r-a', url: 'http://10.0.0.1:8080' },
+          { id: 'r-b', url: 'http://10.0.0.3:8080' },
+        ]);
+        await store.deregisterReplica('r-a');
+        expect(await store.listReplicas()).toEqual([{ id: 'r-b', url: 'http://10.0.0.3:8080' }]);
+      });
+
+      it('a replica that stops refreshing drops out after its TTL; a refresh keeps one alive', async () => {
+        const store = await openStore();
+        await store.registerReplica({ id: 'r-dead', url: 'http://dead:1' }, 300);
+        await store.registerReplica({ id: 'r-live', url: 'http://live:1' }, 300);
+        const refresh = setInterval(() => {
+          store.registerReplica({ id: 'r-live', url: 'http://live:1' }, 300).catch(() => undefined);
+        }, 50);
+        try {
+          await waitFor(
+            async () => (await store.listReplicas()).every((replica) => replica.id !== 'r-dead'),
+            { timeoutMs: 3_000, what: 'the expired replica to be pruned' },
+          );
+          expect(await store.listReplicas()).toEqual([{ id: 'r-live', url: 'http://live:1' }]);
+        } finally {
+          clearInterval(refresh);
+        }
       });
     });
 
@@ -396,7 +461,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
     describe('registry', () => {
       it('isRegistered is true for a created group only', async () => {
         const store = await openStore();
-        await store.createGroup(makeGroupState(), FENCE);
+        await store.createGroup(makeGroupState());
         expect(await store.isRegistered(refOf(makeGroupState()))).toBe(true);
         expect(await store.isRegistered({ streamPrefix: 'orders', consumerGroup: 'other' })).toBe(
           false,
@@ -409,7 +474,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
           streamPrefix: `stream-${i % 3}`,
           consumerGroup: `group-${String(i).padStart(2, '0')}`,
         }));
-        for (const ref of refs) await store.createGroup(makeGroupState(ref), FENCE);
+        for (const ref of refs) await store.createGroup(makeGroupState(ref));
 
         const listAll = async () => {
           const pages: GroupRef[][] = [];
@@ -436,14 +501,12 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
           streamPrefix: 'orders',
           consumerGroup: `g${i}`,
         }));
-        for (const ref of refs) await store.createGroup(makeGroupState(ref), FENCE);
+        const fences: number[] = [];
+        for (const ref of refs) fences.push((await store.createGroup(makeGroupState(ref))).fence);
         const first = await store.listGroups({ limit: 3 });
         expect(first.groups).toEqual(refs.slice(0, 3));
-        await store.deleteGroup(refs[2] as GroupRef, FENCE, 1);
-        await store.createGroup(
-          makeGroupState({ streamPrefix: 'a', consumerGroup: 'first' }),
-          FENCE,
-        );
+        await store.deleteGroup(refs[2] as GroupRef, fences[2] ?? 0, 1);
+        await store.createGroup(makeGroupState({ streamPrefix: 'a', consumerGroup: 'first' }));
         const second = await store.listGroups({ cursor: first.nextCursor ?? '', limit: 3 });
         expect(second).toEqual({ groups: refs.slice(3), nextCursor: null });
       });
@@ -451,7 +514,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
       it('an exactly full last page has no next cursor; a forged cursor is refused', async () => {
         const store = await openStore();
         for (let i = 0; i < 4; i++) {
-          await store.createGroup(makeGroupState({ consumerGroup: `g${i}` }), FENCE);
+          await store.createGroup(makeGroupState({ consumerGroup: `g${i}` }));
         }
         expect((await store.listGroups({ limit: 4 })).nextCursor).toBeNull();
         expect(await store.listGroups({ limit: 10 })).toMatchObject({ nextCursor: null });
@@ -469,9 +532,9 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
         const store = await openStore();
         const a = makeGroupState({ consumerGroup: 'a' });
         const b = makeGroupState({ consumerGroup: 'b' });
-        await store.createGroup(a, FENCE);
-        await store.createGroup(b, FENCE);
-        await store.commitGroup(refOf(b), FENCE, 1, { set: { updatedAt: '1' }, del: [] });
+        await store.createGroup(a);
+        const { fence } = await store.createGroup(b);
+        await store.commitGroup(refOf(b), fence, 1, { set: { updatedAt: '1' }, del: [] });
         expect(
           await store.readRevisions([
             refOf(a),
@@ -492,16 +555,16 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
         const store = await openStore();
         const state = makeGroupState();
         const ref = refOf(state);
-        await store.createGroup(state, FENCE);
-        await store.commitGroup(ref, FENCE, 1, { set: { metadataVersion: '4' }, del: [] });
+        const { fence } = await store.createGroup(state);
+        await store.commitGroup(ref, fence, 1, { set: { metadataVersion: '4' }, del: [] });
         const exported = await store.exportGroup(ref);
         expect(exported).toMatchObject({
           storeRevision: '2',
-          fence: FENCE,
+          fence: String(fence),
           streamPrefix: 'orders',
         });
 
-        await store.deleteGroup(ref, FENCE, 2);
+        await store.deleteGroup(ref, fence, 2);
         expect(await store.exportGroup(ref)).toBeNull();
         await store.importGroup(ref, exported ?? {});
         expect(await store.exportGroup(ref)).toEqual(exported);
@@ -509,7 +572,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
         expect(await store.loadGroup(ref)).toEqual({
           state: { ...state, metadataVersion: 4 },
           revision: 2,
-          fence: FENCE,
+          fence: fence,
         });
       });
 
@@ -517,9 +580,9 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
         const store = await openStore();
         const state = makeGroupState();
         const ref = refOf(state);
-        await store.createGroup(state, FENCE);
+        const { fence } = await store.createGroup(state);
         const exported = (await store.exportGroup(ref)) ?? {};
-        await store.commitGroup(ref, FENCE, 1, { set: { 'member:m-3': '{}' }, del: [] });
+        await store.commitGroup(ref, fence, 1, { set: { 'member:m-3': '{}' }, del: [] });
         await store.importGroup(ref, exported);
         expect(await store.exportGroup(ref)).toEqual(exported);
       });
@@ -527,7 +590,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
       it("import refuses fields that are not the group's metadata", async () => {
         const store = await openStore();
         const state = makeGroupState();
-        await store.createGroup(state, FENCE);
+        await store.createGroup(state);
         const exported = (await store.exportGroup(refOf(state))) ?? {};
         const other = { streamPrefix: 'orders', consumerGroup: 'other' };
         await expect(store.importGroup(other, exported)).rejects.toMatchObject({
@@ -583,7 +646,13 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
  * What only a Redis backend can show: the key layout of DESIGN.md §4 and the §7 lost-metadata
  * case (a key deleted behind the store's back).
  */
-function describeRedisLayout(name: string, makeStore: MakeStore, nodes: () => Redis[]): void {
+function describeRedisLayout(
+  name: string,
+  makeStore: MakeStore,
+  nodes: () => Redis[],
+  /** A client that routes each key to its node (the Cluster client in cluster mode). */
+  router: () => Redis | Cluster,
+): void {
   describe(`${name} key layout`, () => {
     const opened: StoreUnderTest[] = [];
     afterEach(async () => {
@@ -599,8 +668,8 @@ function describeRedisLayout(name: string, makeStore: MakeStore, nodes: () => Re
       const keyPrefix = randomKeyPrefix();
       const store = await open(keyPrefix);
       const state = makeGroupState();
-      await store.createGroup(state, FENCE);
-      await store.commitGroup(refOf(state), FENCE, 1, { set: { updatedAt: '2' }, del: [] });
+      const { fence } = await store.createGroup(state);
+      await store.commitGroup(refOf(state), fence, 1, { set: { updatedAt: '2' }, del: [] });
       await store.appendAudit(audit());
       const keys = (await Promise.all(nodes().map((node) => scanKeys(node)))).flat().sort();
       const names = keyNames(keyPrefix);
@@ -608,21 +677,75 @@ function describeRedisLayout(name: string, makeStore: MakeStore, nodes: () => Re
       for (const key of keys) expect(key.startsWith(`${keyPrefix}:`)).toBe(true);
     });
 
+    describe('claimGroup checks the lease holder (DESIGN.md §8)', () => {
+      const setup = async () => {
+        const keyPrefix = randomKeyPrefix();
+        const store = await open(keyPrefix);
+        const state = makeGroupState();
+        const ref = refOf(state);
+        const created = await store.createGroup(state);
+        const leaseKey = keyNames(keyPrefix).lease(ref);
+        return { store, ref, created, leaseKey };
+      };
+
+      it("the lease key shares the metadata key's hash slot", () => {
+        const names = keyNames(randomKeyPrefix());
+        const ref = refOf(makeGroupState());
+        const tag = names.groupTag(ref);
+        expect(names.lease(ref)).toBe(`${names.prefix}:${tag}:lease`);
+        expect(names.metadata(ref)).toBe(`${names.prefix}:${tag}:metadata`);
+      });
+
+      it("claims while the lease key holds the caller's value", async () => {
+        const { store, ref, created, leaseKey } = await setup();
+        await router().set(leaseKey, 'lock-value-a', 'PX', 10_000);
+        const claimed = await store.claimGroup(ref, 'lock-value-a');
+        expect(claimed.fence).toBe(created.fence + 1);
+        expect(claimed.revision).toBe(2);
+      });
+
+      it('refuses with LeaseNotHeldError, writing nothing, when another value or none is there', async () => {
+        const { store, ref, leaseKey } = await setup();
+        const before = await store.exportGroup(ref);
+        await expect(store.claimGroup(ref, 'lock-value-a')).rejects.toBeInstanceOf(
+          LeaseNotHeldError,
+        );
+        await router().set(leaseKey, 'lock-value-b', 'PX', 10_000);
+        await expect(store.claimGroup(ref, 'lock-value-a')).rejects.toMatchObject({
+          code: 'LEASE_NOT_HELD',
+        });
+        // An unleased claim (one replica, no ownership layer) never takes a leased group.
+        await expect(store.claimGroup(ref, null)).rejects.toBeInstanceOf(LeaseNotHeldError);
+        expect(await store.exportGroup(ref)).toEqual(before);
+      });
+
+      it('an expired lease cannot be claimed with its old value', async () => {
+        const { store, ref, leaseKey } = await setup();
+        await router().set(leaseKey, 'lock-value-a', 'PX', 50);
+        await waitFor(async () => (await router().exists(leaseKey)) === 0, {
+          what: 'the lease to expire',
+        });
+        await expect(store.claimGroup(ref, 'lock-value-a')).rejects.toBeInstanceOf(
+          LeaseNotHeldError,
+        );
+      });
+    });
+
     it('a registered group whose metadata key vanished: load null, create GROUP_EXISTS, commit GROUP_NOT_FOUND', async () => {
       const keyPrefix = randomKeyPrefix();
       const store = await open(keyPrefix);
       const state = makeGroupState();
       const ref = refOf(state);
-      await store.createGroup(state, FENCE);
+      const { fence } = await store.createGroup(state);
       await deleteKeysWithPrefix(nodes(), `${keyPrefix}:${keyNames(keyPrefix).groupTag(ref)}`);
       expect(await store.isRegistered(ref)).toBe(true);
       expect(await store.loadGroup(ref)).toBeNull();
       expect(await store.readRevisions([ref])).toEqual([null]);
-      await expect(store.createGroup(state, FENCE)).rejects.toMatchObject({
+      await expect(store.createGroup(state)).rejects.toMatchObject({
         code: 'GROUP_EXISTS',
       });
       await expect(
-        store.commitGroup(ref, FENCE, 1, { set: { updatedAt: '2' }, del: [] }),
+        store.commitGroup(ref, fence, 1, { set: { updatedAt: '2' }, del: [] }),
       ).rejects.toMatchObject({ code: 'GROUP_NOT_FOUND' });
       expect(await store.loadGroup(ref)).toBeNull();
     });
@@ -665,7 +788,12 @@ describe('RedisStore on a standalone redis-server', () => {
     };
   };
   describeStoreContract('RedisStore', makeStore);
-  describeRedisLayout('RedisStore', makeStore, () => [server.client()]);
+  describeRedisLayout(
+    'RedisStore',
+    makeStore,
+    () => [server.client()],
+    () => server.client(),
+  );
 });
 
 describe('createStore', () => {
@@ -696,10 +824,13 @@ describe('createStore', () => {
 
 describe('RedisStore on a 3-master Redis Cluster', () => {
   let cluster: RedisClusterHandle;
+  let router: Cluster;
   beforeAll(async () => {
     cluster = await startRedisCluster();
+    router = new Cluster(cluster.nodes);
   }, 30_000);
   afterAll(async () => {
+    await router.quit();
     await cluster.stop();
   });
 
@@ -717,7 +848,12 @@ describe('RedisStore on a 3-master Redis Cluster', () => {
     };
   };
   describeStoreContract('RedisStore (cluster)', makeStore);
-  describeRedisLayout('RedisStore (cluster)', makeStore, () => cluster.clients());
+  describeRedisLayout(
+    'RedisStore (cluster)',
+    makeStore,
+    () => cluster.clients(),
+    () => router,
+  );
 });
 
 describe('RedisStore when Redis goes away', () => {
@@ -734,13 +870,13 @@ describe('RedisStore when Redis goes away', () => {
 
   it('fails writes fast with StoreUnavailableError and reports DOWN, then recovers after a restart', async () => {
     const state = makeGroupState();
-    await store.createGroup(state, FENCE);
+    const { fence } = await store.createGroup(state);
     expect(store.health()).toBe('UP');
 
     await server.kill();
     const started = Date.now();
     await expect(
-      store.commitGroup(refOf(state), FENCE, 1, { set: { updatedAt: '2' }, del: [] }),
+      store.commitGroup(refOf(state), fence, 1, { set: { updatedAt: '2' }, del: [] }),
     ).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(Date.now() - started).toBeLessThan(5_000);
     expect(store.health()).toBe('DOWN');
@@ -757,7 +893,7 @@ describe('RedisStore when Redis goes away', () => {
     expect(store.health()).toBe('UP');
     // Without persistence the restarted Redis is empty: the group is gone, and the store says so.
     await expect(
-      store.commitGroup(refOf(state), FENCE, 1, { set: { updatedAt: '2' }, del: [] }),
+      store.commitGroup(refOf(state), fence, 1, { set: { updatedAt: '2' }, del: [] }),
     ).rejects.toMatchObject({ code: 'GROUP_NOT_FOUND' });
   }, 30_000);
 });

@@ -6,7 +6,7 @@ import { loadSettings } from '../../src/config/load.js';
 import type { Clock } from '../../src/machines/clock.js';
 import { hashPassword } from '../../src/http/auth/password-hash.js';
 import type { Role } from '../../src/http/auth/roles.js';
-import { createLogger } from '../../src/observability/logger.js';
+import { createLogger, type Logger } from '../../src/observability/logger.js';
 import { startCoordinator, type RunningCoordinator } from '../../src/server.js';
 import { afterAll, beforeAll } from 'vitest';
 import { randomKeyPrefix, startRedisServer, type RedisServerHandle } from './redis-server.js';
@@ -41,6 +41,17 @@ function testUsersFile(): Promise<string> {
   return usersFile;
 }
 
+/**
+ * A token for any principal, signed with TEST_SECRET as an operator's identity system would
+ * mint it (DESIGN.md §9): for tests that need principals other than the TEST_USERS.
+ */
+export function mintToken(sub: string, roles: readonly Role[], now = Date.now()): string {
+  const iat = Math.floor(now / 1000);
+  return jwt.sign({ sub, roles, iat, exp: iat + 3600, iss: 'stream-coordinator' }, TEST_SECRET, {
+    algorithm: 'HS256',
+  });
+}
+
 export type StoreKind = 'memory' | 'redis';
 
 export interface TestCoordinator extends RunningCoordinator {
@@ -65,6 +76,8 @@ export async function startTestCoordinator(
     redisUrl?: string;
     clock?: Clock;
     overrides?: Record<string, unknown>;
+    /** Default: a silent logger. */
+    logger?: Logger;
   } = { store: 'memory' },
 ): Promise<TestCoordinator> {
   const given = options.overrides?.['store.key-prefix'];
@@ -84,7 +97,7 @@ export async function startTestCoordinator(
   });
   const running = await startCoordinator(settings, {
     ...(options.clock ? { clock: options.clock } : {}),
-    logger: createLogger({ level: 'error', format: 'text', silent: true }),
+    logger: options.logger ?? createLogger({ level: 'error', format: 'text', silent: true }),
   });
   const token = (user: string) => {
     const roles = TEST_USERS[user] ?? [];

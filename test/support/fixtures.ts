@@ -53,6 +53,7 @@ export function makeGroupState(overrides: Partial<GroupState> = {}): GroupState 
     members: {
       'm-1': {
         memberId: 'm-1',
+        principal: 'billing-service',
         clientId: 'billing-worker-a',
         memberEpoch: 11,
         previousEpoch: 9,
@@ -62,6 +63,7 @@ export function makeGroupState(overrides: Partial<GroupState> = {}): GroupState 
       },
       'm-2': {
         memberId: 'm-2',
+        principal: null,
         clientId: null,
         memberEpoch: 12,
         previousEpoch: null,

@@ -13,7 +13,7 @@ export class SimulatedMember {
   last: HeartbeatReply | null = null;
 
   constructor(
-    private readonly c: TestCoordinator,
+    private readonly c: Pick<TestCoordinator, 'call'>,
     readonly memberId: string,
     private readonly streamPrefix: string,
     private readonly consumerGroup: string,

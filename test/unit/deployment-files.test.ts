@@ -3,16 +3,27 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { envName, SETTING_NAMES } from '../../src/config/load.js';
 
+interface Service {
+  image?: string;
+  build?: string;
+  command?: string[];
+  environment?: Record<string, string>;
+  ports?: string[];
+  volumes?: string[];
+  depends_on?: Record<string, { condition: string }>;
+  stop_grace_period?: string;
+}
+
+const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
+
 /** No Docker engine runs here: check what can be checked of docker-compose.yml without one. */
 describe('docker-compose.yml', () => {
-  const compose = parse(
-    readFileSync(new URL('../../docker-compose.yml', import.meta.url), 'utf8'),
-  ) as {
-    services: Record<
-      string,
-      { command?: string[]; environment?: Record<string, string>; build?: string }
-    >;
+  // Compose merges `<<: *anchor` keys; so does the yaml package with `merge`.
+  const compose = parse(read('docker-compose.yml'), { merge: true }) as {
+    services: Record<string, Service>;
   };
+  const coordinators = Object.entries(compose.services).filter(([, s]) => s.build === '.');
+  const known = new Set(SETTING_NAMES.map(envName));
 
   it('runs Redis with persistence on', () => {
     const command = compose.services.redis?.command ?? [];
@@ -20,18 +31,79 @@ describe('docker-compose.yml', () => {
     expect(command).toContain('--save');
   });
 
-  it('configures the coordinator only with settings that exist, including a JWT secret', () => {
-    const environment = compose.services.coordinator?.environment ?? {};
-    const known = new Set(SETTING_NAMES.map(envName));
-    for (const name of Object.keys(environment)) expect(known, name).toContain(name);
-    expect(environment).toHaveProperty('COORDINATOR_SECURITY_JWT_SECRET');
-    expect(environment.COORDINATOR_STORE_TYPE).toBe('redis');
+  it('runs three coordinator replicas', () => {
+    expect(coordinators.map(([name]) => name)).toEqual([
+      'coordinator-1',
+      'coordinator-2',
+      'coordinator-3',
+    ]);
+  });
+
+  it.each(coordinators)(
+    '%s is configured only with settings that exist, on the shared Redis, with a JWT secret',
+    (_, service) => {
+      const environment = service.environment ?? {};
+      for (const name of Object.keys(environment)) expect(known, name).toContain(name);
+      expect(environment).toHaveProperty('COORDINATOR_SECURITY_JWT_SECRET');
+      expect(environment.COORDINATOR_STORE_TYPE).toBe('redis');
+      expect(environment.COORDINATOR_STORE_URL).toBe('redis://redis:6379');
+      expect(service.depends_on?.redis?.condition).toBe('service_healthy');
+    },
+  );
+
+  it('each replica has its own id and advertises the URL the others reach it at', () => {
+    for (const [name, service] of coordinators) {
+      const environment = service.environment ?? {};
+      expect(environment.COORDINATOR_REPLICA_ID, name).toBe(name);
+      const port = environment.COORDINATOR_HTTP_PORT ?? '8080';
+      expect(environment.COORDINATOR_HTTP_ADVERTISED_URL, name).toBe(`http://${name}:${port}`);
+    }
+  });
+
+  it('the replicas share one store, key prefix, JWT secret and lease TTL', () => {
+    const shared = [
+      'COORDINATOR_STORE_URL',
+      'COORDINATOR_STORE_KEY_PREFIX',
+      'COORDINATOR_SECURITY_JWT_SECRET',
+      'COORDINATOR_LEASE_TTL',
+    ];
+    for (const name of shared) {
+      const values = new Set(coordinators.map(([, s]) => s.environment?.[name]));
+      expect(values.size, name).toBe(1);
+    }
+  });
+
+  it('a SIGTERMed replica has time to hand its groups over before it is killed', () => {
+    for (const [name, service] of coordinators) {
+      expect(Number.parseInt(service.stop_grace_period ?? '10s', 10), name).toBeGreaterThanOrEqual(
+        20,
+      );
+    }
+  });
+
+  it('publishes one port, the proxy’s, whose configuration names the three replicas', () => {
+    const published = Object.entries(compose.services).filter(([, s]) => s.ports?.length);
+    expect(published.map(([name]) => name)).toEqual(['proxy']);
+    const proxy = compose.services.proxy!;
+    expect(proxy.ports).toEqual(['8080:8080']);
+    const mount = proxy.volumes?.find((v) => v.endsWith(':/etc/nginx/nginx.conf:ro'));
+    expect(mount).toBeDefined();
+    const config = read(mount!.split(':')[0]!.replace(/^\.\//, ''));
+    const upstreams = [...config.matchAll(/^\s*server\s+([\w.-]+):(\d+)/gm)].map(
+      (m) => `${m[1]}:${m[2]}`,
+    );
+    expect(upstreams).toEqual(
+      coordinators.map(([name, s]) => `${name}:${s.environment?.COORDINATOR_HTTP_PORT ?? '8080'}`),
+    );
+    expect(config).toMatch(/listen 8080;/);
+    // Event streams and long polls pass through unbuffered and stay open.
+    expect(config).toMatch(/proxy_buffering off;/);
+    for (const [name] of coordinators) {
+      expect(proxy.depends_on?.[name]?.condition, name).toBe('service_healthy');
+    }
   });
 
   it('builds the image from the Dockerfile that starts dist/main.js', () => {
-    expect(compose.services.coordinator?.build).toBe('.');
-    expect(readFileSync(new URL('../../Dockerfile', import.meta.url), 'utf8')).toMatch(
-      /CMD \["node", "dist\/main.js"\]/,
-    );
+    expect(read('Dockerfile')).toMatch(/CMD \["node", "dist\/main.js"\]/);
   });
 });

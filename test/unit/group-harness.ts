@@ -12,7 +12,7 @@ import { defaultMembershipConfig } from '../../src/machines/config.js';
 import type { CommandResult, Effect, GroupContext } from '../../src/machines/context.js';
 import { createGroupContext } from '../../src/machines/context.js';
 import type { GroupEvent } from '../../src/machines/events.js';
-import { groupMachine } from '../../src/machines/group-machine.js';
+import { groupMachine, restoreGroupSnapshot } from '../../src/machines/group-machine.js';
 import { checkInvariants } from '../../src/machines/invariants.js';
 import { newGroupState } from '../../src/machines/new-group.js';
 import { expectedStateValue } from '../../src/machines/phases.js';
@@ -78,11 +78,18 @@ export class Harness {
    * revoked and retired ones (DRAINING unless `done`/`retired`). `options` override any field.
    */
   beat(memberId: string, options: BeatOptions = {}): HeartbeatReply {
+    const result = this.attempt(memberId, options);
+    if (!result.ok) throw new Error(`heartbeat failed: ${result.code} ${result.message}`);
+    return result.reply as HeartbeatReply;
+  }
+
+  /** Like {@link beat}, but hands back the result, refusals included. */
+  attempt(memberId: string, options: BeatOptions = {}): CommandResult {
     const last = this.replies.get(memberId);
     const { done, retired, ...overrides } = options;
     const revoking = last?.revokeShards ?? [];
     const retiring = last?.retireShards ?? [];
-    const result = this.heartbeat({
+    return this.heartbeat({
       memberId,
       memberEpoch: last?.memberEpoch ?? 0,
       assignmentEpoch: last?.assignmentEpoch ?? 0,
@@ -94,8 +101,6 @@ export class Harness {
       ],
       ...overrides,
     });
-    if (!result.ok) throw new Error(`heartbeat failed: ${result.code} ${result.message}`);
-    return result.reply as HeartbeatReply;
   }
 
   join(memberId: string, options: BeatOptions = {}): HeartbeatReply {
@@ -130,7 +135,10 @@ export class Harness {
       now: this.clock.now(),
       storeRevision: 1,
     });
-    const actor = createActor(groupMachine, { input: context });
+    const actor = createActor(groupMachine, {
+      snapshot: restoreGroupSnapshot(context),
+      input: context,
+    });
     actor.start();
     expect(actor.getSnapshot().value).toEqual(expectedStateValue(actor.getSnapshot().context));
     return actor;

@@ -12,8 +12,10 @@ import type { MembershipConfig } from '../../src/machines/config.js';
 import { defaultMembershipConfig } from '../../src/machines/config.js';
 import type { GroupContext } from '../../src/machines/context.js';
 import { createGroupContext } from '../../src/machines/context.js';
+import { steadyHeartbeat } from '../../src/machines/heartbeat.js';
+import { LivenessTable } from '../../src/machines/liveness.js';
 import type { GroupEvent } from '../../src/machines/events.js';
-import { groupMachine } from '../../src/machines/group-machine.js';
+import { groupMachine, restoreGroupSnapshot } from '../../src/machines/group-machine.js';
 import {
   checkGroupState,
   checkInvariants,
@@ -45,6 +47,8 @@ type Command =
       assignments: number[];
       progress: RevokeProgress[];
       versionAhead: boolean;
+      /** Sent by another principal than the one the member joined as. */
+      intruder: boolean;
     }
   | { kind: 'advance'; ms: number }
   | { kind: 'jumpBack'; ms: number }
@@ -67,6 +71,8 @@ class Simulation {
   now = T0;
   actor: Actor<typeof groupMachine>;
   readonly members: SimMember[];
+  /** Heartbeats the hot path's O(1) check called steady (the chart agreed, see `heartbeat`). */
+  steadyBeats = 0;
   private migrations = 0;
 
   constructor(shardCount: number, memberCount: number) {
@@ -94,8 +100,30 @@ class Simulation {
   }
 
   heartbeat(member: SimMember, request: HeartbeatRequest): HeartbeatReply | null {
+    const before = this.ctx.group;
+    const owner = before.members[request.memberId]?.principal;
+    // The hot path's O(1) decision (DESIGN.md §12): when it calls a heartbeat steady, the
+    // chart's road must agree, byte for byte, and change nothing in the group or the chart.
+    const stateBefore = this.actor.getSnapshot().value;
+    const steady = steadyHeartbeat(this.ctx, request, this.now);
     const result = this.send({ type: 'HEARTBEAT', now: this.now, request }).result;
     expect(result).not.toBeNull();
+    if (steady !== null) {
+      expect(result).toMatchObject({ ok: true });
+      expect(JSON.stringify(steady)).toBe(JSON.stringify(result?.ok ? result.reply : null));
+      expect(this.ctx.group).toBe(before);
+      expect(this.ctx.raised).toEqual([]);
+      expect(this.actor.getSnapshot().value).toEqual(stateBefore);
+      this.steadyBeats++;
+    }
+    if (owner && owner !== request.principal) {
+      expect(result).toMatchObject({ ok: false, code: 'MEMBER_ID_IN_USE' });
+    }
+    if (!result?.ok || (result.reply as HeartbeatReply).outcome === 'FENCED_MEMBER_EPOCH') {
+      // Refused or fenced: no member and no shard changed (a due migration may still settle).
+      expect(this.ctx.group.members).toEqual(before.members);
+      expect(this.ctx.group.shards).toEqual(before.shards);
+    }
     if (!result?.ok) return null;
     const reply = result.reply as HeartbeatReply;
     checkReplyShape(reply);
@@ -140,6 +168,7 @@ class Simulation {
       currentAssignments,
       revokeProgress,
       lifecycleId: group.lifecycleId,
+      principal: `p-${memberId}`,
       ...extra,
     };
   }
@@ -179,7 +208,10 @@ class Simulation {
           stale: Math.max(1, (known?.memberEpoch ?? 2) - 2),
           random: command.randomEpoch,
         }[command.epoch];
-        const extra = command.versionAhead ? { metadataVersion: group.metadataVersion + 1 } : {};
+        const extra = {
+          ...(command.versionAhead ? { metadataVersion: group.metadataVersion + 1 } : {}),
+          ...(command.intruder ? { principal: 'p-intruder' } : {}),
+        };
         this.heartbeat(
           member,
           this.request(member.id, epoch, command.assignments, command.progress, extra),
@@ -276,7 +308,10 @@ class Simulation {
 
   private start(group: GroupContext['group']): Actor<typeof groupMachine> {
     const context = createGroupContext({ group, config, now: this.now, storeRevision: 1 });
-    const actor = createActor(groupMachine, { input: context });
+    const actor = createActor(groupMachine, {
+      snapshot: restoreGroupSnapshot(context),
+      input: context,
+    });
     actor.start();
     return actor;
   }
@@ -328,6 +363,7 @@ function commandArb(memberCount: number, shardCount: number): fc.Arbitrary<Comma
           { maxLength: 4 },
         ),
         versionAhead: fc.boolean(),
+        intruder: fc.boolean(),
       }),
     },
     {
@@ -388,58 +424,69 @@ const scenario = fc
     }),
   );
 
+/** Random scenarios per run; `PROPERTY_RUNS=1000` for a deeper search. */
+const PROPERTY_RUNS = Number(process.env.PROPERTY_RUNS ?? 200);
+/** A scenario takes up to ~100 ms on a loaded 2-core machine: the budget grows with the runs. */
+const PROPERTY_TIMEOUT_MS = Math.max(30_000, PROPERTY_RUNS * 300);
+
 describe('property: invariants hold after every step, and honest members converge', () => {
-  it('random joins, leaves, crashes, wrong heartbeats, clock jumps, restarts, scales and rollbacks', () => {
-    fc.assert(
-      fc.property(scenario, ({ memberCount, shardCount: initialShardCount, commands }) => {
-        const sim = new Simulation(initialShardCount, memberCount);
-        for (const command of commands) sim.run(command);
+  it(
+    'random joins, leaves, crashes, wrong heartbeats, clock jumps, restarts, scales and rollbacks',
+    () => {
+      fc.assert(
+        fc.property(scenario, ({ memberCount, shardCount: initialShardCount, commands }) => {
+          const sim = new Simulation(initialShardCount, memberCount);
+          for (const command of commands) sim.run(command);
 
-        expect(sim.calmDown()).toBeGreaterThan(0);
-        if (sim.waitingForConsumers()) {
-          sim.run({ kind: 'join', m: 0, sessionTimeoutMs: 45_000, rebalanceTimeoutMs: 60_000 });
           expect(sim.calmDown()).toBeGreaterThan(0);
-        }
-        expect(sim.ctx.group.activeMigration?.state ?? 'CONVERGED').toBe('CONVERGED');
+          if (sim.waitingForConsumers()) {
+            sim.run({ kind: 'join', m: 0, sessionTimeoutMs: 45_000, rebalanceTimeoutMs: 60_000 });
+            expect(sim.calmDown()).toBeGreaterThan(0);
+          }
+          expect(sim.ctx.group.activeMigration?.state ?? 'CONVERGED').toBe('CONVERGED');
 
-        const { group } = sim.ctx;
-        const { shardCount } = group;
-        expect(
-          Object.keys(group.shards)
-            .map(Number)
-            .sort((a, b) => a - b),
-        ).toEqual([...Array(shardCount).keys()]);
-        const running = sim.members.filter((m) => m.running);
-        const owners = new Map<number, string>();
-        for (const member of running) {
-          const reply = sim.honestBeat(member);
-          expect(reply?.outcome).toBe('OK');
-          for (const shard of reply?.assignedShards ?? []) {
-            expect(owners.has(shard)).toBe(false);
-            owners.set(shard, member.id);
+          const { group } = sim.ctx;
+          const { shardCount } = group;
+          expect(
+            Object.keys(group.shards)
+              .map(Number)
+              .sort((a, b) => a - b),
+          ).toEqual([...Array(shardCount).keys()]);
+          const running = sim.members.filter((m) => m.running);
+          const owners = new Map<number, string>();
+          const steadyBefore = sim.steadyBeats;
+          for (const member of running) {
+            const reply = sim.honestBeat(member);
+            expect(reply?.outcome).toBe('OK');
+            for (const shard of reply?.assignedShards ?? []) {
+              expect(owners.has(shard)).toBe(false);
+              owners.set(shard, member.id);
+            }
           }
-        }
-        for (let shard = 0; shard < shardCount; shard++) {
-          const record = sim.ctx.group.shards[shard];
-          if (running.length === 0) {
-            expect(record).toMatchObject({ state: 'released', owner: null, target: null });
-            continue;
+          for (let shard = 0; shard < shardCount; shard++) {
+            const record = sim.ctx.group.shards[shard];
+            if (running.length === 0) {
+              expect(record).toMatchObject({ state: 'released', owner: null, target: null });
+              continue;
+            }
+            expect(record).toMatchObject({
+              state: 'assigned',
+              owner: owners.get(shard),
+              target: owners.get(shard),
+            });
           }
-          expect(record).toMatchObject({
-            state: 'assigned',
-            owner: owners.get(shard),
-            target: owners.get(shard),
-          });
-        }
-        // The steady state writes nothing.
-        expect(sim.ctx.group).toBe(group);
-        const sizes = running.map((m) => m.last?.assignedShards.length ?? 0);
-        if (sizes.length > 0)
-          expect(Math.max(...sizes) - Math.min(...sizes)).toBeLessThanOrEqual(1);
-      }),
-      { numRuns: 200 },
-    );
-  });
+          // The steady state writes nothing, and the hot path knew it was steady, every time.
+          expect(sim.ctx.group).toBe(group);
+          expect(sim.steadyBeats - steadyBefore).toBe(running.length);
+          const sizes = running.map((m) => m.last?.assignedShards.length ?? 0);
+          if (sizes.length > 0)
+            expect(Math.max(...sizes) - Math.min(...sizes)).toBeLessThanOrEqual(1);
+        }),
+        { numRuns: PROPERTY_RUNS },
+      );
+    },
+    PROPERTY_TIMEOUT_MS,
+  );
 });
 
 describe('the invariant checker catches each kind of violation (so a clean run means something)', () => {
@@ -525,7 +572,7 @@ describe('the invariant checker catches each kind of violation (so a clean run m
     expect(checkGroupState({ ...base, group }).map((v) => v.invariant)).toEqual(['SINGLE_OWNER']);
     // Shards 0 and 1 have no record, so they read as released.
     const nobody = { ...group, members: {}, shards: { 2: { ...retiring, owner: null } } };
-    const empty = { ...base, group: nobody, liveness: {} };
+    const empty = { ...base, group: nobody, liveness: new LivenessTable() };
     expect(checkGroupState(empty)).toEqual([]);
   });
 

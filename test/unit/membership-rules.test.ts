@@ -21,6 +21,23 @@ function twoMembersMidRebalance(config: Partial<MembershipConfig> = {}): Harness
   return h;
 }
 
+/**
+ * Runs `beat` and asserts it changed nothing the host would write or the members would notice:
+ * the very same group object (so the host writes nothing and the store revision stays), the
+ * same liveness, the same store revision and the same pending recompute.
+ */
+function expectNoChange<T>(h: Harness, beat: () => T): T {
+  const before = h.ctx;
+  const liveness = before.liveness.toRecord();
+  const result = beat();
+  const after = h.ctx;
+  expect(after.group).toBe(before.group);
+  expect(after.liveness.toRecord()).toEqual(liveness);
+  expect(after.storeRevision).toBe(before.storeRevision);
+  expect(after.recomputeAt).toBe(before.recomputeAt);
+  return result;
+}
+
 describe('a joining member gets a balanced assignment', () => {
   it('the first member of an empty group is granted every shard at once, outcome OK', () => {
     const h = new Harness({ shardCount: 4 });
@@ -130,7 +147,7 @@ describe('a member still revoking when rebalanceTimeoutMs passes is fenced and i
     h.join('m-b');
     h.settleRecompute();
     h.beat('m-a');
-    expect(h.ctx.liveness['m-a']?.revokeDeadline).toBe(h.clock.now() + 5_000);
+    expect(h.ctx.liveness.get('m-a')?.revokeDeadline).toBe(h.clock.now() + 5_000);
     expect(nextDeadline(h.ctx)).toBe(h.clock.now() + 5_000);
 
     for (let i = 0; i < 4; i++) {
@@ -163,7 +180,7 @@ describe('a member silent for sessionTimeoutMs expires', () => {
     for (let i = 0; i < 3; i++) for (const m of ['m-a', 'm-b']) h.beat(m, { done: true });
     expect(h.beat('m-b').assignedShards).toHaveLength(2);
 
-    const expiresAt = h.ctx.liveness['m-b']?.sessionExpiresAt ?? 0;
+    const expiresAt = h.ctx.liveness.get('m-b')?.sessionExpiresAt ?? 0;
     expect(expiresAt).toBe(h.clock.now() + h.config.sessionTimeoutMs);
     while (h.clock.now() + 3_000 < expiresAt) {
       h.clock.advance(3_000);
@@ -199,7 +216,7 @@ describe('a member leaving with memberEpoch -1 is removed and its shards release
     });
     expect(h.effects).toContainEqual({ type: 'MEMBER_LEFT', memberId: 'm-b' });
     expect(h.ctx.group.members['m-b']).toBeUndefined();
-    expect(h.ctx.liveness['m-b']).toBeUndefined();
+    expect(h.ctx.liveness.get('m-b')).toBeUndefined();
     expect(h.ctx.recomputeAt).toBeNull();
     expect(h.ctx.group.assignmentEpoch).toBe(epoch + 1);
     expect(shard(h, 1)).toMatchObject({ state: 'released', owner: null, target: 'm-a' });
@@ -226,26 +243,15 @@ describe('the immediately previous epoch is accepted when the last response was 
     expect(retry.memberEpoch).toBe(answered.memberEpoch);
     expect(retry.revokeShards).toEqual([1]);
   });
-
-  it('fences a previous-epoch heartbeat that lists a shard the member does not own', () => {
-    const h = twoMembersMidRebalance();
-    const lost = h.replies.get('m-a') as HeartbeatReply;
-    h.beat('m-a', { done: true });
-    h.beat('m-a', { done: true }); // shard 1 released: m-a owns only 0 now
-    const reply = h.beat('m-a', {
-      memberEpoch: h.ctx.group.members['m-a']?.previousEpoch ?? 0,
-      currentAssignments: lost.assignedShards,
-    });
-    expect(reply.outcome).toBe('FENCED_MEMBER_EPOCH');
-  });
 });
 
-describe('an epoch other than the current one is fenced with FENCED_MEMBER_EPOCH', () => {
-  it('fences a stale epoch, removes the member and releases its shards', () => {
+describe('a heartbeat answered FENCED_MEMBER_EPOCH changes nothing in the group', () => {
+  it('a stale epoch (a delayed duplicate) is fenced; the live member keeps its shards', () => {
     const h = twoMembersMidRebalance();
     h.beat('m-a');
     h.beat('m-a', { done: true });
-    const reply = h.beat('m-a', { memberEpoch: 1 });
+    const live = h.replies.get('m-a') as HeartbeatReply;
+    const reply = expectNoChange(h, () => h.beat('m-a', { memberEpoch: 1 }));
     expect(reply).toMatchObject({
       outcome: 'FENCED_MEMBER_EPOCH',
       memberEpoch: 1,
@@ -257,58 +263,84 @@ describe('an epoch other than the current one is fenced with FENCED_MEMBER_EPOCH
       memberId: 'm-a',
       reason: 'STALE_EPOCH',
     });
-    expect(h.ctx.group.members['m-a']).toBeUndefined();
-    expect(shard(h, 0)).toMatchObject({ state: 'released', owner: null, target: 'm-b' });
-    expect(h.ctx.recomputeAt).toBeNull();
+    h.replies.set('m-a', live);
+    expect(h.beat('m-a')).toMatchObject({ outcome: 'OK', assignedShards: live.assignedShards });
   });
 
-  it('fences an unknown member without touching the group', () => {
-    const h = new Harness();
-    h.join('m-a');
-    const group = h.ctx.group;
-    expect(h.beat('m-x', { memberEpoch: 3 }).outcome).toBe('FENCED_MEMBER_EPOCH');
-    expect(h.effects).toContainEqual({
-      type: 'MEMBER_FENCED',
-      memberId: 'm-x',
-      reason: 'UNKNOWN_MEMBER',
-    });
-    expect(h.ctx.group).toBe(group);
-  });
-
-  it('fences a member reporting another lifecycleId', () => {
-    const h = new Harness();
-    h.join('m-a');
-    expect(h.beat('m-a', { lifecycleId: 'life-0' }).outcome).toBe('FENCED_MEMBER_EPOCH');
-    expect(h.effects).toContainEqual({
-      type: 'MEMBER_FENCED',
-      memberId: 'm-a',
-      reason: 'LIFECYCLE_MISMATCH',
-    });
-  });
-
-  it('a reported epoch above the stored one is fenced and counted as a rollback signal', () => {
-    const h = new Harness();
-    h.join('m-a');
-    expect(h.beat('m-a', { memberEpoch: 7 }).outcome).toBe('FENCED_MEMBER_EPOCH');
+  it('an epoch above the current one is fenced, changes nothing and is counted as a rollback signal', () => {
+    const h = twoMembersMidRebalance();
+    const reply = expectNoChange(h, () => h.beat('m-a', { memberEpoch: 7 }));
+    expect(reply.outcome).toBe('FENCED_MEMBER_EPOCH');
     expect(h.effects).toContainEqual({
       type: 'ROLLBACK_SIGNAL',
       source: 'heartbeat',
       field: 'memberEpoch',
       reported: 7,
-      stored: 1,
+      stored: h.ctx.group.members['m-a']?.memberEpoch,
     });
     expect(h.ctx.signals?.count).toBe(1);
+  });
+
+  it('the previous epoch listing a shard the member does not own is fenced and changes nothing', () => {
+    const h = twoMembersMidRebalance();
+    h.beat('m-a', { done: true });
+    h.beat('m-a', { done: true }); // shard 1 released: m-a owns only 0 now
+    const reply = expectNoChange(h, () =>
+      h.beat('m-a', {
+        memberEpoch: h.ctx.group.members['m-a']?.previousEpoch ?? 0,
+        currentAssignments: [0, 1],
+      }),
+    );
+    expect(reply.outcome).toBe('FENCED_MEMBER_EPOCH');
+    expect(shard(h, 0)).toMatchObject({ state: 'assigned', owner: 'm-a' });
+  });
+
+  it('an unknown member is fenced without touching the group', () => {
+    const h = new Harness();
+    h.join('m-a');
+    expect(expectNoChange(h, () => h.beat('m-x', { memberEpoch: 3 })).outcome).toBe(
+      'FENCED_MEMBER_EPOCH',
+    );
+    expect(h.effects).toContainEqual({
+      type: 'MEMBER_FENCED',
+      memberId: 'm-x',
+      reason: 'UNKNOWN_MEMBER',
+    });
+  });
+});
+
+describe('a heartbeat of another lifecycle is fenced before versions are compared', () => {
+  it('is fenced, not told to SYNC_METADATA, counts no rollback signal and changes nothing', () => {
+    const h = twoMembersMidRebalance();
+    // Versions of the old lifecycle may be above this one's: they are not comparable.
+    const reply = expectNoChange(h, () =>
+      h.beat('m-a', { lifecycleId: 'life-0', metadataVersion: 50, assignmentEpoch: 50 }),
+    );
+    expect(reply).toMatchObject({ outcome: 'FENCED_MEMBER_EPOCH', lifecycleId: 'life-1' });
+    expect(h.effects).toEqual([
+      { type: 'MEMBER_FENCED', memberId: 'm-a', reason: 'LIFECYCLE_MISMATCH' },
+    ]);
+    expect(h.ctx.signals).toBeNull();
+  });
+
+  it('a leave or a join carrying another lifecycleId changes nothing either', () => {
+    const h = twoMembersMidRebalance();
+    for (const memberEpoch of [-1, 0]) {
+      const reply = expectNoChange(h, () => h.beat('m-a', { lifecycleId: 'life-0', memberEpoch }));
+      expect(reply.outcome).toBe('FENCED_MEMBER_EPOCH');
+    }
+    expect(h.join('m-a', { lifecycleId: 'life-1' }).outcome).not.toBe('FENCED_MEMBER_EPOCH');
   });
 });
 
 describe('a join with memberEpoch 0 is always accepted, also for a member id that was just fenced', () => {
   it('accepts the fenced member back with a new epoch', () => {
     const h = new Harness({ shardCount: 2 });
-    h.join('m-a');
-    h.beat('m-a', { memberEpoch: 99 });
-    expect(h.ctx.group.members['m-a']).toBeUndefined();
+    const first = h.join('m-a');
+    expect(h.beat('m-a', { memberEpoch: 99 }).outcome).toBe('FENCED_MEMBER_EPOCH');
     const back = h.join('m-a');
     expect(back).toMatchObject({ outcome: 'OK', assignedShards: [0, 1] });
+    expect(back.memberEpoch).toBeGreaterThan(first.memberEpoch);
     expect(back.memberEpoch).toBe(h.ctx.group.memberEpochSeq);
   });
 
@@ -332,11 +364,81 @@ describe('a join with memberEpoch 0 is always accepted, also for a member id tha
   });
 });
 
+describe('a member belongs to the principal that joined it', () => {
+  const OWNER = { principal: 'svc-billing' };
+  const INTRUDER = { principal: 'svc-intruder' };
+
+  it('a heartbeat, join or leave for a live member from another principal gets MEMBER_ID_IN_USE and changes nothing', () => {
+    const h = twoMembersMidRebalance();
+    h.join('m-c', OWNER);
+    expect(h.ctx.group.members['m-c']?.principal).toBe('svc-billing');
+    h.settleRecompute();
+    const held = h.beat('m-c', OWNER);
+    for (const memberEpoch of [held.memberEpoch, 0, -1]) {
+      const result = expectNoChange(h, () => h.attempt('m-c', { ...INTRUDER, memberEpoch }));
+      expect(result).toMatchObject({ ok: false, code: 'MEMBER_ID_IN_USE' });
+    }
+    expect(h.beat('m-c', OWNER)).toMatchObject({
+      outcome: held.outcome,
+      memberEpoch: held.memberEpoch,
+    });
+  });
+
+  it('a request that names no principal cannot speak for a bound member', () => {
+    const h = new Harness();
+    h.join('m-a', OWNER);
+    const result = expectNoChange(h, () => h.attempt('m-a', { principal: undefined }));
+    expect(result).toMatchObject({ ok: false, code: 'MEMBER_ID_IN_USE' });
+  });
+
+  it('once the member left or expired, another principal may join with its id', () => {
+    const h = new Harness({ shardCount: 2 });
+    h.join('m-a', OWNER);
+    h.beat('m-a', { ...OWNER, memberEpoch: -1 });
+    expect(h.join('m-a', INTRUDER).outcome).toBe('OK');
+    expect(h.ctx.group.members['m-a']?.principal).toBe('svc-intruder');
+
+    h.clock.advance(h.config.sessionTimeoutMs);
+    h.tick();
+    expect(h.ctx.group.members['m-a']).toBeUndefined();
+    expect(h.join('m-a', OWNER).outcome).toBe('OK');
+  });
+
+  it('a member stored before members were bound answers any principal, and its next join binds it', () => {
+    const h = new Harness();
+    h.join('m-a'); // no principal: as a record written before the binding existed
+    expect(h.ctx.group.members['m-a']?.principal).toBeNull();
+    expect(h.beat('m-a', OWNER).outcome).toBe('OK');
+    h.join('m-a', OWNER);
+    expect(h.ctx.group.members['m-a']?.principal).toBe('svc-billing');
+    expect(h.attempt('m-a', INTRUDER)).toMatchObject({ ok: false, code: 'MEMBER_ID_IN_USE' });
+  });
+});
+
+describe('a join beyond max-members-per-group gets GROUP_FULL', () => {
+  it('refuses a new member at the cap without changing anything, but never a rejoin', () => {
+    const h = new Harness({ shardCount: 4, config: { maxMembersPerGroup: 2 } });
+    h.join('m-a');
+    h.join('m-b');
+    const result = expectNoChange(h, () => h.attempt('m-c', { memberEpoch: 0 }));
+    expect(result).toMatchObject({
+      ok: false,
+      code: 'GROUP_FULL',
+      details: { maxMembersPerGroup: 2 },
+    });
+    expect(h.join('m-a').outcome).not.toBe('FENCED_MEMBER_EPOCH');
+    h.beat('m-b', { memberEpoch: -1 });
+    expect(h.join('m-c').outcome).toBeDefined();
+    expect(Object.keys(h.ctx.group.members).sort()).toEqual(['m-a', 'm-c']);
+  });
+});
+
 describe('a reported metadataVersion or assignmentEpoch above the stored one is answered SYNC_METADATA', () => {
   it('returns the stored values and changes nothing about the member, not even its liveness', () => {
     const h = new Harness({ shardCount: 2 });
     h.join('m-a');
     const before = h.ctx;
+    const liveness = before.liveness.toRecord();
     const reply = h.beat('m-a', { metadataVersion: 9 });
     expect(reply).toMatchObject({
       outcome: 'SYNC_METADATA',
@@ -346,7 +448,7 @@ describe('a reported metadataVersion or assignmentEpoch above the stored one is 
       assignedShards: [0, 1],
     });
     expect(h.ctx.group).toBe(before.group);
-    expect(h.ctx.liveness).toBe(before.liveness);
+    expect(h.ctx.liveness.toRecord()).toEqual(liveness);
     expect(h.effects).toEqual([
       {
         type: 'ROLLBACK_SIGNAL',
@@ -421,7 +523,7 @@ describe('a steady-state heartbeat writes nothing', () => {
     }
     expect(h.ctx.group).toBe(group);
     expect(h.actor.getSnapshot().value).toEqual(value);
-    expect(h.ctx.liveness['m-a']?.lastHeartbeatAt).toBe(h.clock.now());
+    expect(h.ctx.liveness.get('m-a')?.lastHeartbeatAt).toBe(h.clock.now());
     expect(h.effects).toEqual([]);
   });
 });
@@ -453,12 +555,12 @@ describe('a restored context gives every member a full session timeout of grace'
     h.clock.advance(24 * 60 * 60_000);
     h.restart();
     const now = h.clock.now();
-    expect(h.ctx.liveness['m-1']).toMatchObject({
+    expect(h.ctx.liveness.get('m-1')).toMatchObject({
       lastHeartbeatAt: now,
       sessionExpiresAt: now + 45_000,
       revokeDeadline: now + 60_000,
     });
-    expect(h.ctx.liveness['m-2']).toMatchObject({
+    expect(h.ctx.liveness.get('m-2')).toMatchObject({
       sessionExpiresAt: now + 30_000,
       revokeDeadline: null,
     });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { setup } from 'xstate';
 import { groupMachine } from '../../src/machines/group-machine.js';
 import { machineDefinition } from '../../src/machines/machine-definition.js';
-import { toMermaid } from '../../src/machines/mermaid.js';
+import { activeStateIds, toMermaid } from '../../src/machines/mermaid.js';
 
 /** Ids declared with `state "…" as id` and ids used by edges. */
 function parse(text: string) {
@@ -46,38 +46,73 @@ describe('toMermaid renders the group statechart as stateDiagram-v2', () => {
     }
   });
 
-  it('labels transitions with their event, and eventless ones with their guard', () => {
+  it('labels every transition with the events that cause it (and its guard)', () => {
     expect(text).toContain('group_lifecycle_active --> group_lifecycle_frozen : FREEZE');
     expect(text).toContain('group_lifecycle_frozen --> group_lifecycle_active : UNFREEZE');
+    expect(text).toContain('group_lifecycle_active --> group_lifecycle_failedClosed : FAIL_CLOSED');
+    expect(text).toContain('group_lifecycle_failedClosed --> group_lifecycle_active : RECOVER');
     expect(text).toContain(
-      'group_membership_rebalancing --> group_membership_stable : [allShardsSettled]',
+      'group_membership_rebalancing_granting --> group_membership_rebalancing_revoking : REVOKE_REQUESTED [someShardRevoking]',
     );
+    expect(text).toMatch(
+      /group_membership_empty --> group_membership_rebalancing : MEMBER_JOINED \[someShardAwaitingGrant\]/,
+    );
+    expect(text).toMatch(
+      /group_membership_rebalancing --> group_membership_stable : SHARDS_GRANTED, [A-Z_, ]+ \[allShardsSettled\]/,
+    );
+    // Every edge names at least one event: nothing is derived by eventless guards any more.
+    for (const { label } of parse(text).edges.filter((e) => e.from !== '[*]')) {
+      expect(label).toMatch(/^[A-Z_]+/);
+    }
+  });
+
+  it('does not draw refusals: a state that does not accept an event has no edge for it', () => {
+    expect(text).not.toMatch(/group_lifecycle_frozen --> group_lifecycle_frozen : [^\n]*FREEZE/);
+    expect(text).not.toMatch(/group_lifecycle_active --> group_lifecycle_active : [^\n]*UNFREEZE/);
+    expect(text).not.toMatch(/group_migration_inProgress --> group_migration_inProgress : SCALE/);
+    // Accepted without a change of state: a self-loop.
     expect(text).toContain(
-      'group_membership_rebalancing_granting --> group_membership_rebalancing_revoking : [someShardRevoking]',
+      'group_lifecycle_active --> group_lifecycle_active : PAUSE_PRODUCERS, RESUME_PRODUCERS',
     );
   });
 
-  it('shows the migration phases, derived from the active migration', () => {
+  it('shows the migration phases and the events that move them', () => {
     expect(text).toContain(
-      'group_migration_idle --> group_migration_inProgress : [migrationInProgress]',
+      'group_migration_idle --> group_migration_inProgress : SCALE [scaleAccepted]',
     );
     expect(text).toContain(
-      'group_migration_inProgress --> group_migration_converged : [migrationConverged]',
+      'group_migration_inProgress --> group_migration_converged : MIGRATION_CONVERGED',
     );
     expect(text).toContain(
-      'group_migration_converged --> group_migration_idle : [noActiveMigration]',
+      'group_migration_converged --> group_migration_idle : ROLLBACK_WINDOW_ELAPSED',
+    );
+    expect(text).toContain(
+      'group_migration_converged --> group_migration_inProgress : SCALE [scaleAccepted]',
     );
   });
 
   it('draws an edge into a nested state to its composite, as mermaid requires', () => {
-    expect(text).toContain(
-      'group_membership_empty --> group_membership_rebalancing : [someShardRevoking]',
-    );
     const { declared, edges } = parse(text);
     for (const { from, to } of edges) {
       if (from !== '[*]') expect(declared).toContain(from);
       expect(declared).toContain(to);
     }
+  });
+
+  it('marks the current states with the `current` class, and only when asked', () => {
+    expect(text).not.toContain('classDef current');
+    const marked = toMermaid(machineDefinition(groupMachine), {
+      current: activeStateIds('group', {
+        lifecycle: 'frozen',
+        membership: { rebalancing: 'revoking' },
+        migration: 'idle',
+      }),
+    });
+    expect(marked).toContain('classDef current');
+    expect(marked).toContain('class group_lifecycle_frozen current');
+    expect(marked).toContain('class group_membership_rebalancing_revoking current');
+    expect(marked).toContain('class group_migration_idle current');
+    expect(marked.match(/^\s*class /gm)).toHaveLength(3);
   });
 
   it('gives the same text for machine.toJSON() and for its JSON round trip', () => {

@@ -217,7 +217,7 @@ describe('a migration converges exactly when live members report their assignmen
     h.beat('m-a');
     h.beat('m-a', { done: true });
     h.beat('m-a');
-    expect(h.ctx.liveness['m-a']?.currentAssignments).toEqual([0]);
+    expect(h.ctx.liveness.get('m-a')?.currentAssignments).toEqual([0]);
     expect(migrationConverged(h.ctx)).toBe(false);
     return h;
   }
@@ -289,7 +289,7 @@ describe('a migration converges exactly when live members report their assignmen
   });
 });
 
-describe('a retiring shard whose owner leaves, expires or is fenced is re-given, still retiring, to a live member', () => {
+describe('a retiring shard whose owner leaves or expires is re-given, still retiring, to a live member', () => {
   /** 8 → 3 over three members; m-c retires 6 and 7, m-a owns 0-2, m-b retires 3-5. */
   function scaledIn(): Harness {
     const h = stableGroup(8, THREE);
@@ -301,9 +301,8 @@ describe('a retiring shard whose owner leaves, expires or is fenced is re-given,
 
   const deaths = {
     leaves: (h: Harness) => h.beat('m-c', { memberEpoch: -1 }),
-    'is fenced': (h: Harness) => h.beat('m-c', { memberEpoch: 1 }),
     expires: (h: Harness) => {
-      const expiresAt = h.ctx.liveness['m-c']?.sessionExpiresAt ?? 0;
+      const expiresAt = h.ctx.liveness.get('m-c')?.sessionExpiresAt ?? 0;
       while (h.clock.now() + 3_000 < expiresAt) {
         h.clock.advance(3_000);
         h.beat('m-a');
@@ -329,6 +328,16 @@ describe('a retiring shard whose owner leaves, expires or is fenced is re-given,
       expect(h.ctx.group.shards[7]).toMatchObject({ state: 'retiring', owner: 'm-b' });
     });
   }
+
+  it('a fenced heartbeat of the owner (a stale duplicate) leaves it its retiring shards', () => {
+    const h = scaledIn();
+    const before = owners(h);
+    const live = h.replies.get('m-c');
+    expect(h.beat('m-c', { memberEpoch: 1 }).outcome).toBe('FENCED_MEMBER_EPOCH');
+    expect(owners(h)).toEqual(before);
+    if (live) h.replies.set('m-c', live); // the live process never saw the duplicate's answer
+    expect(h.beat('m-c').retireShards).toEqual([6, 7]);
+  });
 
   it('the heir gets a new epoch and the shard in retireShards; its silence about it is not DONE', () => {
     const h = scaledIn();
@@ -794,5 +803,32 @@ describe('restored state: convergence is judged on reports made after the restor
     for (const m of THREE) replies.push(h.beat(m));
     expect(active(h)?.state).toBe('CONVERGED');
     expect(replies.every((r) => r.outcome === 'OK')).toBe(true);
+  });
+});
+
+describe('a removed shard is consumed to its end, never dropped with messages in it', () => {
+  it('a scale-out rolled back before its new shards were granted retires them to members', () => {
+    const h = stableGroup(6, THREE);
+    replyOf<ScaleReply>(scale(h, 10));
+    // Producers see 10 shards at once and may write to 6-9; nobody has been granted them yet.
+    const added = Object.values(h.ctx.group.shards).filter((r) => r.shard >= 6);
+    expect(added.map((r) => r.state)).toEqual(['released', 'released', 'released', 'released']);
+    replyOf(rollback(h));
+    const removed = Object.values(h.ctx.group.shards).filter((r) => r.shard >= 6);
+    expect(removed.map((r) => r.shard)).toEqual([6, 7, 8, 9]);
+    for (const record of removed) {
+      expect(record.state).toBe('retiring');
+      expect(THREE).toContain(record.owner);
+    }
+    // Each is told to a member, read to its end, reported DONE, and only then leaves.
+    converge(h, THREE);
+    expect(Object.keys(h.ctx.group.shards).map(Number)).toEqual([0, 1, 2, 3, 4, 5]);
+  });
+
+  it('with no member a scale-in drops released shards at once (nobody could drain them)', () => {
+    const h = new Harness({ shardCount: 4 });
+    const { migration } = replyOf<ScaleReply>(scale(h, 2));
+    expect(migration.state).toBe('CONVERGED');
+    expect(Object.keys(h.ctx.group.shards).map(Number)).toEqual([0, 1]);
   });
 });

@@ -16,6 +16,7 @@ describe('settings: defaults < YAML file < environment', () => {
     });
     expect(s.security['token-ttl']).toBe(7 * 24 * 3600 * 1000);
     expect(s.limits['max-shard-count']).toBe(1024);
+    expect(s.limits['max-members-per-group']).toBe(10_000);
   });
 
   it('reads a YAML file and lets the environment win over it', () => {
@@ -45,9 +46,40 @@ describe('settings: defaults < YAML file < environment', () => {
     ['membership.session-timeout', 'soon'],
     ['store.key-prefix', 'bad prefix'],
     ['limits.max-shard-count', '0'],
+    ['limits.max-members-per-group', '0'],
   ])('a bad %s stops startup with a message naming it', (name, value) => {
     expect(() => loadSettings({ env: { [envName(name)]: value } })).toThrow(
       new RegExp(`coordinator\\.${name.replace('.', '\\.')}`),
+    );
+  });
+
+  it('reads the slow-client timeouts from the environment, with defaults', () => {
+    expect(loadSettings({ env: {} }).http).toMatchObject({
+      'headers-timeout': 10_000,
+      'request-timeout': 30_000,
+      'keep-alive-timeout': 5_000,
+    });
+    const s = loadSettings({
+      env: {
+        COORDINATOR_HTTP_HEADERS_TIMEOUT: '2s',
+        COORDINATOR_HTTP_REQUEST_TIMEOUT: '1m',
+        COORDINATOR_HTTP_KEEP_ALIVE_TIMEOUT: '750ms',
+      },
+    });
+    expect(s.http).toMatchObject({
+      'headers-timeout': 2_000,
+      'request-timeout': 60_000,
+      'keep-alive-timeout': 750,
+    });
+  });
+
+  it('refuses a headers timeout longer than the request timeout, naming both', () => {
+    expect(() =>
+      loadSettings({
+        env: { COORDINATOR_HTTP_HEADERS_TIMEOUT: '1m', COORDINATOR_HTTP_REQUEST_TIMEOUT: '30s' },
+      }),
+    ).toThrow(
+      /coordinator\.http\.headers-timeout: must not exceed coordinator\.http\.request-timeout/,
     );
   });
 

@@ -1,37 +1,54 @@
-import { createSecretKey } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import passport from 'passport';
-import { ExtractJwt, Strategy as JwtStrategy, type VerifiedCallback } from 'passport-jwt';
+import { ExtractJwt } from 'passport-jwt';
 import type { Request, Response } from 'express';
 import jwt from 'jsonwebtoken';
 import { CoordinatorError } from '../../errors.js';
-import { TOKEN_ISSUER, principalFromClaims } from './tokens.js';
+import type { TokenService } from './tokens.js';
 import type { Principal } from './roles.js';
 
 /** Where a request's token is: `Authorization: Bearer <token>` (shared with the heartbeat fast path). */
 export const bearerToken = ExtractJwt.fromAuthHeaderAsBearerToken();
 
-/** A passport instance of our own (not the global one), with the JWT strategy of DESIGN.md §9. */
-export function createPassport(secret: string): passport.PassportStatic {
+/**
+ * The one way a request's bearer token becomes a principal, shared by the express pipeline
+ * (through passport, {@link createPassport}) and the heartbeat fast path: the token from
+ * `Authorization: Bearer`, verified by the `TokenService` (and its verified-token cache).
+ * Throws UNAUTHENTICATED, INVALID_TOKEN or TOKEN_EXPIRED.
+ */
+export function principalOfRequest(
+  tokens: Pick<TokenService, 'verify'>,
+  req: IncomingMessage,
+): Principal {
+  const token = bearerToken(req as Request);
+  if (!token) throw noBearerTokenError(req.headers.authorization);
+  return tokens.verify(token);
+}
+
+/** The passport strategy of DESIGN.md §9: a bearer JWT, verified by {@link principalOfRequest}. */
+class BearerTokenStrategy extends passport.Strategy {
+  override name = 'jwt';
+
+  constructor(private readonly tokens: Pick<TokenService, 'verify'>) {
+    super();
+  }
+
+  override authenticate(req: Request): void {
+    let principal: Principal;
+    try {
+      principal = principalOfRequest(this.tokens, req);
+    } catch (error) {
+      this.error(error);
+      return;
+    }
+    this.success(principal);
+  }
+}
+
+/** A passport instance of our own (not the global one), with the bearer strategy. */
+export function createPassport(tokens: Pick<TokenService, 'verify'>): passport.PassportStatic {
   const instance = new passport.Passport() as unknown as passport.PassportStatic;
-  instance.use(
-    new JwtStrategy(
-      {
-        jwtFromRequest: bearerToken,
-        // A KeyObject made once: given a string, jsonwebtoken rebuilds a key on every verify.
-        // (passport-jwt hands it to jsonwebtoken untouched; its typings predate KeyObject.)
-        secretOrKey: createSecretKey(Buffer.from(secret, 'utf8')) as unknown as Buffer,
-        issuer: TOKEN_ISSUER,
-        algorithms: ['HS256'],
-      },
-      (claims: jwt.JwtPayload, done: VerifiedCallback) => {
-        try {
-          done(null, principalFromClaims(claims));
-        } catch (error) {
-          done(null, false, error);
-        }
-      },
-    ),
-  );
+  instance.use(new BearerTokenStrategy(tokens));
   return instance;
 }
 

@@ -2,6 +2,7 @@ import { createSecretKey, type KeyObject } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import { CoordinatorError } from '../../errors.js';
 import type { Clock } from '../../machines/clock.js';
+import { formatGroupPattern, groupsFromClaim } from './group-scope.js';
 import { ROLES, type Principal, type Role } from './roles.js';
 
 export const TOKEN_ISSUER = 'stream-coordinator';
@@ -37,6 +38,7 @@ export class TokenService {
       {
         sub: principal.name,
         roles: principal.roles,
+        ...(principal.groups ? { groups: principal.groups.map(formatGroupPattern) } : {}),
         iat: nowSeconds,
         exp: nowSeconds + expiresIn,
         iss: TOKEN_ISSUER,
@@ -90,5 +92,8 @@ export function principalFromClaims(claims: jwt.JwtPayload): Principal {
     );
   }
   const known = roles.filter((r): r is Role => (ROLES as readonly unknown[]).includes(r));
-  return { name: claims.sub, roles: known };
+  const groups = groupsFromClaim((claims as { groups?: unknown }).groups);
+  return groups === undefined
+    ? { name: claims.sub, roles: known }
+    : { name: claims.sub, roles: known, groups };
 }

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { ROLES, type Role } from './roles.js';
+import { groupPatternsSchema } from './group-scope.js';
+import { ROLES, type GroupPattern, type Principal, type Role } from './roles.js';
 import { hashPassword, verifyPassword } from './password-hash.js';
 
 const usersFileSchema = z.object({
@@ -10,6 +11,8 @@ const usersFileSchema = z.object({
       username: z.string().min(1).max(128),
       passwordHash: z.string().startsWith('scrypt$'),
       roles: z.array(z.enum(ROLES)).min(1),
+      /** Patterns the user's tokens are limited to; absent: every group. */
+      groups: groupPatternsSchema.optional(),
     }),
   ),
 });
@@ -18,6 +21,7 @@ export interface UserRecord {
   readonly username: string;
   readonly passwordHash: string;
   readonly roles: readonly Role[];
+  readonly groups?: readonly GroupPattern[] | undefined;
 }
 
 /** Who may log in. */
@@ -31,7 +35,7 @@ export class UserDirectory {
     this.decoy = hashPassword('decoy-password-for-unknown-users');
   }
 
-  /** Reads a users file (`users: [{username, passwordHash, roles}]`); throws with the file name on error. */
+  /** Reads a users file (`users: [{username, passwordHash, roles, groups?}]`); throws with the file name on error. */
   static fromFile(file: string): UserDirectory {
     let doc: unknown;
     try {
@@ -54,10 +58,13 @@ export class UserDirectory {
     return this.users.size;
   }
 
-  /** The user's roles when the password matches, else null. */
-  async authenticate(username: string, password: string): Promise<readonly Role[] | null> {
+  /** The principal a token is issued to (roles and, if any, groups) when the password matches, else null. */
+  async authenticate(username: string, password: string): Promise<Principal | null> {
     const user = this.users.get(username);
     const ok = await verifyPassword(password, user?.passwordHash ?? (await this.decoy));
-    return ok && user ? user.roles : null;
+    if (!ok || !user) return null;
+    return user.groups === undefined
+      ? { name: user.username, roles: user.roles }
+      : { name: user.username, roles: user.roles, groups: user.groups };
   }
 }

@@ -1,7 +1,5 @@
 import { z } from 'zod';
-import type { GroupSnapshot } from '../../actors/types.js';
-import { migrationView } from '../../machines/migration-view.js';
-import type { MigrationRecord } from '../../machines/types.js';
+import type { CommandOutcome } from '../../actors/types.js';
 import type { Settings } from '../../config/settings.js';
 import { route, type RouteSpec } from '../route.js';
 import {
@@ -13,7 +11,6 @@ import {
   shardCountSchema,
   streamPrefixSchema,
 } from '../schemas.js';
-import { groupDetail } from '../views.js';
 
 const WRITE = ['WRITE'] as const;
 const groupPath = '/coord/v1/admin/streams/:stream/groups/:group';
@@ -47,19 +44,15 @@ function commandRoute(
     body: changeMetaSchema,
     responses: { 200: { description: 'Done', schema: groupDetailSchema }, ...errors },
     async handler({ params, services }) {
-      const { snapshot } = await services.coordinator.command(toRef(params), { type });
-      return { status: 200, body: groupDetail(snapshot) };
+      const { group } = await services.coordinator.command(toRef(params), { type });
+      return { status: 200, body: group };
     },
   });
 }
 
 /** The reply of a scale or rollback: the migration as monitoring shows it, and the group. */
-function migrationReply(reply: unknown, snapshot: GroupSnapshot) {
-  const { migration } = reply as { migration: MigrationRecord };
-  return {
-    migration: migrationView(migration, snapshot.context, snapshot.context.lastEventAt),
-    group: groupDetail(snapshot),
-  };
+function migrationReply(outcome: CommandOutcome) {
+  return { migration: outcome.migration, group: outcome.group };
 }
 
 /** Admin routes; the shard count bound comes from settings. */
@@ -80,11 +73,11 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
       }),
       responses: { 201: { description: 'Created', schema: groupDetailSchema }, ...errors },
       async handler({ body, services }) {
-        const snapshot = await services.coordinator.createGroup(
+        const group = await services.coordinator.createGroup(
           { streamPrefix: body.streamPrefix, consumerGroup: body.consumerGroup },
           body.shardCount,
         );
-        return { status: 201, body: groupDetail(snapshot) };
+        return { status: 201, body: group };
       },
     }),
     route({
@@ -110,9 +103,7 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
         const status = { CREATED: 201, UNCHANGED: 200, MIGRATION_STARTED: 202 }[result.outcome];
         return {
           status,
-          body: result.migration
-            ? migrationReply({ migration: result.migration }, result.snapshot)
-            : groupDetail(result.snapshot),
+          body: result.migration ? migrationReply(result) : result.group,
         };
       },
     }),
@@ -143,13 +134,13 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
       body: changeMetaSchema.extend({ shardCount }),
       responses: { 202: { description: 'Migration started' }, ...errors },
       async handler({ params, body, services }) {
-        const { reply, snapshot } = await services.coordinator.command(toRef(params), {
+        const outcome = await services.coordinator.command(toRef(params), {
           type: 'SCALE',
           shardCount: body.shardCount,
           requestedBy: body.requestedBy,
           reason: body.reason,
         });
-        return { status: 202, body: migrationReply(reply, snapshot) };
+        return { status: 202, body: migrationReply(outcome) };
       },
     }),
     route({
@@ -163,13 +154,13 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
       body: changeMetaSchema,
       responses: { 202: { description: 'Rollback migration started' }, ...errors },
       async handler({ params, body, services }) {
-        const { reply, snapshot } = await services.coordinator.command(toRef(params), {
+        const outcome = await services.coordinator.command(toRef(params), {
           type: 'ROLLBACK',
           migrationId: params.migrationId,
           requestedBy: body.requestedBy,
           reason: body.reason,
         });
-        return { status: 202, body: migrationReply(reply, snapshot) };
+        return { status: 202, body: migrationReply(outcome) };
       },
     }),
     route({
@@ -187,8 +178,8 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
       ]),
       responses: { 200: { description: 'Recovered', schema: groupDetailSchema }, ...errors },
       async handler({ params, body, services }) {
-        const snapshot = await services.coordinator.recover(toRef(params), body);
-        return { status: 200, body: groupDetail(snapshot) };
+        const group = await services.coordinator.recover(toRef(params), body);
+        return { status: 200, body: group };
       },
     }),
     commandRoute('/freeze', 'freeze', 'FREEZE', 'Freeze: refuse admin mutations until unfrozen'),

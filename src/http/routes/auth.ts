@@ -1,4 +1,5 @@
 import { CoordinatorError } from '../../errors.js';
+import { formatGroupPattern } from '../auth/group-scope.js';
 import { route } from '../route.js';
 import { errorSchema, loginBodySchema, loginResponseSchema } from '../schemas.js';
 
@@ -28,15 +29,28 @@ export const authRoutes = [
           },
         );
       }
-      const roles = await services.users.authenticate(body.username, body.password);
-      if (!roles) {
+      const principal = await services.users.authenticate(body.username, body.password);
+      if (!principal) {
         services.throttle.recordFailure(body.username, address);
-        services.logger.warn('failed login', { username: body.username, clientAddress: address });
+        services.rateLimitedLog.warn(`failed-login\u0000${address}`, 'failed login', {
+          username: body.username,
+          clientAddress: address,
+        });
         throw new CoordinatorError('INVALID_CREDENTIALS', 'wrong username or password');
       }
       services.throttle.recordSuccess(body.username, address);
-      const { accessToken, expiresIn } = services.tokens.sign({ name: body.username, roles });
-      return { status: 200, body: { accessToken, tokenType: 'Bearer', expiresIn, roles } };
+      const { accessToken, expiresIn } = services.tokens.sign(principal);
+      const { roles, groups } = principal;
+      return {
+        status: 200,
+        body: {
+          accessToken,
+          tokenType: 'Bearer',
+          expiresIn,
+          roles,
+          ...(groups ? { groups: groups.map(formatGroupPattern) } : {}),
+        },
+      };
     },
   }),
 ];

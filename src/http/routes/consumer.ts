@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { CoordinatorError } from '../../errors.js';
 import type { HeartbeatReply } from '../../machines/protocol.js';
+import type { Principal } from '../auth/roles.js';
 import { route } from '../route.js';
 import { errorSchema, groupParamsSchema } from '../schemas.js';
 import type { Services } from '../services.js';
@@ -50,10 +52,12 @@ export const HEARTBEAT_ROLES = ['CONSUMER'] as const;
 /**
  * The heartbeat itself, once the caller is authenticated and the request validated: the group
  * actor decides, metrics count it. The one implementation behind the express route and the
- * heartbeat fast path (`src/http/heartbeat-fast-path.ts`).
+ * heartbeat fast path (`src/http/heartbeat-fast-path.ts`). The member is bound to the caller's
+ * principal (DESIGN.md §5), which comes from the verified token, never from the body.
  */
 export async function answerHeartbeat(
   services: Services,
+  principal: Principal,
   params: z.infer<typeof groupParamsSchema>,
   body: z.infer<typeof heartbeatBodySchema>,
 ): Promise<HeartbeatReply> {
@@ -61,12 +65,12 @@ export async function answerHeartbeat(
   try {
     const reply = await services.coordinator.heartbeat(
       { streamPrefix: params.stream, consumerGroup: params.group },
-      body,
+      { ...body, principal: principal.name },
     );
-    services.metrics.heartbeats.inc({ outcome: reply.outcome });
+    services.metrics.heartbeatOutcome(reply.outcome).inc();
     return reply;
   } catch (error) {
-    services.metrics.heartbeats.inc({ outcome: (error as { code?: string }).code ?? 'ERROR' });
+    services.metrics.heartbeatOutcome((error as { code?: string }).code ?? 'ERROR').inc();
     throw error;
   } finally {
     stop();
@@ -88,11 +92,18 @@ export const consumerRoutes = [
         description: 'Invalid request or unsupported coordination version',
         schema: errorSchema,
       },
+      403: {
+        description: 'Missing role, or the member id is in use by another principal',
+        schema: errorSchema,
+      },
       404: { description: 'Unknown group', schema: errorSchema },
+      409: { description: 'A join beyond the member cap (GROUP_FULL)', schema: errorSchema },
       503: { description: 'Store down or group failed closed', schema: errorSchema },
     },
-    async handler({ params, body, services }) {
-      return { status: 200, body: await answerHeartbeat(services, params, body) };
+    async handler({ params, body, principal, services }) {
+      // The role check has run, so there is a principal; the guard is for the type only.
+      if (!principal) throw new CoordinatorError('UNAUTHENTICATED', 'no access token');
+      return { status: 200, body: await answerHeartbeat(services, principal, params, body) };
     },
   }),
 ];

@@ -1,4 +1,8 @@
 import { z } from 'zod';
+import type { GroupSummaryView } from '../../actors/views.js';
+import { permitsGroup } from '../auth/group-scope.js';
+import type { Principal } from '../auth/roles.js';
+import type { Services } from '../services.js';
 import { route } from '../route.js';
 import {
   auditRecordSchema,
@@ -10,9 +14,6 @@ import {
   pagingQuerySchema,
   streamPrefixSchema,
 } from '../schemas.js';
-import { assignmentsView, groupDetail, groupSummary, membersView } from '../views.js';
-import { statechartView } from '../statechart.js';
-import { migrationView } from '../../machines/migration-view.js';
 
 const READ = ['READ'] as const;
 const groupPath = '/coord/v1/monitoring/streams/:stream/groups/:group';
@@ -20,6 +21,40 @@ const toRef = (p: { stream: string; group: string }) => ({
   streamPrefix: p.stream,
   consumerGroup: p.group,
 });
+/** Registry pages a scoped listing reads at most per request before answering a short page. */
+const SCOPED_LISTING_PAGES = 10;
+
+/**
+ * A page of groups. A scoped token's page holds only the groups its `groups` reach: it reads
+ * registry pages until `limit` of those are found, the registry ends, or it has read
+ * SCOPED_LISTING_PAGES pages; so a page may be short (even empty) while `nextCursor` is set.
+ * Each read asks for exactly the groups still missing, so `nextCursor` resumes right after
+ * the last group examined.
+ */
+async function listGroups(
+  services: Services,
+  principal: Principal | null,
+  query: { cursor?: string | undefined; limit: number },
+): Promise<{ groups: GroupSummaryView[]; nextCursor: string | null }> {
+  if (principal?.groups === undefined) return services.coordinator.listGroups(query);
+  const groups: GroupSummaryView[] = [];
+  let cursor = query.cursor;
+  for (let read = 0; read < SCOPED_LISTING_PAGES; read++) {
+    const page = await services.coordinator.listGroups({
+      cursor,
+      limit: query.limit - groups.length,
+    });
+    for (const group of page.groups) {
+      if (permitsGroup(principal, group.streamPrefix, group.consumerGroup)) groups.push(group);
+    }
+    if (page.nextCursor === null || groups.length >= query.limit) {
+      return { groups, nextCursor: page.nextCursor };
+    }
+    cursor = page.nextCursor;
+  }
+  return { groups, nextCursor: cursor ?? null };
+}
+
 const errors = {
   400: { description: 'Invalid name', schema: errorSchema },
   401: { description: 'No or invalid token', schema: errorSchema },
@@ -88,6 +123,39 @@ export const monitoringRoutes = [
   }),
   route({
     method: 'get',
+    path: '/coord/v1/monitoring/replicas',
+    summary: 'Live replicas: advertised URL, groups owned, last registry heartbeat, lease ages',
+    tag: 'monitoring',
+    roles: READ,
+    responses: { 200: { description: 'Replicas' }, 401: errors[401], 403: errors[403] },
+    async handler({ services, principal }) {
+      const all = services.replicas
+        ? await services.replicas.list()
+        : [
+            {
+              // One replica: no registry, no leases.
+              replicaId: services.replicaId,
+              advertisedUrl: services.advertisedUrl ?? null,
+              groupsOwned: services.coordinator.groupsOwned(),
+              lastHeartbeatAt: new Date(services.clock.now()).toISOString(),
+            },
+          ];
+      // A scoped token sees the leases of its own groups only (group names are not for all).
+      const replicas = all.map((replica) =>
+        'leases' in replica && replica.leases && principal
+          ? {
+              ...replica,
+              leases: replica.leases.filter((l) =>
+                permitsGroup(principal, l.streamPrefix, l.consumerGroup),
+              ),
+            }
+          : replica,
+      );
+      return { status: 200, body: { replicas, self: services.replicaId } };
+    },
+  }),
+  route({
+    method: 'get',
     path: '/coord/v1/monitoring/groups',
     summary: 'List groups (paged with limit and cursor)',
     tag: 'monitoring',
@@ -98,14 +166,11 @@ export const monitoringRoutes = [
       401: errors[401],
       403: errors[403],
     },
-    async handler({ query, services }) {
-      const page = await services.coordinator.listGroups({
-        cursor: query.cursor,
-        limit: query.limit,
-      });
+    async handler({ query, principal, services }) {
+      const page = await listGroups(services, principal, query);
       return {
         status: 200,
-        body: { groups: page.groups.map(groupSummary), nextCursor: page.nextCursor },
+        body: { groups: page.groups, nextCursor: page.nextCursor },
       };
     },
   }),
@@ -118,7 +183,7 @@ export const monitoringRoutes = [
     params: groupParamsSchema,
     responses: { 200: { description: 'The group', schema: groupDetailSchema }, ...errors },
     async handler({ params, services }) {
-      return { status: 200, body: groupDetail(await services.coordinator.getGroup(toRef(params))) };
+      return { status: 200, body: await services.coordinator.getGroup(toRef(params)) };
     },
   }),
   route({
@@ -130,7 +195,7 @@ export const monitoringRoutes = [
     params: groupParamsSchema,
     responses: { 200: { description: 'Members' }, ...errors },
     async handler({ params, services }) {
-      return { status: 200, body: membersView(await services.coordinator.getGroup(toRef(params))) };
+      return { status: 200, body: await services.coordinator.getMembers(toRef(params)) };
     },
   }),
   route({
@@ -144,7 +209,7 @@ export const monitoringRoutes = [
     async handler({ params, services }) {
       return {
         status: 200,
-        body: assignmentsView(await services.coordinator.getGroup(toRef(params))),
+        body: await services.coordinator.getAssignments(toRef(params)),
       };
     },
   }),
@@ -159,7 +224,7 @@ export const monitoringRoutes = [
     async handler({ params, services }) {
       return {
         status: 200,
-        body: statechartView(await services.coordinator.getGroup(toRef(params))),
+        body: await services.coordinator.getStatechart(toRef(params)),
       };
     },
   }),
@@ -175,7 +240,7 @@ export const monitoringRoutes = [
       const ref = toRef(params);
       // Listen for the end of the stream before anything awaits, so a client gone early is seen.
       const closed = new Promise<void>((resolve) => res.once('close', resolve));
-      const snapshot = await services.coordinator.getGroup(ref);
+      const group = await services.coordinator.getGroup(ref);
       res.writeHead(200, {
         'Content-Type': 'text/event-stream',
         'Cache-Control': 'no-cache',
@@ -183,7 +248,7 @@ export const monitoringRoutes = [
       });
       const write = (event: string, data: unknown) =>
         res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-      write('snapshot', groupDetail(snapshot));
+      write('snapshot', group);
       const unsubscribe = await services.coordinator.subscribe(ref, (t) => write('transition', t));
       const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
       keepAlive.unref();
@@ -202,18 +267,7 @@ export const monitoringRoutes = [
     params: groupParamsSchema,
     responses: { 200: { description: 'Migrations' }, ...errors },
     async handler({ params, services }) {
-      const snapshot = await services.coordinator.getGroup(toRef(params));
-      const { group } = snapshot.context;
-      const now = services.clock.now();
-      return {
-        status: 200,
-        body: {
-          active: group.activeMigration
-            ? migrationView(group.activeMigration, snapshot.context, now)
-            : null,
-          migrations: group.migrations.map((m) => migrationView(m, null, now)),
-        },
-      };
+      return { status: 200, body: await services.coordinator.getMigrations(toRef(params)) };
     },
   }),
   route({
@@ -235,11 +289,13 @@ export const monitoringRoutes = [
       401: errors[401],
       403: errors[403],
     },
-    async handler({ query, services }) {
+    async handler({ query, principal, services }) {
+      const scoped = principal?.groups === undefined ? null : principal;
       const records = await services.store.queryAudit({
         limit: query.limit,
         ...(query.streamPrefix ? { streamPrefix: query.streamPrefix } : {}),
         ...(query.consumerGroup ? { consumerGroup: query.consumerGroup } : {}),
+        ...(scoped ? { permits: (s: string, g: string) => permitsGroup(scoped, s, g) } : {}),
       });
       return { status: 200, body: { records } };
     },

@@ -1,8 +1,6 @@
 import { z } from 'zod';
-import { CoordinatorError } from '../../errors.js';
 import { route } from '../route.js';
 import { errorSchema, groupParamsSchema, routingSchema } from '../schemas.js';
-import { routingView } from '../views.js';
 
 /** Longest long poll a producer may ask for. */
 export const MAX_WAIT_MS = 60_000;
@@ -33,18 +31,12 @@ export const routingRoutes = [
         // A producer that saw a higher version than we hold is a rollback signal (spec §7.3).
         await services.coordinator.observeVersion(ref, Number(observed), 'routing');
       }
-      const snapshot =
+      const body = await services.coordinator.getRouting(
+        ref,
         query.afterVersion === undefined
-          ? await services.coordinator.getGroup(ref)
-          : await services.coordinator.waitForVersion(ref, query.afterVersion, query.waitMs);
-      if (snapshot.context.group.status === 'FAILED_CLOSED') {
-        throw new CoordinatorError(
-          'GROUP_FAILED_CLOSED',
-          'the group failed closed; routing is withheld until recovery',
-          { details: { failureReason: snapshot.context.group.failureReason } },
-        );
-      }
-      const body = routingView(snapshot);
+          ? undefined
+          : { afterVersion: query.afterVersion, waitMs: query.waitMs },
+      );
       const etag = `"${body.lifecycleId}:${body.metadataVersion}"`;
       const headers = { ETag: etag, 'Cache-Control': 'no-cache' };
       const match = req.get('if-none-match');

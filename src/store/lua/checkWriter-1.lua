@@ -3,7 +3,7 @@
   registry entry, so a stale deleter is refused before anything changes (see redis-store.ts).
 
   KEYS[1]  metadata hash of the group      kp:{sp:cg}:metadata
-  ARGV[1]  fence token of the caller
+  ARGV[1]  fence of the caller (integer, decimal string)
   ARGV[2]  store revision the caller expects
 
   Returns {status, storeRevision}:

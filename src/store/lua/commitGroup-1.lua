@@ -3,7 +3,7 @@
   still owns the group at the revision it read, and bumps storeRevision.
 
   KEYS[1]  metadata hash of the group      kp:{sp:cg}:metadata
-  ARGV[1]  fence token of the caller
+  ARGV[1]  fence of the caller (integer, decimal string)
   ARGV[2]  store revision the caller expects
   ARGV[3]  JSON patch {"set": {field: value}, "del": [field]} (never storeRevision/fence)
 

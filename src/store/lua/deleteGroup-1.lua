@@ -5,7 +5,7 @@
   then metadata, so a registered group never lacks metadata in the normal path.
 
   KEYS[1]  metadata hash of the group      kp:{sp:cg}:metadata
-  ARGV[1]  fence token of the caller
+  ARGV[1]  fence of the caller (integer, decimal string)
   ARGV[2]  store revision the caller expects
 
   Returns {status, storeRevision}:

@@ -6,6 +6,8 @@
     status   0 (OK), -1 (FENCE_MISMATCH), -2 (REVISION_MISMATCH) or -3 (GROUP_NOT_FOUND)
     revision the stored storeRevision (0 when the key is missing)
 
+  The fence is an integer counter (claimGroup-2 increments it); both sides are its decimal
+  string, so comparing the strings compares the integers exactly, with no float rounding.
   The fence is checked before the revision: a deposed owner must learn that it is deposed,
   not that it is merely behind.
 ]]

@@ -1,5 +1,12 @@
-import type { GroupSnapshot } from '../actors/types.js';
+/**
+ * What `http/` shows of a group, built here from the machine context so that `http/` only
+ * ever sees plain view objects (and a forwarding replica can pass them on as JSON).
+ */
+import { migrationView, type MigrationView } from '../machines/migration-view.js';
+import type { MigrationRecord } from '../machines/types.js';
 import { partitionerName, streamNames } from '../machines/routing.js';
+import { memberState } from '../machines/member-machine.js';
+import type { GroupSnapshot } from './types.js';
 
 const iso = (ms: number | null | undefined) =>
   ms === null || ms === undefined ? null : new Date(ms).toISOString();
@@ -19,6 +26,7 @@ export function phaseOf(stateValue: unknown): string {
   return membership === undefined ? flatten(stateValue) : text(membership);
 }
 
+/** One line of the group list. */
 export function groupSummary(snapshot: GroupSnapshot) {
   const g = snapshot.context.group;
   return {
@@ -35,7 +43,8 @@ export function groupSummary(snapshot: GroupSnapshot) {
   };
 }
 
-export function groupDetail(snapshot: GroupSnapshot) {
+/** A group with rollback signals and failure reason (monitoring, admin replies). */
+export function groupView(snapshot: GroupSnapshot) {
   const { group: g, signals, storeRevision } = snapshot.context;
   return {
     ...groupSummary(snapshot),
@@ -78,9 +87,11 @@ export function membersView(snapshot: GroupSnapshot) {
     members: Object.values(g.members)
       .sort((a, b) => a.memberId.localeCompare(b.memberId))
       .map((m) => {
-        const live = liveness[m.memberId];
+        const live = liveness.get(m.memberId);
         return {
           memberId: m.memberId,
+          /** The member's own chart state: joining, stable, revoking or waiting. */
+          state: memberState(snapshot.context, m.memberId),
           clientId: m.clientId,
           memberEpoch: m.memberEpoch,
           assignmentEpoch: live?.reportedAssignmentEpoch ?? null,
@@ -98,6 +109,12 @@ export function membersView(snapshot: GroupSnapshot) {
           rebalanceTimeoutMs: m.rebalanceTimeoutMs,
         };
       }),
+    /** Members gone lately, newest first, with how they ended: left, expired or fenced. */
+    departedMembers: snapshot.context.departures.map((d) => ({
+      memberId: d.memberId,
+      state: d.state,
+      at: iso(d.at),
+    })),
   };
 }
 
@@ -142,3 +159,30 @@ export function routingView(snapshot: GroupSnapshot) {
     producersPaused: g.producersPaused,
   };
 }
+
+/** The migrations of a group: the active one with progress, and history (newest first). */
+export function migrationsView(snapshot: GroupSnapshot, now: number) {
+  const { group } = snapshot.context;
+  return {
+    active: group.activeMigration
+      ? migrationView(group.activeMigration, snapshot.context, now)
+      : null,
+    migrations: group.migrations.map((m) => migrationView(m, null, now)),
+  };
+}
+
+/** A migration an admin request just started, as monitoring shows it. */
+export function startedMigrationView(
+  migration: MigrationRecord,
+  snapshot: GroupSnapshot,
+): MigrationView {
+  return migrationView(migration, snapshot.context, snapshot.context.lastEventAt);
+}
+
+export type GroupSummaryView = ReturnType<typeof groupSummary>;
+export type GroupView = ReturnType<typeof groupView>;
+export type MembersView = ReturnType<typeof membersView>;
+export type AssignmentsView = ReturnType<typeof assignmentsView>;
+export type MigrationsView = ReturnType<typeof migrationsView>;
+export type RoutingView = ReturnType<typeof routingView>;
+export type { MigrationView };

@@ -1,0 +1,154 @@
+import { Redis } from 'ioredis';
+import { KclWorker } from './kcl-baseline.js';
+
+/*
+ * One simulated consumer, a child process of bench/handoff.ts (so that it can be SIGKILLed). It
+ * reads nothing: it reports, as JSON lines on stdout, when it starts and stops "processing" a
+ * shard, with cross-process timestamps (performance.timeOrigin + performance.now()).
+ *
+ *   SIM_MODE=coordinator  heartbeats to the coordinator at the interval each reply advises
+ *     (heartbeatIntervalMs), like the SDK's consumer: granted shards start at once; a revoked
+ *     shard drains for SIM_DRAIN_MS, then stops, and a heartbeat reporting it DONE goes out at
+ *     once (the SDK's nudge). A fenced member stops everything and rejoins.
+ *   SIM_MODE=kcl  a KclWorker (bench/kcl-baseline.ts) on the same Redis; a shard starts when its
+ *     lease is acquired and stops when a renewal finds it lost.
+ *
+ * It prints `LISTENING 0` when ready and starts on the stdin line `go`.
+ */
+
+const env = (name: string) => {
+  const value = process.env[name];
+  if (value === undefined) throw new Error(`${name} is required`);
+  return value;
+};
+const now = () => performance.timeOrigin + performance.now();
+const emit = (event: Record<string, unknown>) =>
+  process.stdout.write(`${JSON.stringify({ ...event, t: now() })}\n`);
+
+interface Reply {
+  outcome: string;
+  memberEpoch: number;
+  assignmentEpoch: number;
+  metadataVersion: number;
+  assignedShards: number[];
+  revokeShards: number[];
+  retireShards: number[];
+  heartbeatIntervalMs: number;
+}
+
+async function coordinatorConsumer(): Promise<void> {
+  const url = `http://127.0.0.1:${env('SIM_PORT')}/coord/v1/consumer/streams/${env('SIM_STREAM')}/groups/${env('SIM_GROUP')}/heartbeat`;
+  const token = env('SIM_TOKEN');
+  const memberId = env('SIM_MEMBER');
+  const drainMs = Number(env('SIM_DRAIN_MS'));
+  const sessionTimeoutMs = Number(env('SIM_SESSION_MS'));
+  let versions = { memberEpoch: 0, assignmentEpoch: 0, metadataVersion: 0 };
+  const running = new Set<number>();
+  const draining = new Set<number>();
+  let wake: (() => void) | null = null;
+  let nudged = false;
+  const nudge = () => {
+    if (wake) wake();
+    else nudged = true;
+  };
+  const sleep = (ms: number) =>
+    nudged
+      ? ((nudged = false), Promise.resolve())
+      : new Promise<void>((resolve) => {
+          const timer = setTimeout(done, ms);
+          function done() {
+            clearTimeout(timer);
+            wake = null;
+            resolve();
+          }
+          wake = done;
+        });
+  const stop = (shard: number) => {
+    if (running.delete(shard)) emit({ e: 'stop', shard });
+  };
+  emit({ e: 'join' });
+  for (;;) {
+    const body = {
+      memberId,
+      ...versions,
+      currentAssignments: [...running].sort((a, b) => a - b),
+      revokeProgress: [...draining].map((shard) => ({ shard, state: 'DRAINING' })),
+      sessionTimeoutMs,
+    };
+    let wait = 200;
+    try {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify(body),
+      });
+      const text = await res.text();
+      if (res.status === 200) {
+        const reply = JSON.parse(text) as Reply;
+        if (reply.outcome === 'FENCED_MEMBER_EPOCH') {
+          for (const shard of [...running]) stop(shard);
+          draining.clear();
+          versions = { memberEpoch: 0, assignmentEpoch: 0, metadataVersion: 0 };
+          emit({ e: 'fenced' });
+          continue;
+        }
+        versions = {
+          memberEpoch: reply.memberEpoch,
+          assignmentEpoch: reply.assignmentEpoch,
+          metadataVersion: reply.metadataVersion,
+        };
+        const keep = new Set([
+          ...reply.assignedShards,
+          ...reply.revokeShards,
+          ...reply.retireShards,
+        ]);
+        for (const shard of [...running]) if (!keep.has(shard) && !draining.has(shard)) stop(shard);
+        for (const shard of reply.assignedShards)
+          if (!running.has(shard)) {
+            running.add(shard);
+            emit({ e: 'start', shard });
+          }
+        for (const shard of reply.revokeShards) {
+          if (!running.has(shard) || draining.has(shard)) continue;
+          draining.add(shard);
+          const finish = () => {
+            draining.delete(shard);
+            stop(shard);
+            nudge();
+          };
+          if (drainMs === 0) finish();
+          else setTimeout(finish, drainMs);
+        }
+        wait = reply.heartbeatIntervalMs;
+      } else emit({ e: 'error', status: res.status, text: text.slice(0, 200) });
+    } catch (error) {
+      emit({ e: 'error', error: String(error) });
+    }
+    await sleep(wait);
+  }
+}
+
+async function kclConsumer(): Promise<void> {
+  const redis = new Redis(env('SIM_REDIS_URL'));
+  const worker = new KclWorker({
+    redis,
+    keyPrefix: env('SIM_KCL_PREFIX'),
+    workerId: env('SIM_MEMBER'),
+    shardCount: Number(env('SIM_SHARDS')),
+    onStart: (shard) => emit({ e: 'start', shard }),
+    onStop: (shard) => emit({ e: 'stop', shard }),
+  });
+  emit({ e: 'join' });
+  await worker.start();
+}
+
+process.stdout.write('LISTENING 0\n');
+process.stdin.setEncoding('utf8');
+let started = false;
+process.stdin.on('data', (chunk: string) => {
+  if (started || !chunk.includes('go')) return;
+  started = true;
+  void (env('SIM_MODE') === 'kcl' ? kclConsumer() : coordinatorConsumer());
+});
+// The parent holds our stdin open: when it goes away, so do we.
+process.stdin.on('end', () => process.exit(0));

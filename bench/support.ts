@@ -1,0 +1,352 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import jwt from 'jsonwebtoken';
+import type { Redis } from 'ioredis';
+import type { HeartbeatReply } from '../src/machines/protocol.js';
+import { startRedisServer, type RedisServerHandle } from '../test/support/redis-server.js';
+
+/*
+ * What every benchmark of `bench/run.ts` shares: child processes (servers, simulated consumers),
+ * redis-servers, tokens, setup over HTTP, Redis command counting, medians and result rows.
+ */
+
+export const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
+
+/** One line of the final table: a figure, the baseline it is compared with, and the goal. */
+export interface Row {
+  readonly bench: string;
+  readonly metric: string;
+  readonly value: string;
+  readonly baseline: string;
+  readonly ratio: string;
+  readonly goal: string;
+  /** `met`, `MISSED`, or `-` when the row has no goal. */
+  readonly verdict: string;
+}
+
+export const verdict = (met: boolean | null) => (met === null ? '-' : met ? 'met' : 'MISSED');
+
+export const median = (values: readonly number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  if (sorted.length === 0) return Number.NaN;
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2
+    ? (sorted[mid] ?? NaN)
+    : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+};
+
+export function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.max(0, Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1))] ?? NaN;
+}
+
+export const fmt = (n: number, digits = 0) =>
+  Number.isFinite(n)
+    ? n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })
+    : String(n);
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Wall-clock milliseconds with sub-millisecond resolution, comparable across processes. */
+export const nowMs = () => performance.timeOrigin + performance.now();
+
+// ---------------------------------------------------------------------------------------------
+// tokens
+
+export const SECRET = randomBytes(32).toString('base64url');
+
+export function mint(roles: string[], sub = 'bench'): string {
+  const now = Math.floor(Date.now() / 1000);
+  return jwt.sign({ sub, roles, iat: now, exp: now + 3600, iss: 'stream-coordinator' }, SECRET, {
+    algorithm: 'HS256',
+  });
+}
+export const CONSUMER_TOKEN = mint(['CONSUMER']);
+export const WRITE_TOKEN = mint(['WRITE', 'READ']);
+
+// ---------------------------------------------------------------------------------------------
+// child processes and redis-servers, all stopped by cleanup()
+
+export interface Child {
+  readonly name: string;
+  readonly process: ChildProcess;
+  readonly port: number;
+  /** Everything the child printed on stdout so far. */
+  output(): string;
+}
+const children: Child[] = [];
+const redisServers: RedisServerHandle[] = [];
+
+/**
+ * Starts `node [--import tsx] [flags] bench/<file>` and resolves once it prints `LISTENING <port>`
+ * (`LISTENING 0` for children that listen on nothing).
+ */
+export function startChild(
+  name: string,
+  file: string,
+  env: Record<string, string>,
+  options: { tsx?: boolean; nodeFlags?: string[]; args?: string[] } = {},
+): Promise<Child> {
+  const child = spawn(
+    process.execPath,
+    [
+      ...(options.nodeFlags ?? []),
+      ...(options.tsx ? ['--import', 'tsx'] : []),
+      here(file),
+      ...(options.args ?? []),
+    ],
+    { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'inherit'] },
+  );
+  return new Promise((resolve, reject) => {
+    let output = '';
+    let resolved = false;
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${name} did not start within 60 s`));
+    }, 60_000);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      if (!resolved) reject(new Error(`${name} exited (${code ?? signal}) before listening`));
+    });
+    child.stdout?.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const port = /LISTENING (\d+)/.exec(output)?.[1];
+      if (port && !resolved) {
+        resolved = true;
+        clearTimeout(timer);
+        const started = { name, process: child, port: Number(port), output: () => output };
+        children.push(started);
+        resolve(started);
+      }
+    });
+  });
+}
+
+export async function stopChild(child: Child, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (child.process.exitCode !== null || child.process.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.process.once('exit', () => resolve()));
+  child.process.kill(signal);
+  const timer = setTimeout(() => child.process.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+export async function startRedis(): Promise<RedisServerHandle> {
+  const redis = await startRedisServer();
+  redisServers.push(redis);
+  return redis;
+}
+
+export async function cleanup(): Promise<void> {
+  await Promise.allSettled(children.splice(0).map((c) => stopChild(c)));
+  await Promise.allSettled(redisServers.splice(0).map((r) => r.stop()));
+}
+
+/** A coordinator child process (compiled dist/ under plain node) on `redis`. */
+export function startCoordinator(
+  name: string,
+  redis: RedisServerHandle,
+  overrides: Record<string, string | number> = {},
+  nodeFlags: string[] = [],
+): Promise<Child> {
+  return startChild(
+    name,
+    'coordinator-server.mjs',
+    {
+      BENCH_REDIS_URL: redis.url,
+      BENCH_JWT_SECRET: SECRET,
+      BENCH_OVERRIDES: JSON.stringify(overrides),
+    },
+    { nodeFlags },
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP setup against a coordinator (the measured load uses prebuilt bytes)
+
+export const heartbeatPath = (stream: string, group: string) =>
+  `/coord/v1/consumer/streams/${stream}/groups/${group}/heartbeat`;
+
+export async function post(port: number, path: string, token: string, body: unknown) {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, text: await res.text() };
+}
+
+export async function createGroup(port: number, stream: string, group: string, shards: number) {
+  const created = await post(port, '/coord/v1/admin/groups', WRITE_TOKEN, {
+    streamPrefix: stream,
+    consumerGroup: group,
+    shardCount: shards,
+    requestedBy: 'bench',
+    reason: 'benchmark',
+  });
+  if (created.status !== 201) throw new Error(`create group: ${created.status} ${created.text}`);
+}
+
+export interface MemberState {
+  readonly memberId: string;
+  memberEpoch: number;
+  assignmentEpoch: number;
+  metadataVersion: number;
+  currentAssignments: number[];
+}
+
+export function heartbeatBody(m: MemberState, extra: Record<string, unknown> = {}) {
+  return {
+    memberId: m.memberId,
+    memberEpoch: m.memberEpoch,
+    assignmentEpoch: m.assignmentEpoch,
+    metadataVersion: m.metadataVersion,
+    currentAssignments: m.currentAssignments,
+    revokeProgress: [],
+    ...extra,
+  };
+}
+
+/** Applies a reply as an honest member does: revoked shards are dropped (DONE) at once. */
+export function applyReply(m: MemberState, reply: HeartbeatReply): boolean {
+  const fenced = reply.outcome === 'FENCED_MEMBER_EPOCH';
+  const next = fenced ? [] : [...reply.assignedShards];
+  const changed =
+    reply.outcome !== 'OK' ||
+    reply.memberEpoch !== m.memberEpoch ||
+    next.join() !== m.currentAssignments.join();
+  m.memberEpoch = fenced ? 0 : reply.memberEpoch;
+  m.assignmentEpoch = reply.assignmentEpoch;
+  m.metadataVersion = reply.metadataVersion;
+  m.currentAssignments = next;
+  return changed;
+}
+
+/**
+ * Creates the group, joins `count` members and beats until all are OK and nothing moves for two
+ * passes. Members ask for the longest session (30 min) so that setup time never expires them.
+ */
+export async function steadyGroup(
+  port: number,
+  stream: string,
+  group: string,
+  shards: number,
+  count: number,
+): Promise<{ members: MemberState[]; reply: string }> {
+  await createGroup(port, stream, group, shards);
+  const members: MemberState[] = Array.from({ length: count }, (_, i) => ({
+    memberId: `member-${String(i).padStart(5, '0')}`,
+    memberEpoch: 0,
+    assignmentEpoch: 0,
+    metadataVersion: 0,
+    currentAssignments: [],
+  }));
+  let stable = 0;
+  let lastText = '';
+  for (let pass = 0; pass < 300 && stable < 2; pass++) {
+    let changed = false;
+    await Promise.all(
+      members.map(async (m) => {
+        const res = await post(
+          port,
+          heartbeatPath(stream, group),
+          CONSUMER_TOKEN,
+          heartbeatBody(m, { sessionTimeoutMs: 1_800_000 }),
+        );
+        if (res.status !== 200) throw new Error(`heartbeat: ${res.status} ${res.text}`);
+        if (applyReply(m, JSON.parse(res.text) as HeartbeatReply)) changed = true;
+        if (m === members[0]) lastText = res.text;
+      }),
+    );
+    stable = changed ? 0 : stable + 1;
+    if (changed) await sleep(50);
+  }
+  const owned = members.reduce((n, m) => n + m.currentAssignments.length, 0);
+  if (stable < 2 || owned !== shards)
+    throw new Error(`${stream}/${group}: no steady state, ${owned}/${shards} shards owned`);
+  return { members, reply: lastText };
+}
+
+/** Each member's steady-state heartbeat as raw HTTP/1.1 request bytes. */
+export function requestBytes(
+  port: number,
+  path: string,
+  members: readonly MemberState[],
+): Buffer[] {
+  return members.map((m) => {
+    const body = Buffer.from(JSON.stringify(heartbeatBody(m)));
+    const head =
+      `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n` +
+      `Authorization: Bearer ${CONSUMER_TOKEN}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${body.length}\r\n\r\n`;
+    return Buffer.concat([Buffer.from(head), body]);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis command counting (INFO commandstats, no MONITOR)
+
+/** Commands the bench itself sends around a round; not the coordinator's. */
+const OWN_COMMANDS = new Set(['config|resetstat', 'info', 'command|info']);
+const SCRIPT_COMMANDS = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'fcall_ro']);
+
+export async function commandCalls(client: Redis): Promise<Map<string, number>> {
+  const stats = await client.info('commandstats');
+  const calls = new Map<string, number>();
+  for (const m of stats.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+    if (!OWN_COMMANDS.has(m[1] as string)) calls.set(m[1] as string, Number(m[2]));
+  return calls;
+}
+
+const writeFlags = new Map<string, boolean>();
+/** A write command (flag `write`), or a script, which may write. */
+export async function isWrite(client: Redis, command: string): Promise<boolean> {
+  if (SCRIPT_COMMANDS.has(command)) return true;
+  let known = writeFlags.get(command);
+  if (known === undefined) {
+    const info = (await client.call('COMMAND', 'INFO', command)) as unknown[][];
+    known = JSON.stringify(info[0]?.[2] ?? []).includes('"write"');
+    writeFlags.set(command, known);
+  }
+  return known;
+}
+
+export async function countWrites(client: Redis, calls: Map<string, number>): Promise<number> {
+  let writes = 0;
+  for (const [command, n] of calls) if (await isWrite(client, command)) writes += n;
+  return writes;
+}
+
+/**
+ * Runs `node [flags] bench/<file> [args]` to its end, echoing its progress lines, and resolves
+ * with the JSON it printed after `RESULT `.
+ */
+export function runToResult<T>(
+  file: string,
+  args: string[],
+  nodeFlags: string[] = [],
+  env: Record<string, string> = {},
+): Promise<T> {
+  const child = spawn(process.execPath, [...nodeFlags, here(file), ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      const text = chunk.toString();
+      output += text;
+      for (const line of text.split('\n'))
+        if (line && !line.startsWith('RESULT ')) console.log(line);
+    });
+    child.once('error', reject);
+    child.once('exit', (code, signal) => {
+      const json = /^RESULT (.*)$/m.exec(output)?.[1];
+      if (code !== 0 || !json)
+        reject(new Error(`${file} ${args.join(' ')}: exit ${code ?? signal}`));
+      else resolve(JSON.parse(json) as T);
+    });
+  });
+}

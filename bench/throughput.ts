@@ -1,0 +1,155 @@
+import type { BenchContext } from './context.js';
+import { runLoad, type LoadResult } from './load.js';
+import {
+  CONSUMER_TOKEN,
+  commandCalls,
+  countWrites,
+  fmt,
+  heartbeatBody,
+  heartbeatPath,
+  median,
+  requestBytes,
+  startChild,
+  startCoordinator,
+  startRedis,
+  steadyGroup,
+  verdict,
+  type Row,
+} from './support.js';
+import { runWrk, wrkScript } from './wrk.js';
+
+/*
+ * Steady heartbeat throughput and p99 (DESIGN.md §12; issue 10 goal: ≥ 0.5 × bare node:http,
+ * p99 ≤ 10 ms at 64 connections, 0 store writes per steady heartbeat on Redis).
+ *
+ * Targets: bare node:http answering the very reply bytes (bench/bare-server.mjs) and the
+ * coordinator (dist/, Redis store, fast path as shipped), each a child process. Generators, each
+ * in a process of its own: wrk (one thread) and the raw-socket closed loop of bench/load.ts
+ * (this process). Rounds are interleaved: for each round, for each generator, bare then
+ * coordinator. The generator that drives bare harder (median req/s) is the one reported against.
+ */
+
+const STREAM = 'bench';
+const GROUP = 'g';
+const SHARDS = 64;
+const MEMBERS = 32;
+
+type Generator = 'wrk' | 'raw';
+
+export async function throughput(ctx: BenchContext): Promise<Row[]> {
+  const connections = 64;
+  const rounds = ctx.quick ? 2 : 3;
+  const durationMs = 3_000;
+  const redis = await startRedis();
+  const coordinator = await startCoordinator(
+    'coordinator',
+    redis,
+    {},
+    ctx.profileFlags('throughput'),
+  );
+  const path = heartbeatPath(STREAM, GROUP);
+  const { members, reply } = await steadyGroup(coordinator.port, STREAM, GROUP, SHARDS, MEMBERS);
+  const bare = await startChild('bare node:http', 'bare-server.mjs', { BENCH_REPLY: reply });
+  const script = wrkScript(
+    path,
+    CONSUMER_TOKEN,
+    members.map((m) => JSON.stringify(heartbeatBody(m))),
+  );
+  ctx.log(
+    `  ${MEMBERS} members of a ${SHARDS}-shard group at steady state; reply ${Buffer.byteLength(reply)} bytes; ` +
+      `${connections} connections; ${rounds} interleaved rounds x ${durationMs / 1000} s per generator and target`,
+  );
+
+  const run = (gen: Generator, port: number, ms: number): Promise<LoadResult> =>
+    gen === 'wrk'
+      ? runWrk({ port, script, connections, durationMs: ms })
+      : runLoad({
+          host: '127.0.0.1',
+          port,
+          connections,
+          requests: requestBytes(port, path, members),
+          durationMs: ms,
+        });
+
+  const targets = [
+    { key: 'bare', port: bare.port },
+    { key: 'coordinator', port: coordinator.port },
+  ] as const;
+  const generators: Generator[] = ['wrk', 'raw'];
+  for (const gen of generators) for (const t of targets) await run(gen, t.port, 1_000); // warm-up
+  const results = new Map<string, LoadResult[]>();
+  const client = redis.client();
+  const calls = new Map<string, number>();
+  for (let round = 1; round <= rounds; round++) {
+    const line: string[] = [];
+    for (const gen of generators)
+      for (const t of targets) {
+        if (t.key === 'coordinator') await client.config('RESETSTAT');
+        const r = await run(gen, t.port, durationMs);
+        if (t.key === 'coordinator')
+          for (const [c, n] of await commandCalls(client)) calls.set(c, (calls.get(c) ?? 0) + n);
+        const bad = [...r.statuses].filter(([s]) => s < 200 || s > 299);
+        if (bad.length > 0 || r.socketErrors > 0)
+          throw new Error(
+            `${gen}/${t.key}: non-2xx ${JSON.stringify(bad)}, socket errors ${r.socketErrors}`,
+          );
+        const key = `${gen}/${t.key}`;
+        results.set(key, [...(results.get(key) ?? []), r]);
+        line.push(`${key} ${fmt(r.requestsPerSecond)}/s p99 ${fmt(r.p99Ms, 1)} ms`);
+      }
+    ctx.log(`  round ${round}/${rounds}: ${line.join(', ')}`);
+  }
+
+  const med = (key: string, f: (r: LoadResult) => number) =>
+    median((results.get(key) ?? []).map(f));
+  const rps = (key: string) => med(key, (r) => r.requestsPerSecond);
+  const best: Generator = rps('wrk/bare') >= rps('raw/bare') ? 'wrk' : 'raw';
+  const bareRps = rps(`${best}/bare`);
+  const coordRps = rps(`${best}/coordinator`);
+  const bareP99 = med(`${best}/bare`, (r) => r.p99Ms);
+  const coordP99 = med(`${best}/coordinator`, (r) => r.p99Ms);
+  const heartbeats = [...results]
+    .filter(([k]) => k.endsWith('/coordinator'))
+    .reduce((n, [, rs]) => n + rs.reduce((m, r) => m + r.completed, 0), 0);
+  const total = [...calls.values()].reduce((a, b) => a + b, 0);
+  const writes = await countWrites(client, calls);
+  const other: Generator = best === 'wrk' ? 'raw' : 'wrk';
+  ctx.log(
+    `  generator: ${best} drove bare harder (${fmt(bareRps)}/s vs ${other} ${fmt(rps(`${other}/bare`))}/s); ` +
+      `with ${other}: coordinator ${fmt(rps(`${other}/coordinator`))}/s = ${(rps(`${other}/coordinator`) / rps(`${other}/bare`)).toFixed(2)} x bare`,
+  );
+  ctx.log(
+    `  Redis during ${fmt(heartbeats)} steady heartbeats: ${total} commands, ${writes} writes ` +
+      `(${[...calls].map(([c, n]) => `${c}=${n}`).join(' ') || 'none'})`,
+  );
+  const ratio = coordRps / bareRps;
+  return [
+    {
+      bench: 'throughput',
+      metric: `steady heartbeats/s, 64 conns (${best})`,
+      value: fmt(coordRps),
+      baseline: `bare ${fmt(bareRps)}`,
+      ratio: `${ratio.toFixed(2)} x`,
+      goal: '>= 0.5 x bare',
+      verdict: verdict(ratio >= 0.5),
+    },
+    {
+      bench: 'throughput',
+      metric: `heartbeat p99 ms, 64 conns (${best})`,
+      value: fmt(coordP99, 1),
+      baseline: `bare ${fmt(bareP99, 1)}`,
+      ratio: `${(coordP99 / bareP99).toFixed(1)} x`,
+      goal: '<= 10 ms',
+      verdict: verdict(coordP99 <= 10),
+    },
+    {
+      bench: 'throughput',
+      metric: 'Redis writes per steady heartbeat',
+      value: (writes / heartbeats).toFixed(4),
+      baseline: `${fmt(heartbeats)} hbs, ${total} cmds`,
+      ratio: '-',
+      goal: '0',
+      verdict: verdict(writes === 0),
+    },
+  ];
+}

@@ -1,0 +1,90 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { LoadResult } from './load.js';
+
+/*
+ * wrk (https://github.com/wg/wrk, /usr/bin/wrk) as a second load generator, in its own process:
+ * one thread, N connections, a Lua script that sends each member's steady-state heartbeat in
+ * turn. Its figures are parsed from `--latency` output into the same LoadResult as bench/load.ts.
+ */
+
+const WRK = '/usr/bin/wrk';
+
+/** Writes a wrk Lua script that cycles through `bodies` as POSTs to `path` with the token. */
+export function wrkScript(path: string, token: string, bodies: readonly string[]): string {
+  const dir = mkdtempSync(join(tmpdir(), 'coord-bench-wrk-'));
+  const file = join(dir, 'heartbeat.lua');
+  const lua = [
+    `local bodies = { ${bodies.map((b) => JSON.stringify(b)).join(', ')} }`,
+    'local requests = {}',
+    'local i = 0',
+    'wrk.method = "POST"',
+    'wrk.headers["Content-Type"] = "application/json"',
+    `wrk.headers["Authorization"] = ${JSON.stringify(`Bearer ${token}`)}`,
+    'init = function(args)',
+    `  for k, b in ipairs(bodies) do requests[k] = wrk.format("POST", ${JSON.stringify(path)}, nil, b) end`,
+    'end',
+    'request = function()',
+    '  i = i % #requests + 1',
+    '  return requests[i]',
+    'end',
+    '',
+  ].join('\n');
+  writeFileSync(file, lua);
+  return file;
+}
+
+function toMs(value: string, unit: string): number {
+  const n = Number(value);
+  return unit === 'us' ? n / 1_000 : unit === 's' ? n * 1_000 : unit === 'm' ? n * 60_000 : n;
+}
+
+/** Runs wrk once against 127.0.0.1:port and parses requests/s, p50, p99 and errors. */
+export function runWrk(options: {
+  port: number;
+  script: string;
+  connections: number;
+  durationMs: number;
+}): Promise<LoadResult> {
+  const args = [
+    '-t1',
+    `-c${options.connections}`,
+    `-d${Math.round(options.durationMs / 1_000)}s`,
+    '--latency',
+    '-s',
+    options.script,
+    `http://127.0.0.1:${options.port}/`,
+  ];
+  return new Promise((resolve, reject) => {
+    const child = spawn(WRK, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      if (code !== 0) return reject(new Error(`wrk exited ${code}: ${out}`));
+      const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
+      const total = Number(/(\d+) requests in/.exec(out)?.[1]);
+      const latency = (p: string) => {
+        const m = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s|m)\\s*$`, 'm').exec(out);
+        return m ? toMs(m[1] as string, m[2] as string) : Number.NaN;
+      };
+      const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
+      const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(
+        out,
+      );
+      const socketErrors = socket ? socket.slice(1).reduce((n, v) => n + Number(v), 0) : 0;
+      if (!Number.isFinite(rps)) return reject(new Error(`wrk output not understood: ${out}`));
+      resolve({
+        completed: total,
+        durationMs: options.durationMs,
+        requestsPerSecond: rps,
+        p50Ms: latency('50'),
+        p99Ms: latency('99'),
+        statuses: new Map(non2xx > 0 ? [[0, non2xx]] : []),
+        socketErrors,
+      });
+    });
+  });
+}

@@ -1,0 +1,121 @@
+import type { Settings } from '../config/settings.js';
+import type { Clock } from '../machines/clock.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Store } from '../store/store.js';
+import { Committer } from './committer.js';
+import { DeadlineSweep } from './deadline-sweep.js';
+import { FailClosed } from './fail-closed.js';
+import type { ActorFactory, GroupEntry } from './group-entry.js';
+import { GroupDeletion } from './group-deletion.js';
+import { GroupLoader } from './group-loader.js';
+import { SingleReplicaOwnership, type Ownership } from './group-ownership.js';
+import { GroupTable } from './group-table.js';
+import { membershipConfigFrom } from './membership-config.js';
+import { OwnedGroups } from './owned-groups.js';
+import { Publication } from './publication.js';
+import { Recovery } from './recovery.js';
+import { storeGuard, type StoreGuard } from './store-guard.js';
+import { VerifyLoop } from './verify-loop.js';
+import { WriteRefusal } from './write-refusal.js';
+
+export interface GroupHostOptions {
+  readonly store: Store;
+  readonly settings: Settings;
+  readonly clock: Clock;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  readonly replicaId: string;
+  /** Who owns which group; by default this replica owns every group. */
+  readonly ownership?: Ownership;
+}
+
+/** The one-job parts a {@link GroupHost} is made of. */
+export interface HostParts {
+  readonly table: GroupTable;
+  readonly guard: StoreGuard;
+  readonly publication: Publication;
+  readonly committer: Committer;
+  readonly deletion: GroupDeletion;
+  readonly recovery: Recovery;
+  readonly sweeper: DeadlineSweep;
+  readonly verifier: VerifyLoop;
+  readonly owned: OwnedGroups;
+  readonly ownership: Ownership;
+  readonly factory: ActorFactory;
+}
+
+/** Wires the parts of the host together: which part may call which is visible here only. */
+export function composeHost(options: GroupHostOptions): HostParts {
+  const { store, settings, clock, metrics, logger } = options;
+  const factory: ActorFactory = { config: membershipConfigFrom(settings), clock, logger };
+  const ownership = options.ownership ?? new SingleReplicaOwnership(store, options.replicaId);
+  const table = new GroupTable(metrics);
+  // A dropped group (deleted, or written by another owner) keeps no lease here either.
+  const drop = (entry: GroupEntry) => {
+    const current = table.isCurrent(entry);
+    table.remove(entry);
+    if (current) void ownership.release(entry.ref).catch(() => undefined);
+  };
+  const run = <T>(entry: GroupEntry, work: () => Promise<T>) => table.run(entry, work);
+  const entries = () => table.all();
+  const guard = storeGuard(metrics);
+  const publication = new Publication(clock, metrics);
+  const failClosed = new FailClosed({ store, clock, metrics, logger, publication });
+  const refusal = new WriteRefusal({ store, guard, failClosed, drop, logger });
+  const committer = new Committer({
+    store,
+    guard,
+    clock,
+    metrics,
+    logger,
+    factory,
+    publication,
+    refusal,
+  });
+  const loader = new GroupLoader({
+    store,
+    guard,
+    factory,
+    table,
+    publication,
+    failClosed,
+    ownership,
+  });
+  const deletion = new GroupDeletion({ store, guard, refusal, drop, logger });
+  return {
+    table,
+    guard,
+    publication,
+    committer,
+    deletion,
+    recovery: new Recovery({ store, guard, factory, publication, ownership, logger }),
+    owned: new OwnedGroups({
+      table,
+      loader,
+      ownership,
+      checkStore: () => guard(() => store.ping()),
+    }),
+    sweeper: new DeadlineSweep({
+      clock,
+      logger,
+      entries,
+      run,
+      committer,
+      intervalMs: settings.membership['sweep-interval'],
+    }),
+    verifier: new VerifyLoop({
+      store,
+      clock,
+      logger,
+      entries,
+      run,
+      failClosed,
+      drop,
+      intervalMs: settings.store['verify-interval'],
+      deletedMeanwhile: (entry) => deletion.deletedMeanwhile(entry),
+    }),
+    ownership,
+    factory,
+  };
+}

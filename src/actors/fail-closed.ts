@@ -1,0 +1,105 @@
+import { CoordinatorError } from '../errors.js';
+import type { Clock } from '../machines/clock.js';
+import type { FailureReason } from '../machines/types.js';
+import { groupLogFields, type Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Store } from '../store/store.js';
+import { applyEffects } from './effects.js';
+import { evidenceOfGroup, evidenceOfRecord, mergeEvidence } from './evidence.js';
+import { groupOf, type GroupEntry } from './group-entry.js';
+import type { Publication } from './publication.js';
+
+export interface FailClosedOptions {
+  readonly store: Pick<Store, 'readFailure' | 'recordFailure'>;
+  readonly clock: Clock;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  readonly publication: Publication;
+}
+
+/**
+ * Failing a group closed (DESIGN.md §7): the actor is told, the metadata key is left alone
+ * (never recreated, never edited) and the decision is recorded in the group's own failure key
+ * so it survives a restart. A record that could not be written stays to do (`unrecorded`).
+ */
+export class FailClosed {
+  constructor(private readonly options: FailClosedOptions) {}
+
+  async failClosed(
+    entry: GroupEntry,
+    reason: FailureReason,
+    storeRevision: number | null,
+  ): Promise<void> {
+    const { metrics, logger, clock, publication } = this.options;
+    if (reason === 'STORE_REVISION_REGRESSION') metrics.storeRevisionRegression.inc();
+    metrics.groupsFailedClosed.inc({ reason });
+    logger.error('group failed closed', {
+      ...groupLogFields(entry.ref),
+      reason,
+      knownRevision: entry.revision,
+      storeRevision,
+    });
+    entry.actor.send({ type: 'FAIL_CLOSED', now: clock.now(), reason });
+    const after = entry.actor.getSnapshot().context;
+    applyEffects(after.effects, metrics, logger, entry.ref);
+    publication.observe(entry, after);
+    entry.unrecorded = { reason, storeRevision };
+    await this.recordFailure(entry);
+  }
+
+  /**
+   * Writes (merges) the failure record of a failed-closed group. On a store error it stays to do:
+   * the verify loop tries again, so the decision reaches the store once it can.
+   */
+  async recordFailure(entry: GroupEntry): Promise<void> {
+    const pending = entry.unrecorded;
+    if (!pending) return;
+    const { store, clock, logger } = this.options;
+    const { group, signals } = entry.actor.getSnapshot().context;
+    try {
+      // Merged with an earlier record: its first reason and the highest evidence are kept.
+      const earlier = await store.readFailure(entry.ref);
+      const evidence = mergeEvidence(
+        evidenceOfGroup(group, signals),
+        entry.floor,
+        evidenceOfRecord(earlier),
+      );
+      entry.floor = evidence;
+      await store.recordFailure(entry.ref, {
+        reason: earlier?.reason ?? pending.reason,
+        at: earlier?.at ?? clock.now(),
+        knownRevision: Math.max(entry.revision, earlier?.knownRevision ?? 0),
+        storeRevision: earlier ? earlier.storeRevision : pending.storeRevision,
+        lifecycleId: earlier?.lifecycleId ?? group.lifecycleId,
+        metadataVersion: Math.max(group.metadataVersion, earlier?.metadataVersion ?? 0),
+        ...evidence,
+      });
+      entry.unrecorded = null;
+    } catch (error) {
+      logger.error('could not record the failure of a group; will retry', {
+        ...groupLogFields(entry.ref),
+        error: String(error),
+      });
+    }
+  }
+}
+
+/** The refusal an admin gets from a failed-closed group (409: only recovery is allowed). */
+export function failedClosedAdminError(entry: GroupEntry): CoordinatorError {
+  return new CoordinatorError(
+    'GROUP_FAILED_CLOSED_ADMIN',
+    'the group failed closed; only recovery is allowed',
+    { details: { failureReason: groupOf(entry).failureReason } },
+  );
+}
+
+/** The refusal a consumer or producer gets from a failed-closed group (503). */
+export function failedClosedClientError(entry: GroupEntry): CoordinatorError {
+  return new CoordinatorError(
+    'GROUP_FAILED_CLOSED',
+    'the group failed closed; nothing was changed',
+    {
+      details: { failureReason: groupOf(entry).failureReason },
+    },
+  );
+}

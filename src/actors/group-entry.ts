@@ -1,0 +1,113 @@
+import { createActor, type Actor } from 'xstate';
+import type { Clock } from '../machines/clock.js';
+import type { MembershipConfig } from '../machines/config.js';
+import { createGroupContext, type GroupContext } from '../machines/context.js';
+import { groupMachine, restoreGroupSnapshot } from '../machines/group-machine.js';
+import type { FailureReason, GroupRef, GroupState } from '../machines/types.js';
+import type { Logger } from '../observability/logger.js';
+import type { StoredGroup } from '../store/store.js';
+import type { Evidence } from './evidence.js';
+import { Mailbox } from './mailbox.js';
+
+export type GroupActor = Actor<typeof groupMachine>;
+export type GroupEvent = Parameters<GroupActor['send']>[0];
+export type ActorSnapshot = ReturnType<GroupActor['getSnapshot']>;
+
+/**
+ * Where a group entry is in its life on this replica: `loading` (being read and claimed),
+ * `owned` (serving), `releasing` (no new work; the mailbox drains before the lease is given
+ * up), `dropped` (gone: work that reaches it goes back to its caller, to retry or forward).
+ */
+export type EntryPhase = 'loading' | 'owned' | 'releasing' | 'dropped';
+
+/** One owned group: its actor, what was last persisted, and its mailbox. */
+export interface GroupEntry {
+  readonly ref: GroupRef;
+  phase: EntryPhase;
+  actor: GroupActor;
+  /** The group last written (or read): write patches are taken against it. */
+  persisted: GroupState;
+  revision: number;
+  fence: number;
+  /** Work on a group runs one at a time. */
+  readonly mailbox: Mailbox;
+  /** The group object `observe` last looked at. */
+  observed: GroupContext['group'] | null;
+  counts: { members: number; revoking: number };
+  /** JSON of the last state value, to tell transitions from steady events. */
+  lastValue: string;
+  /** The last snapshot whose state is committed: what monitoring and replies show. */
+  published: ActorSnapshot | null;
+  /** A failure not yet recorded in the store (the write failed): the verify loop retries. */
+  unrecorded: { reason: FailureReason; storeRevision: number | null } | null;
+  /** A delete was started; it may have happened even if its reply was lost. */
+  deleting: boolean;
+  /** Evidence from a persisted failure record (what recovery must stay above). */
+  floor: Evidence | null;
+}
+
+/** What building actors needs: the membership timings, a clock and a logger. */
+export interface ActorFactory {
+  readonly config: MembershipConfig;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+/** Starts a group actor on `context`, with an error subscriber so a throwing action is logged. */
+export function startActor(factory: ActorFactory, context: GroupContext): GroupActor {
+  const actor = createActor(groupMachine, {
+    snapshot: restoreGroupSnapshot(context),
+    input: context,
+  });
+  const { streamPrefix, consumerGroup } = context.group;
+  // Without an error subscriber a throwing action would crash the process (DESIGN.md §13).
+  actor.subscribe({
+    error: (error: unknown) =>
+      factory.logger.error('group actor failed', {
+        streamPrefix,
+        consumerGroup,
+        error: String(error),
+      }),
+  });
+  actor.start();
+  return actor;
+}
+
+/** The machine context of a group as stored. */
+export function contextOf(factory: ActorFactory, stored: StoredGroup): GroupContext {
+  return createGroupContext({
+    group: stored.state,
+    config: factory.config,
+    now: factory.clock.now(),
+    storeRevision: stored.revision,
+  });
+}
+
+/** A fresh entry for a group as stored, its actor started. */
+export function newEntry(factory: ActorFactory, stored: StoredGroup): GroupEntry {
+  return {
+    ref: { streamPrefix: stored.state.streamPrefix, consumerGroup: stored.state.consumerGroup },
+    phase: 'loading',
+    actor: startActor(factory, contextOf(factory, stored)),
+    persisted: stored.state,
+    revision: stored.revision,
+    fence: stored.fence,
+    mailbox: new Mailbox(),
+    observed: null,
+    counts: { members: 0, revoking: 0 },
+    lastValue: '',
+    floor: null,
+    deleting: false,
+    unrecorded: null,
+    published: null,
+  };
+}
+
+/** The group as the entry's actor holds it now. */
+export function groupOf(entry: GroupEntry): GroupContext['group'] {
+  return entry.actor.getSnapshot().context.group;
+}
+
+export function isFailedClosed(entry: GroupEntry): boolean {
+  return groupOf(entry).status === 'FAILED_CLOSED';
+}

@@ -1,0 +1,120 @@
+import { randomUUID } from 'node:crypto';
+import { CoordinatorError } from '../errors.js';
+import { newGroupState } from '../machines/new-group.js';
+import { groupId, type FailureReason, type GroupRef } from '../machines/types.js';
+import type { FailureRecord, Store, StoredGroup } from '../store/store.js';
+import { evidenceOfRecord } from './evidence.js';
+import type { FailClosed } from './fail-closed.js';
+import { isFailedClosed, newEntry, type ActorFactory, type GroupEntry } from './group-entry.js';
+import type { Ownership } from './group-ownership.js';
+import type { GroupTable } from './group-table.js';
+import type { Publication } from './publication.js';
+import type { StoreGuard } from './store-guard.js';
+
+export interface GroupLoaderOptions {
+  readonly store: Pick<Store, 'readFailure' | 'loadGroup' | 'isRegistered' | 'createGroup'>;
+  readonly guard: StoreGuard;
+  readonly factory: ActorFactory;
+  readonly table: Pick<GroupTable, 'get' | 'add'>;
+  readonly publication: Pick<Publication, 'observe'>;
+  readonly failClosed: Pick<FailClosed, 'failClosed'>;
+  /** Claims a group (the store increments its fence). */
+  readonly ownership: Pick<Ownership, 'claim'>;
+}
+
+/**
+ * Brings a group into the table: loaded from the store (taking it over with a new fence),
+ * created anew, or adopted failed closed when its failure record or its metadata says so.
+ */
+export class GroupLoader {
+  constructor(private readonly options: GroupLoaderOptions) {}
+
+  /**
+   * Loads a group this replica owns (the ownership layer decided so) from the store and claims
+   * it; `GROUP_NOT_FOUND` when it does not exist.
+   */
+  async load(ref: GroupRef): Promise<GroupEntry> {
+    const { store, guard, table } = this.options;
+    // The failure record first: a group that failed closed stays so, whatever its key holds now.
+    const failure = await guard(() => store.readFailure(ref));
+    let stored: StoredGroup | null;
+    try {
+      stored = await guard(() => store.loadGroup(ref));
+    } catch (error) {
+      if (!(error instanceof CoordinatorError && error.code === 'METADATA_CORRUPT')) throw error;
+      return this.adoptFailed(ref, null, 'METADATA_CORRUPT', failure);
+    }
+    if (failure) return this.adoptFailed(ref, stored, failure.reason, failure);
+    if (!stored) {
+      if (!(await guard(() => store.isRegistered(ref)))) {
+        throw new CoordinatorError('GROUP_NOT_FOUND', `group ${groupId(ref)} does not exist`);
+      }
+      // Registered: created meanwhile (read again), or its metadata is lost.
+      stored = await guard(() => store.loadGroup(ref));
+      if (!stored) return this.adoptFailed(ref, null, 'METADATA_LOST', null);
+    }
+    // Adopted meanwhile (a create in this process): keep that entry and its fence.
+    const adopted = table.get(ref);
+    if (adopted) return adopted;
+    // Claiming bumps the fence: a writer holding an older token can never write again.
+    const owned = await guard(() => this.options.ownership.claim(ref));
+    return this.adopt(owned);
+  }
+
+  /** Creates a group that does not exist; refused when a failure record says it failed closed. */
+  async create(ref: GroupRef, shardCount: number): Promise<GroupEntry> {
+    const { store, guard, factory } = this.options;
+    const failure = await guard(() => store.readFailure(ref));
+    if (failure) {
+      throw new CoordinatorError(
+        'GROUP_FAILED_CLOSED_ADMIN',
+        'the group failed closed; only recovery is allowed',
+        { details: { failureReason: failure.reason } },
+      );
+    }
+    const state = newGroupState(ref, {
+      shardCount,
+      lifecycleId: randomUUID(),
+      now: factory.clock.now(),
+    });
+    const stored = await guard(() => store.createGroup(state));
+    return this.adopt(stored);
+  }
+
+  /** Adds an entry for a group as stored (or keeps the one adopted meanwhile). */
+  adopt(stored: StoredGroup): GroupEntry {
+    const { table, factory, publication } = this.options;
+    const ref = {
+      streamPrefix: stored.state.streamPrefix,
+      consumerGroup: stored.state.consumerGroup,
+    };
+    // Adopted meanwhile (a create racing a first heartbeat): checked before an actor is started.
+    const existing = table.get(ref);
+    if (existing) return existing;
+    const entry = table.add(newEntry(factory, stored));
+    publication.observe(entry, entry.actor.getSnapshot().context);
+    return entry;
+  }
+
+  /** Adopts a group that must stay failed closed: its stored state if readable, else a shell. */
+  private async adoptFailed(
+    ref: GroupRef,
+    stored: StoredGroup | null,
+    reason: FailureReason,
+    failure: FailureRecord | null,
+  ): Promise<GroupEntry> {
+    const shell = newGroupState(ref, {
+      shardCount: 0,
+      lifecycleId: failure?.lifecycleId ?? 'unknown',
+      now: this.options.factory.clock.now(),
+    });
+    const entry = this.adopt(
+      stored ?? { state: shell, revision: failure?.knownRevision ?? 0, fence: 0 },
+    );
+    entry.floor = evidenceOfRecord(failure);
+    if (!isFailedClosed(entry)) {
+      await this.options.failClosed.failClosed(entry, reason, stored?.revision ?? null);
+    }
+    return entry;
+  }
+}

@@ -1,0 +1,182 @@
+import { CoordinatorError, GroupMovedError, StoreUnavailableError } from '../errors.js';
+import { groupId, type GroupRef } from '../machines/types.js';
+import { isFailedClosed, type GroupEntry } from './group-entry.js';
+import type { GroupLoader } from './group-loader.js';
+import type { Ownership } from './group-ownership.js';
+import type { GroupTable } from './group-table.js';
+import { failedClosedAdminError } from './fail-closed.js';
+import { STALE, type Stale } from './mailbox.js';
+
+/** Where a group is served from, as this replica sees it. */
+export type GroupLookup =
+  | { readonly kind: 'owned'; readonly entry: GroupEntry }
+  /** Another replica owns it (`owner`), or it is moving (`owner` null). Nothing was loaded. */
+  | { readonly kind: 'elsewhere'; readonly owner: string | null };
+
+export interface OwnedGroupsOptions {
+  readonly table: GroupTable;
+  readonly loader: Pick<GroupLoader, 'load' | 'create'>;
+  readonly ownership: Ownership;
+  /**
+   * Throws `STORE_UNAVAILABLE` when the store cannot be reached: a group whose owner is unknown
+   * because the replica registry cannot be read is a store outage, not a move.
+   */
+  readonly checkStore: () => Promise<void>;
+}
+
+/**
+ * The entries of the groups this replica owns, through their lifecycle: a group is loaded
+ * only when the ownership layer says this replica owns it (acquire, then claim); it is served
+ * only while the ownership layer allows; a release drains its mailbox before giving the lease
+ * up; a dropped entry sends its queued work back to the caller, which asks the ownership
+ * layer again (take it here, or forward with `GROUP_MOVED`).
+ */
+export class OwnedGroups {
+  private closing = false;
+
+  constructor(private readonly options: OwnedGroupsOptions) {
+    options.ownership.onLost((ref) => this.drop(ref));
+  }
+
+  /** The group's entry if this replica serves it (loading it when it owns it), else who does. */
+  async lookup(ref: GroupRef): Promise<GroupLookup> {
+    if (this.closing) throw new StoreUnavailableError('the coordinator is shutting down');
+    const { table, ownership } = this.options;
+    const held = table.get(ref);
+    if (held) {
+      // Past the lease deadline or being handed over: not served from memory.
+      if (held.phase !== 'owned' || !ownership.mayServe(ref))
+        return { kind: 'elsewhere', owner: null };
+      return { kind: 'owned', entry: held };
+    }
+    const owner = ownership.ownerOf(ref);
+    if (!owner.self) {
+      // Nobody known to own it: the registry cannot be read (a store outage) or is still empty.
+      if (owner.owner === null) await this.options.checkStore();
+      return { kind: 'elsewhere', owner: owner.owner };
+    }
+    return { kind: 'owned', entry: await this.take(ref) };
+  }
+
+  /** The group's entry; `GROUP_MOVED` when this replica does not serve it now. */
+  async entry(ref: GroupRef): Promise<GroupEntry> {
+    const found = await this.lookup(ref);
+    if (found.kind === 'elsewhere') throw new GroupMovedError(found.owner);
+    return found.entry;
+  }
+
+  /**
+   * Runs `work` alone on the group's entry. Work queued behind an entry that got dropped
+   * (lease lost, written by another owner, group deleted) comes back here and the group is
+   * looked up again: run on the group as it is now, or `GROUP_MOVED` to forward.
+   */
+  async withEntry<T>(ref: GroupRef, work: (entry: GroupEntry) => Promise<T>): Promise<T> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const entry = await this.entry(ref);
+      // Checked again when the work's turn comes: the lease deadline may have passed meanwhile.
+      const result: T | Stale = await this.options.table.run<T | Stale>(entry, () =>
+        this.options.ownership.mayServe(ref) ? work(entry) : Promise.resolve(STALE),
+      );
+      if (result !== STALE) return result;
+    }
+    throw new StoreUnavailableError(`group ${groupId(ref)} changed owner repeatedly; try again`);
+  }
+
+  /**
+   * Creates a group this replica owns. A load or create in flight may bring the group: it is
+   * let finish first. Requests arriving meanwhile wait for the create instead of loading it.
+   */
+  async create(ref: GroupRef, shardCount: number): Promise<GroupEntry> {
+    const { table, loader, ownership } = this.options;
+    const id = groupId(ref);
+    const owner = ownership.ownerOf(ref);
+    if (!owner.self) {
+      if (owner.owner === null) await this.options.checkStore();
+      throw new GroupMovedError(owner.owner);
+    }
+    const inFlight = table.loading.get(id);
+    if (inFlight) await inFlight.catch(() => undefined);
+    // (No await from here: the check and the registration of this create happen in one step.)
+    const known = table.get(ref);
+    if (known) {
+      // Also after Redis lost everything: a group this process knows is not created anew.
+      if (isFailedClosed(known)) throw failedClosedAdminError(known);
+      throw new CoordinatorError('GROUP_EXISTS', `group ${id} already exists`);
+    }
+    const creating = ownership
+      .acquire(ref)
+      .then(() => loader.create(ref, shardCount))
+      .catch(async (error: unknown) => {
+        await this.releaseUnheld(ref);
+        throw error;
+      });
+    const waiting = creating.catch(() => this.acquireAndLoad(ref));
+    waiting.catch(() => undefined); // its own waiters see the rejection; nobody else must
+    table.loading.set(id, waiting);
+    try {
+      return await creating;
+    } finally {
+      if (table.loading.get(id) === waiting) table.loading.delete(id);
+    }
+  }
+
+  /** Drops the group at once (lease lost): queued work goes back to its callers. */
+  drop(ref: GroupRef): void {
+    const entry = this.options.table.get(ref);
+    if (entry) this.options.table.remove(entry);
+  }
+
+  /** Hands the group over: no new work, the mailbox drains, the entry goes, the lease is given up. */
+  async release(ref: GroupRef): Promise<void> {
+    const { table, ownership } = this.options;
+    const entry = table.get(ref);
+    if (entry) {
+      table.beginRelease(entry);
+      await entry.mailbox.idle();
+      table.remove(entry);
+    }
+    await ownership.release(ref);
+  }
+
+  /** The groups this replica has entries for. */
+  held(): GroupRef[] {
+    return this.options.table.all().map((entry) => entry.ref);
+  }
+
+  /** Acquires the group's lease and loads it (claiming it under the lease). */
+  private acquireAndLoad(ref: GroupRef): Promise<GroupEntry> {
+    const { loader, ownership } = this.options;
+    return ownership
+      .acquire(ref)
+      .then(() => loader.load(ref))
+      .catch(async (error: unknown) => {
+        // Not found, or not claimed: the lease taken for it must not stay held (and renewed).
+        await this.releaseUnheld(ref);
+        throw error;
+      });
+  }
+
+  /** Gives the group's lease up unless an entry holds it (a failed load or create). */
+  private async releaseUnheld(ref: GroupRef): Promise<void> {
+    if (this.options.table.get(ref)) return;
+    await this.options.ownership.release(ref).catch(() => undefined);
+  }
+
+  /** Refuses new work and waits for the loads in flight (shutdown). */
+  async stop(): Promise<void> {
+    this.closing = true;
+    await Promise.allSettled([...this.options.table.loading.values()]);
+  }
+
+  /** Loads a group this replica owns (one load per group at a time): acquire, then claim. */
+  private take(ref: GroupRef): Promise<GroupEntry> {
+    const { table } = this.options;
+    const id = groupId(ref);
+    let pending = table.loading.get(id);
+    if (!pending) {
+      pending = this.acquireAndLoad(ref).finally(() => table.loading.delete(id));
+      table.loading.set(id, pending);
+    }
+    return pending;
+  }
+}

@@ -1,0 +1,87 @@
+import { GroupMovedError } from '../../errors.js';
+import type { GroupRef } from '../../machines/types.js';
+import type { ReplicaRecord, Store, StoredGroup } from '../../store/store.js';
+import type { OwnerOf, Ownership } from '../group-ownership.js';
+import type { LeaseManager, LeaseStatus } from './lease.js';
+import { rendezvousOwner } from './rendezvous.js';
+
+/** What {@link LeaseOwnership} needs of the lease manager. */
+export type Leases = Pick<
+  LeaseManager,
+  'acquire' | 'status' | 'mayServe' | 'release' | 'heldGroups'
+>;
+
+/** Options of {@link LeaseOwnership}. */
+export interface LeaseOwnershipOptions {
+  readonly replicaId: string;
+  readonly store: Pick<Store, 'claimGroup' | 'ping'>;
+  /** The live replicas as of the registry's last refresh (`ReplicaRegistry.live`). */
+  readonly live: () => readonly ReplicaRecord[];
+  readonly leases: Leases;
+}
+
+/**
+ * Ownership of several replicas (DESIGN.md §8): the owner of a group is the rendezvous choice
+ * among the live replicas of the registry; the owner holds the group's Redlock lease, claims
+ * the group under it (the store checks the lease holder and moves the integer fence on), and
+ * answers from memory only before its monotonic lease deadline. A lost lease drops the group.
+ */
+export class LeaseOwnership implements Ownership {
+  readonly replicaId: string;
+  private readonly lostHandlers: Array<(ref: GroupRef) => void> = [];
+
+  constructor(private readonly options: LeaseOwnershipOptions) {
+    this.replicaId = options.replicaId;
+  }
+
+  ownerOf(ref: GroupRef): OwnerOf {
+    const live = this.options.live();
+    const owner = rendezvousOwner(ref, live);
+    // Not registered yet (or the registry cannot be read): nobody is known to own it.
+    if (owner === null) return { self: false, owner: null };
+    if (owner.id === this.replicaId) return { self: true };
+    return { self: false, owner: owner.id };
+  }
+
+  /** The advertised URL of a live replica, or null. */
+  urlOf(replicaId: string): string | null {
+    return this.options.live().find((replica) => replica.id === replicaId)?.url ?? null;
+  }
+
+  async acquire(ref: GroupRef): Promise<void> {
+    const lease = await this.options.leases.acquire(ref);
+    if (lease !== null) return;
+    // The store is down (STORE_UNAVAILABLE), or the lease is still held elsewhere (the old
+    // owner hands over, or its lease has not expired yet): moving, retry shortly.
+    await this.options.store.ping();
+    throw new GroupMovedError(null);
+  }
+
+  claim(ref: GroupRef): Promise<StoredGroup> {
+    const lease: LeaseStatus | null = this.options.leases.status(ref);
+    if (lease === null) return Promise.reject(new GroupMovedError(null));
+    return this.options.store.claimGroup(ref, lease.value);
+  }
+
+  mayServe(ref: GroupRef): boolean {
+    return this.options.leases.mayServe(ref);
+  }
+
+  release(ref: GroupRef): Promise<void> {
+    return this.options.leases.release(ref);
+  }
+
+  onLost(drop: (ref: GroupRef) => void): void {
+    this.lostHandlers.push(drop);
+  }
+
+  /** Called by the lease manager when a held lease is lost (any renew error). */
+  lost(ref: GroupRef): void {
+    for (const drop of this.lostHandlers) drop(ref);
+  }
+
+  /** The groups whose lease this replica holds but whose rendezvous owner is now another. */
+  misplaced(): GroupRef[] {
+    return this.options.leases.heldGroups().filter((ref) => !this.ownerOf(ref).self);
+  }
+}

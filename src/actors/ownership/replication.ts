@@ -1,0 +1,228 @@
+import type { Cluster, Redis } from 'ioredis';
+import type { Clock } from '../../machines/clock.js';
+import { groupId, type GroupRef } from '../../machines/types.js';
+import type { Logger } from '../../observability/logger.js';
+import { groupLogFields } from '../../observability/logger.js';
+import type { Metrics } from '../../observability/metrics.js';
+import type { ReplicaLease, ReplicaRecord, Store } from '../../store/store.js';
+import { LeaseManager } from './lease.js';
+import { LeaseOwnership } from './lease-ownership.js';
+import { ReplicaRegistry } from './registry.js';
+
+/** Leases a registry entry lists at most (the oldest first). */
+const LISTED_LEASES = 50;
+
+/** What replication needs of the actor host: which groups it holds and how to hand one over. */
+export interface HandoverTarget {
+  /** The groups this replica has entries for. */
+  heldGroups(): GroupRef[];
+  /** Drains the group's mailbox, drops its entry and gives its lease up. */
+  release(ref: GroupRef): Promise<void>;
+}
+
+/** Options of {@link Replication}. */
+export interface ReplicationOptions {
+  readonly store: Pick<
+    Store,
+    'claimGroup' | 'ping' | 'registerReplica' | 'listReplicas' | 'deregisterReplica'
+  >;
+  /** This replica: `coordinator.replica.id`, `coordinator.http.advertised-url`. */
+  readonly self: ReplicaRecord;
+  /** The Redis client(s) the leases are taken on. */
+  readonly clients: ReadonlyArray<Redis | Cluster>;
+  readonly leaseKey: (ref: GroupRef) => string;
+  /** `coordinator.lease.ttl` in ms. */
+  readonly leaseTtlMs: number;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  readonly clock?: Clock;
+  /** Registry refresh interval and entry TTL. @default 1000 / 5000 */
+  readonly registryRefreshMs?: number;
+  readonly registryTtlMs?: number;
+}
+
+/** One replica as `GET /coord/v1/monitoring/replicas` shows it. */
+export interface ReplicaView {
+  readonly replicaId: string;
+  readonly advertisedUrl: string;
+  readonly groupsOwned: number;
+  readonly lastHeartbeatAt: string | null;
+  readonly leases?: readonly ReplicaLease[];
+}
+
+/**
+ * The replicas of a deployment on one store (DESIGN.md §8), wired together: this replica's
+ * registry entry, the lease manager, and the {@link LeaseOwnership} the host asks. When the
+ * live set changes, the groups whose rendezvous owner is now another replica are handed over
+ * (mailbox drained, lease released); their new owner takes them on the next request, so a
+ * joining replica takes its share without a stampede. {@link leave} hands every group over
+ * and deregisters (SIGTERM).
+ */
+export class Replication {
+  readonly ownership: LeaseOwnership;
+  readonly leases: LeaseManager;
+  readonly registry: ReplicaRegistry;
+  readonly replicaId: string;
+  readonly advertisedUrl: string;
+  private target: HandoverTarget | null = null;
+  private leaving = false;
+  private handingOver: Promise<void> = Promise.resolve();
+
+  constructor(private readonly options: ReplicationOptions) {
+    const { metrics, logger } = options;
+    this.replicaId = options.self.id;
+    this.advertisedUrl = options.self.url;
+    this.leases = new LeaseManager({
+      clients: options.clients,
+      leaseKey: options.leaseKey,
+      ttlMs: options.leaseTtlMs,
+      metrics,
+      ...(options.clock ? { clock: options.clock } : {}),
+      onLost: (ref, cause) => {
+        logger.warn('group lease lost: the group is dropped here', {
+          ...groupLogFields(ref),
+          error: cause instanceof Error ? cause.message : String(cause),
+        });
+        this.ownership.lost(ref);
+      },
+    });
+    this.ownership = new LeaseOwnership({
+      replicaId: this.replicaId,
+      store: options.store,
+      live: () => this.live(),
+      leases: this.leases,
+    });
+    this.registry = new ReplicaRegistry({
+      store: options.store,
+      self: options.self,
+      ...(options.clock ? { clock: options.clock } : {}),
+      refreshIntervalMs: options.registryRefreshMs ?? 1_000,
+      ttlMs: options.registryTtlMs ?? 5_000,
+      describe: () => this.describeSelf(),
+      onChange: (live) => {
+        logger.info('replica set changed', { replicas: live.map((r) => r.id).join(',') });
+        void this.handOver();
+      },
+      onError: (error) =>
+        logger.warn('replica registry refresh failed', {
+          error: error instanceof Error ? error.message : String(error),
+        }),
+    });
+  }
+
+  /** Where handed-over groups are released (the actor host). */
+  attach(target: HandoverTarget): void {
+    this.target = target;
+  }
+
+  /** Registers this replica (rejects if the store cannot be reached). */
+  start(): Promise<void> {
+    return this.registry.start();
+  }
+
+  /** The live replicas; once leaving, without this one (its groups go to the others). */
+  live(): readonly ReplicaRecord[] {
+    const live = this.registry.live();
+    return this.leaving ? live.filter((r) => r.id !== this.replicaId) : live;
+  }
+
+  /** The advertised URL of a live replica, or null. */
+  urlOf(replicaId: string): string | null {
+    return this.ownership.urlOf(replicaId);
+  }
+
+  /**
+   * Hands over every group whose rendezvous owner is no longer this replica. Runs after the
+   * previous handover; each group is released on its own (one slow mailbox does not hold up
+   * the others).
+   */
+  handOver(): Promise<void> {
+    this.handingOver = this.handingOver.then(async () => {
+      const target = this.target;
+      const seen = new Set<string>();
+      const misplaced: GroupRef[] = [];
+      for (const ref of [...(target?.heldGroups() ?? []), ...this.leases.heldGroups()]) {
+        const id = groupId(ref);
+        if (seen.has(id) || this.ownership.ownerOf(ref).self) continue;
+        seen.add(id);
+        misplaced.push(ref);
+      }
+      await Promise.all(
+        misplaced.map(async (ref) => {
+          try {
+            if (target) await target.release(ref);
+            else await this.leases.release(ref);
+            this.options.logger.info('group handed over', {
+              ...groupLogFields(ref),
+              owner: this.ownership.ownerOf(ref).self ? this.replicaId : 'another replica',
+            });
+          } catch (error) {
+            // Its lease expires by itself; the new owner takes it then.
+            this.options.logger.warn('group handover failed', {
+              ...groupLogFields(ref),
+              error: error instanceof Error ? error.message : String(error),
+            });
+          }
+        }),
+      );
+    });
+    return this.handingOver;
+  }
+
+  /**
+   * Leaves the deployment (SIGTERM): stops taking groups, hands every group over (mailboxes
+   * drained, leases released), deregisters. Never rejects; the caller bounds it in time.
+   */
+  async leave(): Promise<void> {
+    this.leaving = true;
+    await this.handOver();
+    await this.leases.releaseAll();
+    await this.registry.stop().catch((error: unknown) =>
+      this.options.logger.warn('could not deregister; the entry expires by itself', {
+        error: error instanceof Error ? error.message : String(error),
+      }),
+    );
+  }
+
+  /** The live replicas with what each reported at its last refresh (this one: as of now). */
+  async list(): Promise<ReplicaView[]> {
+    const live = await this.options.store.listReplicas();
+    return live.map((replica) => {
+      if (replica.id === this.replicaId) return this.viewOfSelf(replica.heartbeatAt ?? null);
+      return {
+        replicaId: replica.id,
+        advertisedUrl: replica.url,
+        groupsOwned: replica.groupsOwned ?? 0,
+        lastHeartbeatAt: replica.heartbeatAt ?? null,
+        ...(replica.leases ? { leases: replica.leases } : {}),
+      };
+    });
+  }
+
+  private viewOfSelf(lastHeartbeatAt: string | null): ReplicaView {
+    const described = this.describeSelf();
+    return {
+      replicaId: this.replicaId,
+      advertisedUrl: this.advertisedUrl,
+      groupsOwned: described.groupsOwned ?? 0,
+      lastHeartbeatAt,
+      leases: described.leases ?? [],
+    };
+  }
+
+  private describeSelf(): { groupsOwned: number; leases: ReplicaLease[] } {
+    const now = performance.now();
+    const leases = this.leases
+      .heldGroups()
+      .map((ref) => ({ ref, status: this.leases.status(ref) }))
+      .filter((lease) => lease.status !== null)
+      .map(({ ref, status }) => ({
+        streamPrefix: ref.streamPrefix,
+        consumerGroup: ref.consumerGroup,
+        ageMs: Math.max(0, Math.round(now - (status?.acquiredAt ?? now))),
+      }))
+      .sort((a, b) => b.ageMs - a.ageMs);
+    const groupsOwned = this.target?.heldGroups().length ?? leases.length;
+    return { groupsOwned, leases: leases.slice(0, LISTED_LEASES) };
+  }
+}

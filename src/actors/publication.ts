@@ -1,0 +1,94 @@
+import type { GroupContext } from '../machines/context.js';
+import type { Clock } from '../machines/clock.js';
+import { groupId, type GroupRef } from '../machines/types.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { GroupEntry } from './group-entry.js';
+import type { GroupTransition } from './types.js';
+import { VersionWaiters } from './version-waiters.js';
+
+type Listener = (transition: GroupTransition) => void;
+
+/**
+ * What the world sees of a group once a state is committed: the published snapshot readers
+ * get, the routing long polls, the events stream listeners and the member gauges.
+ */
+export class Publication {
+  private readonly waiters: VersionWaiters;
+  private readonly listeners = new Map<string, Set<Listener>>();
+
+  constructor(
+    clock: Clock,
+    private readonly metrics: Pick<Metrics, 'members' | 'revokePending' | 'routingLongPolls'>,
+  ) {
+    this.waiters = new VersionWaiters(clock, (open) => metrics.routingLongPolls.set(open));
+  }
+
+  /** Keeps the gauges, long polls and event listeners in step with the context. */
+  observe(entry: GroupEntry, context: GroupContext): void {
+    // What readers see: only states whose write has committed (observe runs after the commit).
+    entry.published = entry.actor.getSnapshot();
+    if (this.listeners.has(groupId(entry.ref))) this.announce(entry, context);
+    // The rest depends on the group only, which a steady-state heartbeat leaves as it was.
+    if (context.group === entry.observed) return;
+    entry.observed = context.group;
+    this.waiters.notify(
+      groupId(entry.ref),
+      context.group.metadataVersion,
+      context.group.status === 'FAILED_CLOSED',
+    );
+    const members = Object.keys(context.group.members).length;
+    let revoking = 0;
+    for (const shard of Object.values(context.group.shards)) {
+      if (shard.state === 'revoking' || shard.state === 'retiring') revoking++;
+    }
+    this.metrics.members.inc(members - entry.counts.members);
+    this.metrics.revokePending.inc(revoking - entry.counts.revoking);
+    entry.counts = { members, revoking };
+  }
+
+  /** Follows the group's transitions; returns the unsubscribe function. */
+  subscribe(entry: GroupEntry, listener: Listener): () => void {
+    const id = groupId(entry.ref);
+    let set = this.listeners.get(id);
+    if (!set) {
+      set = new Set();
+      this.listeners.set(id, set);
+    }
+    if (set.size === 0) entry.lastValue = JSON.stringify(entry.actor.getSnapshot().value);
+    set.add(listener);
+    const listeners = set;
+    return () => {
+      listeners.delete(listener);
+      if (listeners.size === 0) this.listeners.delete(id);
+    };
+  }
+
+  /** Resolves when the group's version passes `afterVersion` (or it fails closed), or after `waitMs`. */
+  waitForVersion(ref: GroupRef, afterVersion: number, waitMs: number): Promise<void> {
+    return this.waiters.wait(groupId(ref), afterVersion, waitMs);
+  }
+
+  /** Wakes every long poll (shutdown). */
+  releaseAll(): void {
+    this.waiters.releaseAll();
+  }
+
+  private announce(entry: GroupEntry, context: GroupContext): void {
+    const value = entry.actor.getSnapshot().value;
+    const json = JSON.stringify(value);
+    const changed = json !== entry.lastValue;
+    entry.lastValue = json;
+    const listeners = this.listeners.get(groupId(entry.ref));
+    if (!listeners || (!changed && context.effects.length === 0)) return;
+    const transition: GroupTransition = {
+      at: new Date(context.lastEventAt).toISOString(),
+      state: value,
+      stateChanged: changed,
+      effects: context.effects,
+      metadataVersion: context.group.metadataVersion,
+      assignmentEpoch: context.group.assignmentEpoch,
+      status: context.group.status,
+    };
+    for (const listener of listeners) listener(transition);
+  }
+}

@@ -1,0 +1,48 @@
+import { groupMachine } from '../machines/group-machine.js';
+import { machineDefinition } from '../machines/machine-definition.js';
+import { memberMachine, memberState } from '../machines/member-machine.js';
+import { activeStateIds, toMermaid } from '../machines/mermaid.js';
+import type { GroupSnapshot } from './types.js';
+
+let cached: {
+  group: ReturnType<typeof machineDefinition>;
+  member: ReturnType<typeof machineDefinition>;
+  memberMermaid: string;
+} | null = null;
+
+/** The definitions are the same for every group: computed once. */
+function definitions() {
+  if (!cached) {
+    const member = machineDefinition(memberMachine);
+    cached = {
+      group: machineDefinition(groupMachine),
+      member,
+      memberMermaid: toMermaid(member),
+    };
+  }
+  return cached;
+}
+
+/**
+ * The group's statechart as an operator reads it (DESIGN.md §13): the machine definition, the
+ * group's current state value, a mermaid `stateDiagram-v2` whose edges name events and whose
+ * current states are marked (class `current`), each member's state in its own chart, and that
+ * chart's definition and diagram.
+ */
+export function statechartView(snapshot: GroupSnapshot) {
+  const { group, member, memberMermaid } = definitions();
+  const { context } = snapshot;
+  return {
+    machineId: groupMachine.id,
+    value: snapshot.stateValue,
+    definition: group,
+    mermaid: toMermaid(group, { current: activeStateIds(groupMachine.id, snapshot.stateValue) }),
+    members: Object.keys(context.group.members)
+      .sort()
+      .map((memberId) => ({ memberId, state: memberState(context, memberId) })),
+    departedMembers: context.departures.map((d) => ({ memberId: d.memberId, state: d.state })),
+    memberMachine: { machineId: memberMachine.id, definition: member, mermaid: memberMermaid },
+  };
+}
+
+export type StatechartView = ReturnType<typeof statechartView>;

@@ -1,0 +1,69 @@
+import type { Clock } from '../machines/clock.js';
+import type { Logger } from '../observability/logger.js';
+import type { Store } from '../store/store.js';
+import type { FailClosed } from './fail-closed.js';
+import { groupOf, isFailedClosed, type GroupEntry } from './group-entry.js';
+import type { Stale } from './mailbox.js';
+
+export interface VerifyLoopOptions {
+  readonly store: Pick<Store, 'readRevisions'>;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** How often the loop runs (`store.verify-interval`). */
+  readonly intervalMs: number;
+  readonly entries: () => readonly GroupEntry[];
+  readonly run: <T>(entry: GroupEntry, work: () => Promise<T>) => Promise<T | Stale>;
+  readonly failClosed: Pick<FailClosed, 'failClosed' | 'recordFailure'>;
+  /** Whether a group whose metadata is gone was deleted by us (its entry is then dropped). */
+  readonly deletedMeanwhile: (entry: GroupEntry) => Promise<boolean>;
+  readonly drop: (entry: GroupEntry) => void;
+}
+
+/**
+ * Re-reads revision and lifecycle of every held group in one round trip (DESIGN.md §7), so a
+ * lost or rolled-back metadata key is noticed even when nothing is being written; and retries
+ * failure records that could not be written.
+ */
+export class VerifyLoop {
+  constructor(private readonly options: VerifyLoopOptions) {}
+
+  /** Starts verifying; returns the function that stops it. */
+  start(): () => void {
+    const { clock, intervalMs, logger } = this.options;
+    return clock.every(intervalMs, () => {
+      this.verify().catch((error: unknown) =>
+        logger.warn('store verification failed', { error: String(error) }),
+      );
+    });
+  }
+
+  /** One round. A group written to meanwhile is skipped: its write checked the revision itself. */
+  async verify(): Promise<void> {
+    const { store, entries, run, failClosed } = this.options;
+    const failed = entries().filter((e) => e.unrecorded !== null);
+    await Promise.allSettled(
+      failed.map((entry) => run(entry, () => failClosed.recordFailure(entry))),
+    );
+    const checked = entries().filter((e) => !isFailedClosed(e));
+    if (checked.length === 0) return;
+    const expected = checked.map((e) => e.revision);
+    const revisions = await store.readRevisions(checked.map((e) => e.ref));
+    await Promise.allSettled(
+      checked.map((entry, i) =>
+        run(entry, async () => {
+          if (isFailedClosed(entry) || entry.revision !== expected[i]) return;
+          const seen = revisions[i] ?? null;
+          if (seen === null) {
+            if (await this.options.deletedMeanwhile(entry)) this.options.drop(entry);
+            else await failClosed.failClosed(entry, 'METADATA_LOST', null);
+          } else if (
+            seen.revision < entry.revision ||
+            seen.lifecycleId !== groupOf(entry).lifecycleId
+          ) {
+            await failClosed.failClosed(entry, 'STORE_REVISION_REGRESSION', seen.revision);
+          }
+        }),
+      ),
+    );
+  }
+}

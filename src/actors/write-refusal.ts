@@ -1,0 +1,54 @@
+import { CoordinatorError } from '../errors.js';
+import { groupLogFields, type Logger } from '../observability/logger.js';
+import type { Store } from '../store/store.js';
+import { failedClosedAdminError, failedClosedClientError, type FailClosed } from './fail-closed.js';
+import { groupOf, type GroupEntry } from './group-entry.js';
+import type { StoreGuard } from './store-guard.js';
+
+/** Events that come from consumers or producers (503 when failed closed) rather than admins (409). */
+const CLIENT_EVENTS = new Set(['HEARTBEAT', 'OBSERVE_VERSION', 'TICK']);
+
+/** The codes of a write the store refused because of what it holds (not an outage). */
+const REFUSALS = ['GROUP_NOT_FOUND', 'FENCED_WRITE', 'STALE_REVISION'];
+
+export interface WriteRefusalOptions {
+  readonly store: Pick<Store, 'readRevisions'>;
+  readonly guard: StoreGuard;
+  readonly failClosed: FailClosed;
+  /** Drops the group's entry: another owner wrote, this one is no longer current. */
+  readonly drop: (entry: GroupEntry) => void;
+  readonly logger: Logger;
+}
+
+/**
+ * What a refused write means. The stored metadata gone, or older than what we wrote, fails the
+ * group closed (and the caller is told so); newer means another owner wrote, so the entry is
+ * dropped and the caller's error is passed on.
+ */
+export class WriteRefusal {
+  constructor(private readonly options: WriteRefusalOptions) {}
+
+  /** Decides what the refusal `error` of an `eventType` write means; returns the error to throw. */
+  async explain(entry: GroupEntry, eventType: string, error: unknown): Promise<unknown> {
+    if (!(error instanceof CoordinatorError) || !REFUSALS.includes(error.code)) return error;
+    const { store, guard, failClosed, logger } = this.options;
+    // The fence is checked before the revision, so a restored backup (older fence) also lands
+    // here as FENCED_WRITE: look at what is stored before deciding.
+    const [seen] = await guard(() => store.readRevisions([entry.ref]));
+    const { lifecycleId } = groupOf(entry);
+    if (!seen) await failClosed.failClosed(entry, 'METADATA_LOST', null);
+    else if (seen.revision < entry.revision || seen.lifecycleId !== lifecycleId) {
+      await failClosed.failClosed(entry, 'STORE_REVISION_REGRESSION', seen.revision);
+    } else {
+      logger.warn('group written by another owner; reloading on next use', {
+        ...groupLogFields(entry.ref),
+        code: error.code,
+      });
+      this.options.drop(entry);
+      return error;
+    }
+    return CLIENT_EVENTS.has(eventType)
+      ? failedClosedClientError(entry)
+      : failedClosedAdminError(entry);
+  }
+}

@@ -1,0 +1,97 @@
+import { Argument, type Command } from 'commander';
+import type { CliApi } from '../api.js';
+import { changeOf, changeOptions } from '../change.js';
+import { CliError } from '../cli-error.js';
+import { connect, connectionOptions, type ConnectionFlags } from '../connection.js';
+import type { GroupDetail } from '../monitoring.js';
+import { groupLabel, parseGroup, positiveInt, type GroupName } from '../options.js';
+
+type ChangeFlags = ConnectionFlags & { requestedBy: string; reason: string };
+
+/** The one line a group mutation prints: what was done and the group's state after it. */
+function report(done: string, group: GroupDetail): void {
+  process.stdout.write(
+    `${done} ${groupLabel(group)}: status ${group.status}, ${group.shardCount} shards, producers ${group.producersPaused ? 'paused' : 'running'}\n`,
+  );
+}
+
+/** A `<group>` mutation with `requestedBy`/`reason` and nothing else. */
+function groupCommand(
+  parent: Command,
+  name: string,
+  description: string,
+  run: (api: CliApi, group: GroupName, flags: ChangeFlags) => Promise<void>,
+): void {
+  changeOptions(
+    connectionOptions(
+      parent
+        .command(name)
+        .description(description)
+        .argument('<group>', '<streamPrefix>:<consumerGroup>', parseGroup),
+    ),
+  ).action(async (group: GroupName, flags: ChangeFlags) => run(await connect(flags), group, flags));
+}
+
+/** `freeze`, `unfreeze`, `recovery`, `producers pause|resume`. */
+export function registerAdminCommands(program: Command): void {
+  groupCommand(
+    program,
+    'freeze',
+    'refuse admin changes to a group until unfrozen (recovery step 1)',
+    async (api, group, flags) =>
+      report('froze', await api.admin(group, '/freeze', changeOf(flags))),
+  );
+  groupCommand(
+    program,
+    'unfreeze',
+    'accept admin changes to a frozen group again',
+    async (api, group, flags) =>
+      report('unfroze', await api.admin(group, '/unfreeze', changeOf(flags))),
+  );
+
+  const producers = program
+    .command('producers')
+    .description('tell the producers of a group to pause or resume (routing producersPaused)');
+  groupCommand(producers, 'pause', 'pause producers', async (api, group, flags) =>
+    report('paused producers of', await api.admin(group, '/producers/pause', changeOf(flags))),
+  );
+  groupCommand(producers, 'resume', 'resume producers', async (api, group, flags) =>
+    report('resumed producers of', await api.admin(group, '/producers/resume', changeOf(flags))),
+  );
+
+  changeOptions(
+    connectionOptions(
+      program
+        .command('recovery')
+        .description(
+          'recover a failed-closed group: resume restored metadata, or recreate it as a new lifecycle',
+        )
+        .argument('<group>', '<streamPrefix>:<consumerGroup>', parseGroup)
+        .addArgument(
+          new Argument('<action>', 'resume or recreate').choices(['resume', 'recreate']),
+        ),
+    ),
+  )
+    .option('--shard-count <n>', 'recreate: the shard count of the new lifecycle', positiveInt)
+    .action(
+      async (
+        group: GroupName,
+        action: 'resume' | 'recreate',
+        flags: ChangeFlags & { shardCount?: number },
+      ) => {
+        if (action === 'recreate' && flags.shardCount === undefined)
+          throw new CliError(
+            'recovery recreate needs --shard-count <n> (the shard count of the new lifecycle)',
+          );
+        const api = await connect(flags);
+        const body = {
+          action: action.toUpperCase(),
+          ...(action === 'recreate' ? { shardCount: flags.shardCount } : {}),
+        };
+        report(
+          action === 'resume' ? 'resumed' : 'recreated',
+          await api.admin(group, '/recovery', changeOf(flags), body),
+        );
+      },
+    );
+}

@@ -1,0 +1,114 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { createStore } from '../../store/index.js';
+import type { Store } from '../../store/store.js';
+import { backupMetadata, parseBackup, restoreMetadata } from '../backup.js';
+import { CliError } from '../cli-error.js';
+import { collect, groupLabel, parseGroup, progress, type GroupName } from '../options.js';
+
+const env = process.env;
+
+interface StoreFlags {
+  url: string;
+  keyPrefix: string;
+  clusterNodes?: string;
+}
+
+function storeOptions(command: Command): Command {
+  return command
+    .option(
+      '--url <url>',
+      'Redis URL (COORDINATOR_STORE_URL)',
+      env.COORDINATOR_STORE_URL ?? 'redis://127.0.0.1:6379',
+    )
+    .option(
+      '--cluster-nodes <list>',
+      'Redis Cluster seeds host:port,... (COORDINATOR_STORE_CLUSTER_NODES)',
+      env.COORDINATOR_STORE_CLUSTER_NODES,
+    )
+    .option(
+      '--key-prefix <prefix>',
+      'key prefix (COORDINATOR_STORE_KEY_PREFIX)',
+      env.COORDINATOR_STORE_KEY_PREFIX ?? 'redis-stream:coord',
+    );
+}
+
+async function withStore<T>(flags: StoreFlags, run: (store: Store) => Promise<T>): Promise<T> {
+  const clusterNodes =
+    flags.clusterNodes
+      ?.split(',')
+      .map((s) => s.trim())
+      .filter(Boolean) ?? [];
+  const store = createStore({
+    type: clusterNodes.length ? 'redis-cluster' : 'redis',
+    url: flags.url,
+    clusterNodes,
+    keyPrefix: flags.keyPrefix,
+    auditMaxLen: 100_000,
+  });
+  try {
+    await store.ping();
+    return await run(store);
+  } finally {
+    await store.close();
+  }
+}
+
+/** `backup` and `restore`: metadata keys straight from and to the store (disaster recovery). */
+export function registerBackupCommands(program: Command): void {
+  storeOptions(
+    program
+      .command('backup')
+      .description('dump the metadata keys of every registered group (or --group) to a JSON file')
+      .option('-o, --out <file>', 'write here instead of stdout')
+      .option('--group <sp:cg...>', 'only these groups', collect),
+  ).action(async (flags: StoreFlags & { out?: string; group?: string[] }) => {
+    const backup = await withStore(flags, (store) =>
+      backupMetadata(store, flags.keyPrefix, {
+        progress,
+        ...(flags.group ? { groups: flags.group.map(parseGroup) } : {}),
+      }),
+    );
+    const text = `${JSON.stringify(backup, null, 2)}\n`;
+    if (flags.out) {
+      await writeFile(flags.out, text, { mode: 0o600 });
+      progress(`wrote ${backup.groups.length} groups to ${flags.out}`);
+    } else process.stdout.write(text);
+  });
+
+  storeOptions(
+    program
+      .command('restore')
+      .description(
+        'write metadata keys back from a backup file (disaster recovery; then RESUME the groups)',
+      )
+      .requiredOption('-i, --in <file>', 'backup file')
+      .option('--group <sp:cg...>', 'only these groups', collect),
+  ).action(async (flags: StoreFlags & { in: string; group?: string[] }) => {
+    let backup;
+    try {
+      backup = parseBackup(JSON.parse(await readFile(flags.in, 'utf8')));
+    } catch (error) {
+      throw new CliError(`cannot read ${flags.in}: ${(error as Error).message}`);
+    }
+    if (backup.keyPrefix !== flags.keyPrefix) {
+      progress(
+        `note: the backup was taken under key prefix ${backup.keyPrefix}; restoring into ${flags.keyPrefix}`,
+      );
+    }
+    const wanted = flags.group?.map(parseGroup);
+    const same = (a: GroupName, b: GroupName) =>
+      a.streamPrefix === b.streamPrefix && a.consumerGroup === b.consumerGroup;
+    const only = wanted ? (ref: GroupName) => wanted.some((w) => same(w, ref)) : undefined;
+    const missing = wanted?.filter((w) => !backup.groups.some((g) => same(g, w)));
+    if (missing && missing.length > 0) {
+      throw new CliError(
+        `not in the backup: ${missing.map(groupLabel).join(', ')}\n  what to do: give --group names the backup holds (${backup.groups.slice(0, 10).map(groupLabel).join(', ') || 'it holds no groups'})`,
+      );
+    }
+    const count = await withStore(flags, (store) =>
+      restoreMetadata(store, backup, { progress, ...(only ? { only } : {}) }),
+    );
+    progress(`restored ${count} groups into key prefix ${flags.keyPrefix}`);
+  });
+}

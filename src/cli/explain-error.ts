@@ -1,0 +1,97 @@
+import { CommanderError } from 'commander';
+import { CoordinatorApiError, CoordinatorUnreachableError } from '../client/index.js';
+import { CliError, EXIT } from './cli-error.js';
+import { RequestError } from './request-error.js';
+
+/** What to do about an error code of the coordinator; `<group>` is replaced by the group. */
+const ADVICE: Readonly<Record<string, string>> = {
+  UNAUTHENTICATED: 'log in with `coordctl login --username <name>`, or pass --token',
+  INVALID_TOKEN:
+    'the token is not valid for this coordinator: log in again with `coordctl login`, or pass another --token',
+  TOKEN_EXPIRED: 'the token expired: log in again with `coordctl login --username <name>`',
+  INVALID_CREDENTIALS: 'check the username and password',
+  LOGIN_THROTTLED: 'too many failed logins: wait for the time in Retry-After, then try again',
+  FORBIDDEN: 'use a token whose roles allow this (reads need READ, changes need WRITE)',
+  GROUP_NOT_PERMITTED: 'use a token whose `groups` claim includes <group>',
+  GROUP_NOT_FOUND: 'check the name with `coordctl groups`, or create it with `coordctl apply -f`',
+  MIGRATION_NOT_FOUND: 'list the migrations with `coordctl migrations <group>`',
+  NOT_FOUND:
+    'this coordinator does not serve that path: check --coordinator, and compare `coordctl --version` with GET /coord/v1/monitoring/info (the coordinator may be older)',
+  GROUP_EXISTS: 'the group exists already: change it with `coordctl scale` or `coordctl apply -f`',
+  GROUP_FROZEN: 'the group is frozen: `coordctl unfreeze <group>` first',
+  GROUP_NOT_FROZEN: 'nothing to do: the group is not frozen',
+  GROUP_HAS_MEMBERS: 'stop its consumers first, or delete with --force',
+  GROUP_NOT_FAILED_CLOSED:
+    'recovery is only for a failed-closed group; see `coordctl describe <group>`',
+  GROUP_FAILED_CLOSED_ADMIN:
+    'the group failed closed: recover it first (`coordctl recovery <group> resume|recreate`)',
+  GROUP_FAILED_CLOSED:
+    'the group failed closed: see `coordctl describe <group>`, then `coordctl recovery <group> resume|recreate`',
+  MIGRATION_IN_PROGRESS:
+    'wait for it (`coordctl migrations <group>`) or roll it back (`coordctl rollback <group>`)',
+  ROLLBACK_NOT_ALLOWED:
+    'the rollback window has passed: scale to the old shard count instead (`coordctl scale <group> <count>`)',
+  SHARD_COUNT_UNCHANGED: 'the group already has that shard count: nothing to do',
+  RESUME_REFUSED:
+    'clients saw a newer metadataVersion than the restored one: restore a newer backup, or `coordctl recovery <group> recreate --shard-count <n>`',
+  STORE_UNAVAILABLE: 'the coordinator cannot reach its store: check Redis, then try again',
+  AUDIT_UNAVAILABLE:
+    'nothing was changed because the audit record could not be written: check Redis, then try again',
+  STALE_REVISION: 'the group changed meanwhile: try again',
+  FENCED_WRITE: 'the group moved to another replica meanwhile: try again',
+  VALIDATION_FAILED: 'fix the request as the message says',
+};
+
+/** Advice by HTTP status, for codes without their own. */
+function adviceByStatus(status: number): string {
+  if (status === 401) return ADVICE.UNAUTHENTICATED ?? '';
+  if (status === 403) return ADVICE.FORBIDDEN ?? '';
+  if (status === 409)
+    return 'the group is not in a state that allows this: see `coordctl describe <group>`';
+  if (status >= 500)
+    return 'the coordinator could not serve this now: try again shortly; if it persists, check its logs and health';
+  return 'check the arguments';
+}
+
+/** `<streamPrefix>:<consumerGroup>` from a group URL, if it is one. */
+function groupOf(url: string): string | null {
+  const match = /\/streams\/([^/]+)\/groups\/([^/?]+)/.exec(new URL(url).pathname);
+  return match?.[1] && match[2]
+    ? `${decodeURIComponent(match[1])}:${decodeURIComponent(match[2])}`
+    : null;
+}
+
+/** An API error or network failure of one request: what failed, and what to do. */
+function explainRequest(error: RequestError): string {
+  const what = `${error.method} ${error.url}`;
+  const { cause } = error;
+  if (cause instanceof CoordinatorApiError) {
+    const group = groupOf(error.url) ?? '<group>';
+    const advice = (ADVICE[cause.code] ?? adviceByStatus(cause.status)).replaceAll(
+      '<group>',
+      group,
+    );
+    const id = cause.requestId ? ` (request id ${cause.requestId})` : '';
+    return `${what} failed: ${cause.status} ${cause.code}: ${cause.message}${id}\n  what to do: ${advice}`;
+  }
+  if (cause instanceof CoordinatorUnreachableError) {
+    return `${cause.message}\n  what to do: check that the coordinator runs and that --coordinator (or COORDCTL_URL) points at it`;
+  }
+  return `${what} failed: ${cause instanceof Error ? cause.message : String(cause)}`;
+}
+
+/** The message and exit code for an error that reached the top of `coordctl`. */
+export function explainError(error: unknown): { message: string | null; exitCode: number } {
+  if (error instanceof CommanderError) {
+    // commander has printed the usage error (or help/version) itself
+    return { message: null, exitCode: error.exitCode };
+  }
+  if (error instanceof CliError)
+    return { message: error.message || null, exitCode: error.exitCode };
+  if (error instanceof RequestError)
+    return { message: explainRequest(error), exitCode: EXIT.FAILED };
+  return {
+    message: error instanceof Error ? error.message : String(error),
+    exitCode: EXIT.FAILED,
+  };
+}

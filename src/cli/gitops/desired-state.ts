@@ -1,0 +1,55 @@
+import { parse } from 'yaml';
+import { z } from 'zod';
+import { consumerGroupSchema, streamPrefixSchema } from '../../http/schemas.js';
+
+/**
+ * The GitOps desired-state file: the groups that should exist, with their shard counts, and
+ * the `requestedBy`/`reason` every change made from it is audited with.
+ */
+export const desiredStateSchema = z
+  .object({
+    requestedBy: z.string().min(1).max(200),
+    reason: z.string().min(1).max(1000),
+    groups: z
+      .array(
+        z
+          .object({
+            streamPrefix: streamPrefixSchema,
+            consumerGroup: consumerGroupSchema,
+            shardCount: z.number().int().min(1),
+          })
+          .strict(),
+      )
+      .default([]),
+  })
+  .strict()
+  .superRefine((state, ctx) => {
+    const seen = new Set<string>();
+    for (const [i, g] of state.groups.entries()) {
+      const key = `${g.streamPrefix}:${g.consumerGroup}`;
+      if (seen.has(key))
+        ctx.addIssue({ code: 'custom', path: ['groups', i], message: `${key} is listed twice` });
+      seen.add(key);
+    }
+  });
+
+export type DesiredState = z.infer<typeof desiredStateSchema>;
+export type DesiredGroup = DesiredState['groups'][number];
+
+/** Parses the file's text (YAML or JSON); the error names every problem with its path. */
+export function parseDesiredState(text: string, source: string): DesiredState {
+  let value: unknown;
+  try {
+    value = parse(text);
+  } catch (error) {
+    throw new Error(`${source} is not valid YAML: ${(error as Error).message}`, { cause: error });
+  }
+  const result = desiredStateSchema.safeParse(value);
+  if (!result.success) {
+    const problems = result.error.issues.map(
+      (issue) => `${issue.path.length ? issue.path.join('.') : '(top level)'}: ${issue.message}`,
+    );
+    throw new Error(`${source} is not a valid desired-state file:\n  ${problems.join('\n  ')}`);
+  }
+  return result.data;
+}

@@ -1,0 +1,96 @@
+import type { DesiredGroup, DesiredState } from './desired-state.js';
+
+/** What the coordinator has of a group, as far as a plan needs it. */
+export interface CurrentGroup {
+  readonly streamPrefix: string;
+  readonly consumerGroup: string;
+  readonly shardCount: number;
+  readonly status: string;
+}
+
+export type Change =
+  | { readonly action: 'create'; readonly group: DesiredGroup }
+  | {
+      readonly action: 'scale';
+      readonly group: DesiredGroup;
+      readonly fromShardCount: number;
+      readonly status: string;
+    }
+  | { readonly action: 'delete'; readonly group: CurrentGroup }
+  /** Send the desired state without knowing the current one (a token without READ). */
+  | { readonly action: 'ensure'; readonly group: DesiredGroup };
+
+export interface Plan {
+  /** Changes, in the order `apply` makes them: creates, scales, then deletes. */
+  readonly changes: readonly Change[];
+  /** Groups in the file that already match it. */
+  readonly unchanged: readonly DesiredGroup[];
+  /** Groups the coordinator has and the file lacks, left alone without `--prune`. */
+  readonly unmanaged: readonly CurrentGroup[];
+}
+
+const key = (g: { streamPrefix: string; consumerGroup: string }) =>
+  `${g.streamPrefix}\u0000${g.consumerGroup}`;
+
+/** The difference between the file and the coordinator. Pure. */
+export function planChanges(
+  desired: DesiredState,
+  current: readonly CurrentGroup[],
+  options: { prune: boolean },
+): Plan {
+  const byKey = new Map(current.map((g) => [key(g), g]));
+  const wanted = new Set(desired.groups.map(key));
+  const creates: Change[] = [];
+  const scales: Change[] = [];
+  const unchanged: DesiredGroup[] = [];
+  for (const group of desired.groups) {
+    const existing = byKey.get(key(group));
+    if (!existing) creates.push({ action: 'create', group });
+    else if (existing.shardCount !== group.shardCount)
+      scales.push({
+        action: 'scale',
+        group,
+        fromShardCount: existing.shardCount,
+        status: existing.status,
+      });
+    else unchanged.push(group);
+  }
+  const extra = current.filter((g) => !wanted.has(key(g)));
+  const deletes: Change[] = options.prune
+    ? extra.map((group) => ({ action: 'delete', group }))
+    : [];
+  return {
+    changes: [...creates, ...scales, ...deletes],
+    unchanged,
+    unmanaged: options.prune ? [] : extra,
+  };
+}
+
+const label = (g: { streamPrefix: string; consumerGroup: string }) =>
+  `${g.streamPrefix}:${g.consumerGroup}`;
+
+/** One line per change, then the unmanaged groups and a summary. */
+export function renderPlan(plan: Plan, source: string): string {
+  const lines = plan.changes.map((c) => {
+    switch (c.action) {
+      case 'create':
+        return `+ create ${label(c.group)} with ${c.group.shardCount} shards`;
+      case 'scale':
+        return `~ scale  ${label(c.group)} from ${c.fromShardCount} to ${c.group.shardCount} shards${c.status === 'ACTIVE' ? '' : ` (status ${c.status}: the coordinator will refuse until it is ACTIVE)`}`;
+      case 'delete':
+        return `- delete ${label(c.group)} (${c.group.shardCount} shards; not in ${source}, --prune)`;
+      case 'ensure':
+        return `? ensure ${label(c.group)} has ${c.group.shardCount} shards`;
+    }
+  });
+  for (const g of plan.unmanaged)
+    lines.push(
+      `! keep   ${label(g)} (${g.shardCount} shards): not in ${source}; only --prune deletes it`,
+    );
+  const count = (action: Change['action']) =>
+    plan.changes.filter((c) => c.action === action).length;
+  lines.push(
+    `plan: ${count('create')} to create, ${count('scale')} to scale, ${count('delete')} to delete, ${plan.unchanged.length} unchanged, ${plan.unmanaged.length} not in the file`,
+  );
+  return `${lines.join('\n')}\n`;
+}

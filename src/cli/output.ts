@@ -1,0 +1,50 @@
+import { Option, type Command } from 'commander';
+
+/** How a read command prints: an aligned table (default) or the API's JSON. */
+export type OutputFormat = 'table' | 'json';
+
+/** Adds `-o, --output table|json`. */
+export function outputOption(command: Command): Command {
+  return command.addOption(
+    new Option('-o, --output <format>', 'table or json')
+      .choices(['table', 'json'])
+      .default('table'),
+  );
+}
+
+type Cell = string | number | boolean | null | undefined | readonly unknown[];
+
+/** A cell as text: `-` for nothing, lists comma-separated. */
+export function cellText(value: Cell): string {
+  if (value === null || value === undefined || value === '') return '-';
+  if (Array.isArray(value)) return value.length ? value.join(',') : '-';
+  return String(value);
+}
+
+/** Left-aligned columns separated by two spaces, headers upper-case. */
+export function renderTable(
+  headers: readonly string[],
+  rows: readonly (readonly Cell[])[],
+): string {
+  const text = rows.map((row) => headers.map((_, i) => cellText(row[i])));
+  const widths = headers.map((h, i) =>
+    Math.max(h.length, ...text.map((row) => row[i]?.length ?? 0)),
+  );
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return [line(headers.map((h) => h.toUpperCase())), ...text.map(line)].join('\n') + '\n';
+}
+
+/** `key: value` lines, keys aligned. */
+export function renderFields(fields: ReadonlyArray<readonly [string, Cell]>): string {
+  const width = Math.max(...fields.map(([k]) => k.length));
+  return fields.map(([k, v]) => `${`${k}:`.padEnd(width + 1)}  ${cellText(v)}`).join('\n') + '\n';
+}
+
+/** Prints `json` as JSON, or the table text. */
+export function print(format: OutputFormat, json: unknown, table: () => string): void {
+  process.stdout.write(format === 'json' ? `${JSON.stringify(json, null, 2)}\n` : table());
+}

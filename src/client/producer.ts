@@ -1,0 +1,200 @@
+import type { Redis } from 'ioredis';
+import { shardForKey } from '../machines/routing.js';
+import type { RoutingMetadata } from './coordinator-client.js';
+import { CoordinatorApiError } from './errors.js';
+import { resolveRedis, type RedisOption } from './redis-connection.js';
+import { backoffDelay, delay } from './retry.js';
+
+/**
+ * What a {@link Producer} needs of the coordinator: routing metadata with long poll.
+ * `CoordinatorClient` is the real one.
+ */
+export interface RoutingSource {
+  routing(
+    streamPrefix: string,
+    consumerGroup: string,
+    poll?: { afterVersion: number; waitMs: number },
+    options?: { observedMetadataVersion?: number; signal?: AbortSignal },
+  ): Promise<RoutingMetadata>;
+}
+
+/** Options of {@link Producer}. */
+export interface ProducerOptions {
+  /** The coordinator, usually a `CoordinatorClient` whose token has the `PRODUCER` role. */
+  readonly client: RoutingSource;
+  /** Redis holding the shard streams: a URL (the producer owns the connection) or an ioredis instance. */
+  readonly redis: RedisOption;
+  /** The group's stream prefix: shard `i` is the stream `<streamPrefix>:<i>`. */
+  readonly streamPrefix: string;
+  /** The group whose routing metadata picks the shard. */
+  readonly consumerGroup: string;
+  /**
+   * The entry field the key is written to (the consumer's `keyField`).
+   * @default "key"
+   */
+  readonly keyField?: string;
+  /**
+   * How long one routing long poll waits for a new version, in milliseconds.
+   * @default 30000
+   */
+  readonly longPollWaitMs?: number;
+  /**
+   * Cap each stream at about this many entries (`XADD MAXLEN ~`). Trimming can drop entries no
+   * consumer has read yet: size it well above any backlog.
+   * @default unbounded
+   */
+  readonly maxLen?: number;
+}
+
+/** Where {@link Producer.send} wrote a message. */
+export interface SendResult {
+  readonly shard: number;
+  /** The Redis stream entry id. */
+  readonly id: string;
+  /** The routing version the shard was chosen with. */
+  readonly metadataVersion: number;
+  /** The shard count of that version. */
+  readonly shardCount: number;
+}
+
+/**
+ * Writes keyed messages to a coordinated group's shards: the shard is the documented
+ * partitioner (`fnv1a32-mod`, docs/partitioner.md) over routing metadata kept fresh by long
+ * poll; sends wait while producers are paused, and every routing read reports the highest
+ * version this producer has seen.
+ */
+export class Producer {
+  private readonly redis: Redis;
+  private readonly ownsRedis: boolean;
+  private readonly keyField: string;
+  private current: RoutingMetadata | null = null;
+  private highest = 0;
+  private changed: { promise: Promise<void>; resolve: () => void } = signal();
+  private readonly stop = new AbortController();
+  private loop: Promise<void> | null = null;
+  private first: Promise<void> | null = null;
+
+  constructor(private readonly options: ProducerOptions) {
+    const { redis, owned } = resolveRedis(options.redis);
+    this.redis = redis;
+    this.ownsRedis = owned;
+    this.keyField = options.keyField ?? 'key';
+  }
+
+  /** Reads routing and starts following it; `send` does this by itself when needed. */
+  start(): Promise<void> {
+    this.first ??= (async () => {
+      this.adopt(await this.read());
+      this.loop = this.follow();
+    })().catch((error: unknown) => {
+      this.first = null; // the next send asks again
+      throw error;
+    });
+    return this.first;
+  }
+
+  /** The routing metadata in use, if read yet. */
+  routing(): RoutingMetadata | null {
+    return this.current;
+  }
+
+  /**
+   * Appends `fields` with `key` to the key's shard and resolves to where it went. Waits while
+   * producers are paused. A message that landed on a shard a concurrent scale-in removed is
+   * written again under the new routing (a duplicate rather than a loss).
+   */
+  async send(key: string, fields: Readonly<Record<string, string>> = {}): Promise<SendResult> {
+    if (Object.hasOwn(fields, this.keyField)) {
+      throw new TypeError(`field "${this.keyField}" is reserved for the key`);
+    }
+    await this.start();
+    const flat = [this.keyField, key, ...Object.entries(fields).flat()];
+    for (;;) {
+      const routing = await this.writable();
+      const shard = shardForKey(key, routing.shardCount);
+      const stream = `${this.options.streamPrefix}:${shard}`;
+      const trim = this.options.maxLen === undefined ? [] : ['MAXLEN', '~', this.options.maxLen];
+      const id = (await this.redis.xadd(stream, ...(trim as []), '*', ...flat))!;
+      // Written to a shard that a scale-in removed meanwhile: its owner may already have read
+      // it to the end, so the message goes again to the shard the new routing gives it.
+      const now = this.current!;
+      if (now.lifecycleId !== routing.lifecycleId || shard < now.shardCount) {
+        return {
+          shard,
+          id,
+          metadataVersion: routing.metadataVersion,
+          shardCount: routing.shardCount,
+        };
+      }
+    }
+  }
+
+  /** Stops following routing and closes the connection it owns. */
+  async close(): Promise<void> {
+    this.stop.abort();
+    this.changed.resolve();
+    await this.loop?.catch(() => undefined);
+    if (this.ownsRedis) this.redis.disconnect();
+  }
+
+  /** The current routing once producers are not paused. */
+  private async writable(): Promise<RoutingMetadata> {
+    for (;;) {
+      const routing = this.current!;
+      if (!routing.producersPaused) return routing;
+      if (this.stop.signal.aborted) throw new Error('producer closed');
+      await this.changed.promise;
+    }
+  }
+
+  private read(poll?: { afterVersion: number; waitMs: number }): Promise<RoutingMetadata> {
+    return this.options.client.routing(
+      this.options.streamPrefix,
+      this.options.consumerGroup,
+      poll,
+      {
+        ...(this.highest > 0 ? { observedMetadataVersion: this.highest } : {}),
+        signal: this.stop.signal,
+      },
+    );
+  }
+
+  private adopt(next: RoutingMetadata): void {
+    const current = this.current;
+    const newer =
+      current === null ||
+      next.lifecycleId !== current.lifecycleId ||
+      next.metadataVersion > current.metadataVersion;
+    if (!newer) return;
+    if (current !== null && next.lifecycleId !== current.lifecycleId) this.highest = 0;
+    this.current = next;
+    this.highest = Math.max(this.highest, next.metadataVersion);
+    const { resolve } = this.changed;
+    this.changed = signal();
+    resolve();
+  }
+
+  /** The long-poll loop; failures keep the last routing and retry with backoff. */
+  private async follow(): Promise<void> {
+    const waitMs = this.options.longPollWaitMs ?? 30_000;
+    let failures = 0;
+    while (!this.stop.signal.aborted) {
+      try {
+        this.adopt(await this.read({ afterVersion: this.current!.metadataVersion, waitMs }));
+        failures = 0;
+      } catch (error) {
+        if (this.stop.signal.aborted) return;
+        const retryAfterMs = error instanceof CoordinatorApiError ? error.retryAfterMs : null;
+        await delay(
+          backoffDelay(failures++, { baseDelayMs: 100, maxDelayMs: 5_000 }, retryAfterMs),
+        );
+      }
+    }
+  }
+}
+
+function signal(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}

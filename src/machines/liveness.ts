@@ -1,0 +1,80 @@
+/**
+ * The liveness of a group's members (DESIGN.md §4: in memory only), in one mutable table per
+ * group, outside the immutable context: a heartbeat refreshes its member in O(1), where a copy
+ * of a record of every member cost O(members) per heartbeat (DESIGN.md §12).
+ *
+ * The context holds the table by reference, so a context thrown away does not take its
+ * liveness changes with it. Whoever may throw a change away (a step rejected by the invariant
+ * guard, a step that failed, a write the store refused) opens a journal with {@link begin} and
+ * undoes to its mark with {@link undo}; journals nest, and only changes made while one is open
+ * are recorded, so a steady heartbeat outside any journal records nothing.
+ */
+import type { MemberLiveness } from './types.js';
+
+type Undo = readonly [memberId: string, previous: MemberLiveness | undefined];
+
+export class LivenessTable {
+  private readonly entries = new Map<string, MemberLiveness>();
+  private journal: Undo[] | null = null;
+  private depth = 0;
+
+  /** A table holding `entries`, journal closed. */
+  static of(entries: Iterable<readonly [string, MemberLiveness]> = []): LivenessTable {
+    const table = new LivenessTable();
+    for (const [memberId, live] of entries) table.entries.set(memberId, live);
+    return table;
+  }
+
+  get(memberId: string): MemberLiveness | undefined {
+    return this.entries.get(memberId);
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  set(memberId: string, live: MemberLiveness): void {
+    this.remember(memberId);
+    this.entries.set(memberId, live);
+  }
+
+  delete(memberId: string): void {
+    if (!this.entries.has(memberId)) return;
+    this.remember(memberId);
+    this.entries.delete(memberId);
+  }
+
+  /** Every member's liveness, as a plain record (monitoring and tests; O(members)). */
+  toRecord(): Record<string, MemberLiveness> {
+    return Object.fromEntries(this.entries);
+  }
+
+  /** Opens (or nests in) a journal; returns the mark {@link undo} goes back to. */
+  begin(): number {
+    this.journal ??= [];
+    this.depth++;
+    return this.journal.length;
+  }
+
+  /** Undoes every change recorded since `mark`, newest first. */
+  undo(mark: number): void {
+    const journal = this.journal;
+    if (!journal) return;
+    while (journal.length > mark) {
+      const [memberId, previous] = journal.pop()!;
+      if (previous === undefined) this.entries.delete(memberId);
+      else this.entries.set(memberId, previous);
+    }
+  }
+
+  /** Closes the journal opened by the matching {@link begin}; the outermost drops it. */
+  end(): void {
+    if (this.depth === 0) return;
+    this.depth--;
+    if (this.depth === 0) this.journal = null;
+  }
+
+  private remember(memberId: string): void {
+    this.journal?.push([memberId, this.entries.get(memberId)]);
+  }
+}

@@ -1,0 +1,109 @@
+// The coordinator's HTTP API as the web UI uses it: the token lives in sessionStorage (gone when
+// the tab closes), every call sends it, and errors come back as the API's own code and message.
+
+const BASE = '/coord/v1';
+const TOKEN_KEY = 'coord.token';
+const USER_KEY = 'coord.user';
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export const session = {
+  get token() {
+    return sessionStorage.getItem(TOKEN_KEY);
+  },
+  get user() {
+    return JSON.parse(sessionStorage.getItem(USER_KEY) ?? 'null');
+  },
+  save(token, user) {
+    sessionStorage.setItem(TOKEN_KEY, token);
+    sessionStorage.setItem(USER_KEY, JSON.stringify(user));
+  },
+  clear() {
+    sessionStorage.removeItem(TOKEN_KEY);
+    sessionStorage.removeItem(USER_KEY);
+  },
+};
+
+async function call(method, path, body) {
+  const headers = { accept: 'application/json' };
+  if (session.token) headers.authorization = `Bearer ${session.token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(BASE + path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!res.ok) {
+    const error = data?.error ?? {};
+    if (res.status === 401) session.clear();
+    throw new ApiError(
+      res.status,
+      error.code ?? `HTTP_${res.status}`,
+      error.message ?? res.statusText,
+    );
+  }
+  return data;
+}
+
+export const get = (path) => call('GET', path);
+export const post = (path, body) => call('POST', path, body);
+
+export async function login(username, password) {
+  const reply = await post('/auth/login', { username, password });
+  session.save(reply.accessToken, { username, roles: reply.roles ?? [] });
+  return reply;
+}
+
+/** `/streams/{sp}/groups/{cg}` with both names percent-encoded. */
+export const groupPath = (sp, cg) =>
+  `/streams/${encodeURIComponent(sp)}/groups/${encodeURIComponent(cg)}`;
+
+/**
+ * Follows a server-sent events stream with the bearer token (EventSource cannot send headers).
+ * Calls `onEvent(name, data)` per event; returns a function that stops it.
+ */
+export function follow(path, onEvent, onEnd) {
+  const abort = new AbortController();
+  (async () => {
+    const res = await fetch(BASE + path, {
+      headers: { authorization: `Bearer ${session.token}`, accept: 'text/event-stream' },
+      signal: abort.signal,
+    });
+    if (!res.ok || !res.body)
+      throw new ApiError(res.status, `HTTP_${res.status}`, 'stream refused');
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf('\n\n')) !== -1) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        let name = 'message';
+        const data = [];
+        for (const line of block.split('\n')) {
+          if (line.startsWith('event: ')) name = line.slice(7);
+          else if (line.startsWith('data: ')) data.push(line.slice(6));
+        }
+        if (data.length > 0) onEvent(name, JSON.parse(data.join('\n')));
+      }
+    }
+  })()
+    .catch((error) => {
+      if (!abort.signal.aborted) onEnd?.(error);
+    })
+    .finally(() => {
+      if (!abort.signal.aborted) onEnd?.(null);
+    });
+  return () => abort.abort();
+}

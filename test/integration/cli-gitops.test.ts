@@ -1,0 +1,193 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { coordctl } from '../support/cli.js';
+import { useCoordinator, type TestCoordinator } from '../support/coordinator.js';
+
+interface AuditRecord {
+  operation: string;
+  status: number;
+  principal: string;
+  requestedBy: string;
+  reason: string;
+  streamPrefix: string;
+}
+
+describe('coordctl plan -f / apply -f (GitOps)', () => {
+  let c: TestCoordinator;
+  let dir: string;
+  useCoordinator({ store: 'memory' }, (coordinator) => (c = coordinator));
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'coordctl-gitops-'));
+  });
+  afterAll(async () => rm(dir, { recursive: true, force: true }));
+
+  /** Writes desired.yaml with these groups (`[streamPrefix, shardCount]`, consumer group `g`). */
+  async function desired(groups: Array<[string, number]>): Promise<string> {
+    const file = join(dir, 'desired.yaml');
+    const lines = groups.map(
+      ([sp, n]) => `  - streamPrefix: ${sp}\n    consumerGroup: g\n    shardCount: ${n}`,
+    );
+    await writeFile(
+      file,
+      `requestedBy: platform-gitops\nreason: "quarterly capacity review"\ngroups:\n${lines.join('\n') || '  []'}\n`,
+    );
+    return file;
+  }
+  const plan = (file: string, ...extra: string[]) =>
+    coordctl(['plan', '-f', file, ...extra], {
+      env: { COORDCTL_URL: c.url, COORDCTL_TOKEN: c.token('reader') },
+    });
+  const apply = (file: string, user = 'admin', ...extra: string[]) =>
+    coordctl(['apply', '-f', file, ...extra], {
+      env: { COORDCTL_URL: c.url, COORDCTL_TOKEN: c.token(user) },
+    });
+  const audit = async () =>
+    (
+      (await (
+        await c.call('GET', '/coord/v1/monitoring/audit?limit=1000', { user: 'reader' })
+      ).json()) as { records: AuditRecord[] }
+    ).records;
+  const shardCount = async (sp: string) => {
+    const res = await c.call('GET', `/coord/v1/monitoring/streams/${sp}/groups/g`, {
+      user: 'reader',
+    });
+    return res.status === 404 ? null : ((await res.json()) as { shardCount: number }).shardCount;
+  };
+
+  it('create: plan exits 2 listing the creates (READ token); apply makes them, audited with the file’s requestedBy/reason', async () => {
+    const file = await desired([
+      ['go-a', 2],
+      ['go-b', 3],
+    ]);
+    const planned = await plan(file);
+    expect(planned.code).toBe(2);
+    expect(planned.stdout).toContain(
+      '+ create go-a:g with 2 shards\n+ create go-b:g with 3 shards\n',
+    );
+    expect(planned.stdout).toMatch(/plan: 2 to create, 0 to scale, 0 to delete, 0 unchanged/);
+    expect(await shardCount('go-a')).toBeNull(); // plan changes nothing
+
+    const applied = await apply(file);
+    expect(applied.code).toBe(0);
+    expect(applied.stdout).toBe('created go-a:g: 2 shards\ncreated go-b:g: 3 shards\n');
+    expect([await shardCount('go-a'), await shardCount('go-b')]).toEqual([2, 3]);
+    const records = (await audit()).filter((r) => r.streamPrefix?.startsWith('go-'));
+    expect(
+      records.map((r) => [r.operation, r.status, r.principal, r.requestedBy, r.reason]),
+    ).toEqual([
+      ['putGroup', 201, 'admin', 'platform-gitops', 'quarterly capacity review'],
+      ['putGroup', 201, 'admin', 'platform-gitops', 'quarterly capacity review'],
+    ]);
+  });
+
+  it('no-op: plan exits 0; apply again changes nothing and writes no audit record', async () => {
+    const file = await desired([
+      ['go-a', 2],
+      ['go-b', 3],
+    ]);
+    const planned = await plan(file);
+    expect(planned.code).toBe(0);
+    expect(planned.stdout).toMatch(
+      /plan: 0 to create, 0 to scale, 0 to delete, 2 unchanged, 0 not in the file/,
+    );
+    const before = (await audit()).length;
+    const applied = await apply(file);
+    expect(applied).toMatchObject({ code: 0, stdout: '' });
+    expect(applied.stderr).toMatch(/nothing to change/);
+    expect((await audit()).length).toBe(before);
+  });
+
+  it('change count: plan shows the scale; apply starts the migration', async () => {
+    const file = await desired([
+      ['go-a', 2],
+      ['go-b', 5],
+    ]);
+    const planned = await plan(file, '-o', 'json');
+    expect(planned.code).toBe(2);
+    expect(JSON.parse(planned.stdout)).toMatchObject({
+      changes: [
+        { action: 'scale', fromShardCount: 3, group: { streamPrefix: 'go-b', shardCount: 5 } },
+      ],
+    });
+    const applied = await apply(file);
+    expect(applied.code).toBe(0);
+    expect(applied.stdout).toMatch(
+      /^scaling go-b:g from 3 to 5 shards: migration [0-9a-f-]{36}\n$/,
+    );
+    expect(await shardCount('go-b')).toBe(5);
+    expect((await plan(file)).code).toBe(0);
+  });
+
+  it('a group missing from the file is reported and kept; only --prune deletes it', async () => {
+    const file = await desired([['go-b', 5]]);
+    const planned = await plan(file);
+    expect(planned.code).toBe(0); // keeping it is not a change
+    expect(planned.stdout).toContain(
+      `! keep   go-a:g (2 shards): not in ${file}; only --prune deletes it`,
+    );
+    const applied = await apply(file);
+    expect(applied.code).toBe(0);
+    expect(applied.stderr).toContain(`kept go-a:g: not in ${file}; only --prune deletes it`);
+    expect(await shardCount('go-a')).toBe(2);
+
+    const prunePlan = await plan(file, '--prune');
+    expect(prunePlan.code).toBe(2);
+    expect(prunePlan.stdout).toMatch(/^- delete go-a:g \(2 shards; not in .*, --prune\)$/m);
+    const pruned = await apply(file, 'admin', '--prune');
+    expect(pruned).toMatchObject({ code: 0, stdout: 'deleted go-a:g\n' });
+    expect(await shardCount('go-a')).toBeNull();
+    const deleted = (await audit()).find((r) => r.operation === 'deleteGroup');
+    expect(deleted).toMatchObject({ status: 204, requestedBy: 'platform-gitops' });
+  });
+
+  it('a WRITE-only token: apply sends the desired state of every group, idempotently; plan needs READ', async () => {
+    const file = await desired([
+      ['go-b', 5],
+      ['go-c', 1],
+    ]);
+    const applied = await apply(file, 'writer');
+    expect(applied.code).toBe(0);
+    expect(applied.stderr).toMatch(/no READ role/);
+    expect(applied.stdout).toBe('ensured go-b:g: 5 shards\nensured go-c:g: 1 shard\n');
+    expect(await shardCount('go-c')).toBe(1);
+    const puts = (await audit()).filter((r) => r.operation === 'putGroup').slice(0, 2);
+    expect(puts.map((r) => [r.streamPrefix, r.status])).toEqual([
+      ['go-c', 201],
+      ['go-b', 200],
+    ]);
+    const prune = await apply(file, 'writer', '--prune');
+    expect(prune.code).toBe(1);
+    expect(prune.stderr).toMatch(/403 FORBIDDEN/);
+
+    const planned = await coordctl(['plan', '-f', file], {
+      env: { COORDCTL_URL: c.url, COORDCTL_TOKEN: c.token('writer') },
+    });
+    expect(planned.code).toBe(1);
+    expect(planned.stderr).toMatch(
+      /GET .*\/coord\/v1\/monitoring\/groups\?limit=500 failed: 403 FORBIDDEN/,
+    );
+  });
+
+  it('an invalid file: exit 1 naming every problem with its path, nothing sent', async () => {
+    const file = join(dir, 'bad.yaml');
+    await writeFile(
+      file,
+      'requestedBy: x\ngroups:\n  - {streamPrefix: "bad name", consumerGroup: g, shardCount: 2}\n  - {streamPrefix: ok, consumerGroup: g, shardCount: 0}\n',
+    );
+    const before = (await audit()).length;
+    for (const run of [plan(file), apply(file)]) {
+      const { code, stderr } = await run;
+      expect(code).toBe(1);
+      expect(stderr).toContain(`${file} is not a valid desired-state file`);
+      expect(stderr).toMatch(/reason: /);
+      expect(stderr).toMatch(/groups\.0\.streamPrefix: must match/);
+      expect(stderr).toMatch(/groups\.1\.shardCount: /);
+    }
+    expect((await audit()).length).toBe(before);
+    const missing = await plan(join(dir, 'nope.yaml'));
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/cannot read .*nope\.yaml: ENOENT/);
+  });
+});

@@ -1,0 +1,460 @@
+/**
+ * The consumer's shard lifecycle against a scripted coordinator (an object behind the client's
+ * heartbeat interface: the test decides every reply) and a real redis-server holding the shards.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  Consumer,
+  CoordinatorUnreachableError,
+  ConflictError,
+  PermissionDeniedError,
+  UnavailableError,
+  type ConsumerMessage,
+  type ConsumerOptions,
+  type FencedEvent,
+  type HeartbeatTransport,
+} from '../../src/client/index.js';
+import type { HeartbeatReply, HeartbeatRequest } from '../../src/machines/protocol.js';
+import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+
+type Script = (request: HeartbeatRequest) => HeartbeatReply | Error;
+
+/** A coordinator whose every reply the test scripts; it records what it was sent. */
+class ScriptedCoordinator implements HeartbeatTransport {
+  readonly requests: { at: number; body: HeartbeatRequest }[] = [];
+  constructor(public script: Script) {}
+  async heartbeat(_sp: string, _cg: string, request: HeartbeatRequest): Promise<HeartbeatReply> {
+    this.requests.push({ at: Date.now(), body: structuredClone(request) });
+    const answer = this.script(request);
+    if (answer instanceof Error) throw answer;
+    return answer;
+  }
+  last(): HeartbeatRequest {
+    return this.requests.at(-1)!.body;
+  }
+}
+
+/** A reply naming these shards, at epoch 1 (a join is answered as the member's first epoch). */
+function owns(
+  shards: Partial<
+    Pick<HeartbeatReply, 'assignedShards' | 'revokeShards' | 'retireShards' | 'pendingShards'>
+  > = {},
+  outcome: HeartbeatReply['outcome'] = 'OK',
+): Script {
+  return (request) => ({
+    outcome,
+    memberId: request.memberId,
+    memberEpoch: 1,
+    assignmentEpoch: 1,
+    metadataVersion: 1,
+    lifecycleId: 'life',
+    shardCount: 4,
+    assignedShards: [],
+    revokeShards: [],
+    retireShards: [],
+    pendingShards: [],
+    heartbeatIntervalMs: 30,
+    ...shards,
+  });
+}
+
+let server: RedisServerHandle;
+let redis: Redis;
+let prefix: string;
+const consumers: Consumer[] = [];
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  redis = server.client();
+});
+afterAll(async () => {
+  await server.stop();
+});
+afterEach(async () => {
+  await Promise.all(consumers.splice(0).map((c) => c.close()));
+});
+
+function fresh(): string {
+  prefix = `orders-${randomBytes(4).toString('hex')}`;
+  return prefix;
+}
+
+async function produce(shard: number, count: number, tag = 'm'): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    ids.push((await redis.xadd(`${prefix}:${shard}`, '*', 'key', `${tag}-${i}`, 'n', String(i)))!);
+  }
+  return ids;
+}
+
+async function pendingCount(shard: number): Promise<number> {
+  const summary = (await redis.xpending(`${prefix}:${shard}`, 'billing')) as [number, ...unknown[]];
+  return summary[0];
+}
+
+function consumer(
+  coordinator: ScriptedCoordinator,
+  handler: ConsumerOptions['handler'],
+  extra: Partial<ConsumerOptions> = {},
+): Consumer {
+  const c = new Consumer({
+    client: coordinator,
+    redis: server.url,
+    streamPrefix: prefix,
+    consumerGroup: 'billing',
+    memberId: 'member-a',
+    handler,
+    blockMs: 50,
+    retireQuietMs: 200,
+    ...extra,
+  });
+  consumers.push(c);
+  return c;
+}
+
+/** A handler that records messages and holds those whose key is in `held` until released. */
+function recorder() {
+  const seen: ConsumerMessage[] = [];
+  const held = new Map<string, () => void>();
+  const holdKeys = new Set<string>();
+  return {
+    seen,
+    holdKeys,
+    release(key: string) {
+      held.get(key)?.();
+    },
+    handler: async (message: ConsumerMessage) => {
+      seen.push(message);
+      if (message.key !== null && holdKeys.has(message.key)) {
+        await new Promise<void>((resolve, reject) => {
+          held.set(message.key!, resolve);
+          message.signal.addEventListener('abort', () => reject(new Error('aborted')));
+        });
+      }
+    },
+  };
+}
+
+describe('a consumer starts reading a shard only after a reply grants it', () => {
+  it('reads the granted shard, not the pending one, until a reply grants that too', async () => {
+    fresh();
+    await produce(0, 3, 'a');
+    await produce(1, 3, 'b');
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0], pendingShards: [1] }));
+    const rec = recorder();
+    const c = consumer(coordinator, rec.handler);
+    const assigned: number[][] = [];
+    c.on('assigned', (shards) => assigned.push(shards));
+    await c.start();
+    await waitFor(() => rec.seen.length === 3, { what: 'shard 0 read' });
+    await waitFor(() => coordinator.requests.length >= 5, { what: 'more heartbeats' });
+    expect(rec.seen.every((m) => m.shard === 0)).toBe(true);
+    expect(coordinator.last().currentAssignments).toEqual([0]);
+    // Shard 1 was never touched: not even its Redis consumer group exists.
+    await expect(redis.xinfo('GROUPS', `${prefix}:1`)).resolves.toEqual([]);
+
+    coordinator.script = owns({ assignedShards: [0, 1] });
+    await waitFor(() => rec.seen.length === 6, { what: 'shard 1 read after its grant' });
+    expect(rec.seen.slice(3).map((m) => m.key)).toEqual(['b-0', 'b-1', 'b-2']);
+    expect(assigned).toEqual([[0], [1]]);
+    await waitFor(async () => (await pendingCount(1)) === 0, { what: 'acks' });
+  });
+});
+
+describe('a consumer stops reading a revoked shard before reporting DONE', () => {
+  it('reports DRAINING while its message in hand finishes, reads nothing more, then DONE', async () => {
+    fresh();
+    await produce(0, 1, 'slow');
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0] }));
+    const rec = recorder();
+    rec.holdKeys.add('slow-0');
+    const c = consumer(coordinator, rec.handler);
+    await c.start();
+    await waitFor(() => rec.seen.length === 1, { what: 'the slow message in hand' });
+
+    coordinator.script = owns({ revokeShards: [0] }, 'REVOKE_PENDING');
+    await waitFor(
+      () => coordinator.last().revokeProgress.some((p) => p.shard === 0 && p.state === 'DRAINING'),
+      { what: 'DRAINING reported' },
+    );
+    expect(coordinator.last().currentAssignments).toEqual([0]);
+    await produce(0, 2, 'late');
+    const drainingSince = coordinator.requests.length;
+    await waitFor(() => coordinator.requests.length >= drainingSince + 3, { what: 'heartbeats' });
+    expect(rec.seen).toHaveLength(1); // stopped reading: the late messages are not taken
+
+    rec.release('slow-0');
+    await waitFor(
+      () => coordinator.last().revokeProgress.some((p) => p.shard === 0 && p.state === 'DONE'),
+      { what: 'DONE reported' },
+    );
+    expect(coordinator.last().currentAssignments).toEqual([]);
+    expect(await pendingCount(0)).toBe(0); // the finished message was acked before DONE
+    expect(rec.seen).toHaveLength(1);
+  });
+
+  it('abandons the message in hand after the drain timeout: aborted, left pending, DONE', async () => {
+    fresh();
+    await produce(0, 1, 'stuck');
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0] }));
+    const rec = recorder();
+    rec.holdKeys.add('stuck-0');
+    const c = consumer(coordinator, rec.handler, { drainTimeoutMs: 150 });
+    await c.start();
+    await waitFor(() => rec.seen.length === 1, { what: 'the stuck message in hand' });
+    coordinator.script = owns({ revokeShards: [0] }, 'REVOKE_PENDING');
+    await waitFor(
+      () => coordinator.last().revokeProgress.some((p) => p.shard === 0 && p.state === 'DONE'),
+      { what: 'DONE after the drain timeout' },
+    );
+    expect(rec.seen[0]!.signal.aborted).toBe(true);
+    expect(await pendingCount(0)).toBe(1); // the next owner claims it
+  });
+});
+
+describe('a shard changing course while the consumer works on it', () => {
+  it('revoked, then retired by a scale-in while draining: read to its end after the drain', async () => {
+    fresh();
+    await produce(5, 1, 'slow');
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [5] }));
+    const rec = recorder();
+    rec.holdKeys.add('slow-0');
+    const c = consumer(coordinator, rec.handler);
+    await c.start();
+    await waitFor(() => rec.seen.length === 1, { what: 'message in hand' });
+    coordinator.script = owns({ revokeShards: [5] }, 'REVOKE_PENDING');
+    await waitFor(() => coordinator.last().revokeProgress.length === 1, { what: 'draining' });
+    coordinator.script = owns({ retireShards: [5] });
+    await produce(5, 3, 'tail');
+    const told = coordinator.requests.length;
+    await waitFor(() => coordinator.requests.length > told + 2, { what: 'retire told' });
+    rec.release('slow-0');
+    await waitFor(
+      () => coordinator.last().revokeProgress.some((p) => p.shard === 5 && p.state === 'DONE'),
+      { what: 'retired shard reported DONE' },
+    );
+    // The tail written after the revoke was read before DONE, not dropped with the drain.
+    expect(rec.seen.map((m) => m.key)).toEqual(['slow-0', 'tail-0', 'tail-1', 'tail-2']);
+  });
+
+  it('retiring, then granted back by a rollback: one reader goes on reading', async () => {
+    fresh();
+    const coordinator = new ScriptedCoordinator(owns({ retireShards: [6] }));
+    const rec = recorder();
+    const c = consumer(coordinator, rec.handler, { retireQuietMs: 60_000 });
+    await c.start();
+    await waitFor(() => c.shards().includes(6), { what: 'retiring shard read' });
+    coordinator.script = owns({ assignedShards: [6] });
+    const since = coordinator.requests.length;
+    await waitFor(() => coordinator.requests.length > since + 2, { what: 'granted back' });
+    await produce(6, 5, 'again');
+    await waitFor(() => rec.seen.length === 5, { what: 'read on' });
+    expect(rec.seen.map((m) => m.key)).toEqual([
+      'again-0',
+      'again-1',
+      'again-2',
+      'again-3',
+      'again-4',
+    ]);
+    // One blocking reader connection is left reading the shard (`cmd=xreadgroup`).
+    const clients = String(await redis.client('LIST')).split('\n');
+    expect(clients.filter((line) => line.includes('cmd=xreadgroup'))).toHaveLength(1);
+    expect(coordinator.last().currentAssignments).toEqual([6]);
+  });
+});
+
+describe('a consumer claims the stale pending entries of a shard it takes over', () => {
+  it('handles and acks entries a previous owner read and never acked', async () => {
+    fresh();
+    await produce(2, 4, 'old');
+    await redis.xgroup('CREATE', `${prefix}:2`, 'billing', '0');
+    await redis.xreadgroup(
+      'GROUP',
+      'billing',
+      'dead-member',
+      'COUNT',
+      3,
+      'STREAMS',
+      `${prefix}:2`,
+      '>',
+    );
+    expect(await pendingCount(2)).toBe(3);
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [2] }));
+    const rec = recorder();
+    await consumer(coordinator, rec.handler).start();
+    await waitFor(() => rec.seen.length === 4, { what: 'claimed and new entries handled' });
+    expect(rec.seen.map((m) => m.key)).toEqual(['old-0', 'old-1', 'old-2', 'old-3']);
+    await waitFor(async () => (await pendingCount(2)) === 0, { what: 'all acked' });
+  });
+});
+
+describe('a consumer consumes retiring shards to the end', () => {
+  it('reads a retiring shard until it stays empty, then reports DONE and stops listing it', async () => {
+    fresh();
+    await produce(3, 5, 'tail');
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0], retireShards: [3] }));
+    const rec = recorder();
+    const c = consumer(coordinator, rec.handler);
+    const revoked: number[][] = [];
+    c.on('revoked', (shards) => revoked.push(shards));
+    await c.start();
+    await waitFor(
+      () => coordinator.last().revokeProgress.some((p) => p.shard === 3 && p.state === 'DONE'),
+      { what: 'retired shard reported DONE' },
+    );
+    expect(rec.seen.filter((m) => m.shard === 3)).toHaveLength(5);
+    expect(coordinator.last().currentAssignments).toEqual([0]);
+    expect(revoked).toContainEqual([3]);
+  });
+});
+
+describe('a consumer drops everything at once', () => {
+  it('when fenced: aborts work in hand, stops reading, rejoins with epoch 0', async () => {
+    fresh();
+    await produce(0, 1, 'held');
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0, 1] }));
+    const rec = recorder();
+    rec.holdKeys.add('held-0');
+    const c = consumer(coordinator, rec.handler);
+    const fenced: FencedEvent[] = [];
+    c.on('fenced', (event) => fenced.push(event));
+    await c.start();
+    await waitFor(() => rec.seen.length === 1, { what: 'message in hand' });
+
+    let fencedOnce = false;
+    coordinator.script = (request) => {
+      if (!fencedOnce) {
+        fencedOnce = true;
+        return owns({}, 'FENCED_MEMBER_EPOCH')(request);
+      }
+      return owns({ pendingShards: [0, 1] })(request); // the rejoin gets nothing yet
+    };
+    await waitFor(() => fenced.length === 1, { what: 'fenced event' });
+    expect(fenced[0]).toEqual({ reason: 'FENCED_MEMBER_EPOCH', shards: [0, 1] });
+    expect(rec.seen[0]!.signal.aborted).toBe(true);
+    expect(c.shards()).toEqual([]);
+    const rejoinIndex = () =>
+      coordinator.requests.findIndex(
+        (r, i) =>
+          i > 0 && r.body.memberEpoch === 0 && coordinator.requests[i - 1]!.body.memberEpoch === 1,
+      );
+    await waitFor(() => rejoinIndex() > 0, { what: 'rejoin' });
+    const rejoin = coordinator.requests[rejoinIndex()]!.body;
+    expect(rejoin.currentAssignments).toEqual([]);
+    // The lifecycle it was fenced in is forgotten: the rejoin joins whatever lifecycle is current.
+    expect(coordinator.requests[rejoinIndex() - 1]!.body.lifecycleId).toBe('life');
+    expect(rejoin).not.toHaveProperty('lifecycleId');
+    await produce(0, 2, 'after');
+    const since = coordinator.requests.length;
+    await waitFor(() => coordinator.requests.length >= since + 3, { what: 'heartbeats' });
+    expect(rec.seen).toHaveLength(1);
+    expect(await pendingCount(0)).toBe(1); // the aborted message was not acked
+  });
+
+  it('when the coordinator is unreachable for its session timeout', async () => {
+    fresh();
+    await produce(0, 1, 'x');
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0] }));
+    const rec = recorder();
+    const c = consumer(coordinator, rec.handler, { sessionTimeoutMs: 600 });
+    const fenced: FencedEvent[] = [];
+    c.on('fenced', (event) => fenced.push(event));
+    c.on('error', () => undefined);
+    await c.start();
+    await waitFor(() => rec.seen.length === 1, { what: 'reading' });
+    const cutAt = Date.now();
+    coordinator.script = () =>
+      new CoordinatorUnreachableError('http://127.0.0.1:1/hb', 'ECONNREFUSED');
+    await waitFor(() => fenced.length === 1, { what: 'session lost' });
+    // 80% of the session timeout after the last answered heartbeat, never later than the timeout.
+    expect(Date.now() - cutAt).toBeLessThan(600);
+    expect(fenced[0]!.reason).toBe('SESSION_LOST');
+    expect(c.shards()).toEqual([]);
+    await produce(0, 1, 'unread');
+    await waitFor(() => coordinator.requests.length > 20, { what: 'retries continue' });
+    expect(rec.seen).toHaveLength(1);
+    expect(coordinator.last().memberEpoch).toBe(0);
+  });
+});
+
+describe('a consumer keeps its state through answers that change nothing', () => {
+  it('503 GROUP_FAILED_CLOSED: keeps reading past its session timeout', async () => {
+    fresh();
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0] }));
+    const rec = recorder();
+    const c = consumer(coordinator, rec.handler, { sessionTimeoutMs: 400 });
+    const fenced: FencedEvent[] = [];
+    c.on('fenced', (event) => fenced.push(event));
+    c.on('error', () => undefined);
+    await c.start();
+    await waitFor(() => c.shards().length === 1, { what: 'reading' });
+    const closedAt = Date.now();
+    coordinator.script = () =>
+      new UnavailableError(503, 'GROUP_FAILED_CLOSED', 'failed closed', 'r', undefined, 100);
+    // Refused heartbeats spanning three session timeouts.
+    await waitFor(() => coordinator.requests.at(-1)!.at - closedAt > 1_200, {
+      timeoutMs: 3_000,
+      what: 'failed-closed answers for two sessions',
+    });
+    await produce(0, 1, 'during');
+    await waitFor(() => rec.seen.length === 1, { what: 'still reading while failed closed' });
+    expect(fenced).toEqual([]);
+    expect(c.shards()).toEqual([0]);
+    expect(coordinator.last()).toMatchObject({ memberEpoch: 1, currentAssignments: [0] });
+  });
+
+  it('503 while the group moves: keeps its shards and waits Retry-After before asking again', async () => {
+    fresh();
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0] }));
+    const c = consumer(coordinator, recorder().handler);
+    c.on('error', () => undefined);
+    await c.start();
+    let moving = 2;
+    const steady = owns({ assignedShards: [0] });
+    coordinator.script = (request) =>
+      moving-- > 0
+        ? new UnavailableError(503, 'GROUP_MOVING', 'moving', 'r', undefined, 250)
+        : steady(request);
+    const since = coordinator.requests.length;
+    await waitFor(() => coordinator.requests.length >= since + 4, { what: 'moved' });
+    const times = coordinator.requests.slice(since).map((r) => r.at);
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(245);
+    expect(times[2]! - times[1]!).toBeGreaterThanOrEqual(245);
+    expect(c.shards()).toEqual([0]);
+    expect(coordinator.requests.slice(since).every((r) => r.body.memberEpoch === 1)).toBe(true);
+  });
+});
+
+describe('a consumer whose membership is refused', () => {
+  it('start() rejects with the typed error when the member id belongs to another principal', async () => {
+    fresh();
+    const coordinator = new ScriptedCoordinator(
+      () => new PermissionDeniedError(403, 'MEMBER_ID_IN_USE', 'taken', 'r'),
+    );
+    const c = consumer(coordinator, recorder().handler);
+    await expect(c.start()).rejects.toMatchObject({
+      name: 'PermissionDeniedError',
+      code: 'MEMBER_ID_IN_USE',
+    });
+  });
+
+  it('409 GROUP_FULL after joining: drops its shards and keeps asking to join', async () => {
+    fresh();
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0] }));
+    const c = consumer(coordinator, recorder().handler);
+    const fenced: FencedEvent[] = [];
+    const errors: unknown[] = [];
+    c.on('fenced', (event) => fenced.push(event));
+    c.on('error', (error) => errors.push(error));
+    await c.start();
+    await waitFor(() => c.shards().length === 1, { what: 'reading' });
+    coordinator.script = () => new ConflictError(409, 'GROUP_FULL', 'full', 'r');
+    await waitFor(() => fenced.length === 1, { what: 'dropped' });
+    expect(fenced[0]).toEqual({ reason: 'GROUP_FULL', shards: [0] });
+    expect(errors[0]).toBeInstanceOf(ConflictError);
+    await waitFor(() => coordinator.requests.length >= 6, { what: 'join retried' });
+    expect(coordinator.last()).toMatchObject({ memberEpoch: 0, currentAssignments: [] });
+  });
+});

@@ -1,0 +1,246 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Cluster, Redis } from 'ioredis';
+import { LeaseManager } from '../../src/actors/ownership/lease.js';
+import type { LeaseManagerOptions } from '../../src/actors/ownership/lease.js';
+import { LeaseNotHeldError } from '../../src/errors.js';
+import { ManualClock } from '../../src/machines/clock.js';
+import type { GroupRef } from '../../src/machines/types.js';
+import { Metrics } from '../../src/observability/metrics.js';
+import { keyNames } from '../../src/store/keys.js';
+import { RedisStore } from '../../src/store/redis-store.js';
+import { makeGroupState, refOf } from '../support/fixtures.js';
+import {
+  randomKeyPrefix,
+  startRedisCluster,
+  startRedisServer,
+  waitFor,
+} from '../support/redis-server.js';
+import type { RedisClusterHandle, RedisServerHandle } from '../support/redis-server.js';
+
+const REF: GroupRef = { streamPrefix: 'orders', consumerGroup: 'billing' };
+
+async function leaseCount(metrics: Metrics, event: string): Promise<number> {
+  const metric = await metrics.leaseChanges.get();
+  return metric.values.find((value) => value.labels.event === event)?.value ?? 0;
+}
+
+describe('group leases on a real redis-server (DESIGN.md §8)', () => {
+  let server: RedisServerHandle;
+  const closers: Array<() => Promise<unknown>> = [];
+
+  beforeAll(async () => {
+    server = await startRedisServer();
+  }, 20_000);
+  afterAll(async () => {
+    await server.stop();
+  });
+  afterEach(async () => {
+    for (const close of closers.splice(0).reverse()) await close();
+  });
+
+  /** A replica's lease manager with its own connection; `lost` collects onLost calls. */
+  function replica(prefix: string, overrides: Partial<LeaseManagerOptions> = {}) {
+    const client = new Redis(server.url);
+    const metrics = new Metrics();
+    const lost: GroupRef[] = [];
+    const leases = new LeaseManager({
+      clients: [client],
+      leaseKey: (ref) => keyNames(prefix).lease(ref),
+      ttlMs: 600,
+      onLost: (ref) => lost.push(ref),
+      metrics,
+      acquireAttempts: 2,
+      acquireRetryMs: 20,
+      ...overrides,
+    });
+    closers.push(async () => {
+      await leases.releaseAll();
+      client.disconnect();
+    });
+    return { leases, metrics, lost };
+  }
+
+  it('acquires: the key holds our value, the group may be served, and a claim with it succeeds', async () => {
+    const prefix = randomKeyPrefix();
+    const store = new RedisStore({ url: server.url, keyPrefix: prefix, auditMaxLen: 10 });
+    closers.push(() => store.close());
+    const state = makeGroupState();
+    const created = await store.createGroup(state);
+    const { leases, metrics } = replica(prefix);
+
+    const lease = await leases.acquire(refOf(state));
+    expect(lease).not.toBeNull();
+    expect(await server.client().get(keyNames(prefix).lease(refOf(state)))).toBe(lease?.value);
+    expect(leases.mayServe(refOf(state))).toBe(true);
+    expect(await leaseCount(metrics, 'acquired')).toBe(1);
+    expect((await store.claimGroup(refOf(state), lease?.value ?? '')).fence).toBe(
+      created.fence + 1,
+    );
+  });
+
+  it('a second replica cannot acquire a held lease, and gets it once the holder releases', async () => {
+    const prefix = randomKeyPrefix();
+    const a = replica(prefix);
+    const b = replica(prefix);
+    const held = await a.leases.acquire(REF);
+    expect(held).not.toBeNull();
+    expect(await b.leases.acquire(REF)).toBeNull();
+    expect(b.leases.mayServe(REF)).toBe(false);
+
+    await a.leases.release(REF);
+    expect(a.leases.mayServe(REF)).toBe(false);
+    expect(await leaseCount(a.metrics, 'released')).toBe(1);
+    expect(await server.client().exists(keyNames(prefix).lease(REF))).toBe(0);
+    const taken = await b.leases.acquire(REF);
+    expect(taken?.value).not.toBe(held?.value);
+  });
+
+  it('renews at TTL/3: the lease outlives several TTLs and keeps its value', async () => {
+    const prefix = randomKeyPrefix();
+    const { leases, lost } = replica(prefix);
+    const first = await leases.acquire(REF);
+    const key = keyNames(prefix).lease(REF);
+    await waitFor(() => (leases.status(REF)?.renewedAt ?? 0) > (first?.acquiredAt ?? 0) + 1_800, {
+      timeoutMs: 5_000,
+      what: 'renewals past three TTLs',
+    });
+    expect(await server.client().get(key)).toBe(first?.value);
+    expect(await server.client().pttl(key)).toBeGreaterThan(0);
+    expect(leases.mayServe(REF)).toBe(true);
+    expect(lost).toEqual([]);
+  });
+
+  for (const [how, interfere] of [
+    [
+      'stolen by another value',
+      (key: string) => server.client().set(key, 'someone-else', 'PX', 10_000),
+    ],
+    ['expired (the key is gone)', (key: string) => server.client().del(key)],
+  ] as const) {
+    it(`is lost when the key is ${how}: onLost once, counted, no longer served or claimable`, async () => {
+      const prefix = randomKeyPrefix();
+      const store = new RedisStore({ url: server.url, keyPrefix: prefix, auditMaxLen: 10 });
+      closers.push(() => store.close());
+      const state = makeGroupState(REF);
+      await store.createGroup(state);
+      const { leases, metrics, lost } = replica(prefix);
+      const lease = await leases.acquire(REF);
+      await interfere(keyNames(prefix).lease(REF));
+
+      await waitFor(() => lost.length > 0, { timeoutMs: 3_000, what: 'the lease to be lost' });
+      expect(lost).toEqual([REF]);
+      expect(leases.mayServe(REF)).toBe(false);
+      expect(leases.status(REF)).toBeNull();
+      expect(await leaseCount(metrics, 'renewed-failed')).toBe(1);
+      expect(await leaseCount(metrics, 'lost')).toBe(1);
+      await expect(store.claimGroup(REF, lease?.value ?? '')).rejects.toBeInstanceOf(
+        LeaseNotHeldError,
+      );
+    });
+  }
+
+  it('mayServe turns false at renewedAt + ttl × 0.8 on the monotonic clock, renew or not', async () => {
+    let monotonic = 1_000;
+    const { leases } = replica(randomKeyPrefix(), {
+      ttlMs: 10_000,
+      // A clock nobody advances: no renew runs, as in a paused process.
+      clock: new ManualClock(),
+      monotonicNow: () => monotonic,
+    });
+    const lease = await leases.acquire(REF);
+    expect(lease?.deadline).toBe(1_000 + 8_000);
+    monotonic = 8_999;
+    expect(leases.mayServe(REF)).toBe(true);
+    monotonic = 9_000;
+    expect(leases.mayServe(REF)).toBe(false);
+    // The wall clock plays no part: the key itself is still ours.
+    expect(leases.status(REF)?.value).toBe(lease?.value);
+  });
+
+  it('the acquire loop retries after a jittered delay and takes a lease that frees up meanwhile', async () => {
+    const prefix = randomKeyPrefix();
+    const a = replica(prefix);
+    const clock = new ManualClock();
+    let failedAttempts = 0;
+    const b = replica(prefix, {
+      clock,
+      acquireAttempts: 5,
+      acquireRetryMs: 100,
+      // Drawn once per failed attempt, for that attempt's delay: base × (1 + 0.5) = 150 ms.
+      random: () => {
+        failedAttempts++;
+        return 0.5;
+      },
+    });
+    await a.leases.acquire(REF);
+    const pending = b.leases.acquire(REF);
+    await waitFor(() => failedAttempts === 1, { what: 'the first attempt to fail' });
+    await a.leases.release(REF);
+    expect(b.leases.status(REF)).toBeNull();
+    await waitFor(
+      () => {
+        clock.advance(150);
+        return b.leases.status(REF) !== null;
+      },
+      { what: 'the retry to take the lease' },
+    );
+    expect((await pending)?.value).toBe(b.leases.status(REF)?.value);
+    expect(failedAttempts).toBe(1);
+    expect(await leaseCount(b.metrics, 'acquired')).toBe(1);
+  });
+
+  it('gives up after its attempts while another replica holds the lease', async () => {
+    const prefix = randomKeyPrefix();
+    const a = replica(prefix);
+    const b = replica(prefix);
+    await a.leases.acquire(REF);
+    expect(await b.leases.acquire(REF)).toBeNull();
+    expect(await leaseCount(b.metrics, 'acquired')).toBe(0);
+  });
+});
+
+describe('group leases on a real 3-master Redis Cluster', () => {
+  let cluster: RedisClusterHandle;
+  beforeAll(async () => {
+    cluster = await startRedisCluster();
+  }, 30_000);
+  afterAll(async () => {
+    await cluster.stop();
+  });
+
+  it('acquire, claim in the same slot as the metadata, renew, release', async () => {
+    const prefix = randomKeyPrefix();
+    const client = new Cluster(cluster.nodes);
+    const store = new RedisStore({
+      clusterNodes: cluster.nodes,
+      keyPrefix: prefix,
+      auditMaxLen: 10,
+    });
+    const leases = new LeaseManager({
+      clients: [client],
+      leaseKey: (ref) => keyNames(prefix).lease(ref),
+      ttlMs: 600,
+      onLost: () => undefined,
+    });
+    try {
+      const state = makeGroupState(REF);
+      const created = await store.createGroup(state);
+      const lease = await leases.acquire(REF);
+      expect(lease).not.toBeNull();
+      expect((await store.claimGroup(REF, lease?.value ?? '')).fence).toBe(created.fence + 1);
+      await waitFor(() => (leases.status(REF)?.renewedAt ?? 0) > (lease?.acquiredAt ?? 0), {
+        what: 'a renewal on the cluster',
+      });
+      expect(leases.mayServe(REF)).toBe(true);
+      await leases.release(REF);
+      expect(await client.exists(keyNames(prefix).lease(REF))).toBe(0);
+      await expect(store.claimGroup(REF, lease?.value ?? '')).rejects.toBeInstanceOf(
+        LeaseNotHeldError,
+      );
+    } finally {
+      await leases.releaseAll();
+      await store.close();
+      await client.quit();
+    }
+  });
+});

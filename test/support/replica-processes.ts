@@ -1,0 +1,261 @@
+/**
+ * Coordinator replicas (and other scripts) as real child processes started from source with
+ * tsx, for the end-to-end tests: every process is tracked so that all of them are killed
+ * whatever happens, and signals go to one process by its PID.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import jwt from 'jsonwebtoken';
+import type { Role } from '../../src/http/auth/roles.js';
+import { freePort, waitFor } from './redis-server.js';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+/** The tsconfig tsx runs the children with (see the comment in it). */
+const TSX_TSCONFIG = resolve(import.meta.dirname, 'tsx-runtime.tsconfig.json');
+
+/** The JWT secret every replica of a test shares. */
+export const REPLICA_SECRET = 'replica-secret-that-is-at-least-32-characters-long';
+
+/** One child process and its exit. */
+export interface Child {
+  readonly name: string;
+  readonly process: ChildProcess;
+  readonly exited: Promise<number | null>;
+  /** `undefined` while it runs; the exit code (null: killed by a signal) once it exited. */
+  exitCode: number | null | undefined;
+}
+
+/** Every child process of a run, each writing its output to `<dir>/<name>.out`. */
+export class ChildProcesses {
+  private readonly all: Child[] = [];
+  /** Output files go here; removed by {@link ChildProcesses.cleanUp} unless kept. */
+  readonly dir: string;
+
+  constructor(label: string) {
+    this.dir = mkdtempSync(join(tmpdir(), `${label}-`));
+  }
+
+  /** Starts `script` (a path from the repository root) with tsx and `env` over ours. */
+  start(name: string, script: string, env: Record<string, string>): Child {
+    const out = openSync(join(this.dir, `${name}.out`), 'a');
+    const proc = spawn(process.execPath, ['--import', 'tsx', script], {
+      cwd: ROOT,
+      env: { ...process.env, TSX_TSCONFIG_PATH: TSX_TSCONFIG, ...env },
+      stdio: ['ignore', out, out],
+    });
+    closeSync(out);
+    const child: Child = {
+      name,
+      process: proc,
+      exitCode: undefined,
+      exited: new Promise((done) => {
+        proc.once('exit', (code) => {
+          child.exitCode = code;
+          done(code);
+        });
+      }),
+    };
+    this.all.push(child);
+    return child;
+  }
+
+  /** What a child wrote so far (stdout and stderr). */
+  output(name: string): string {
+    try {
+      return readFileSync(join(this.dir, `${name}.out`), 'utf8');
+    } catch {
+      return '';
+    }
+  }
+
+  /** Sends `signal` to the child's PID, if it still runs. */
+  signal(child: Child, signal: NodeJS.Signals): void {
+    if (child.exitCode === undefined && child.process.pid !== undefined) {
+      process.kill(child.process.pid, signal);
+    }
+  }
+
+  /** SIGKILL by PID (a stopped process is killed too) and wait for the exit. */
+  async kill(child: Child): Promise<void> {
+    this.signal(child, 'SIGKILL');
+    await child.exited;
+  }
+
+  async killAll(): Promise<void> {
+    await Promise.all(this.all.map((child) => this.kill(child)));
+  }
+
+  /** Kills every child; removes the output folder unless `keep` (a failed run's evidence). */
+  async cleanUp(keep = false): Promise<void> {
+    await this.killAll();
+    if (!keep) rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** A token signed with {@link REPLICA_SECRET}. */
+export function replicaToken(sub: string, roles: readonly Role[]): string {
+  const now = Math.floor(Date.now() / 1000);
+  return jwt.sign(
+    { sub, roles, iat: now, exp: now + 3600, iss: 'stream-coordinator' },
+    REPLICA_SECRET,
+    { algorithm: 'HS256' },
+  );
+}
+
+/** Where the replicas keep their state: one redis-server, or a Redis Cluster's seed nodes. */
+export type ReplicaStore =
+  | { readonly type: 'redis'; readonly url: string }
+  | { readonly type: 'redis-cluster'; readonly nodes: readonly string[] };
+
+/** Options of {@link startReplicaSet}. */
+export interface ReplicaSetOptions {
+  readonly count: number;
+  readonly store: ReplicaStore;
+  readonly keyPrefix: string;
+  /** Extra environment (COORDINATOR_* settings) given to every replica. */
+  readonly env?: Record<string, string>;
+  /** Replica ids are `<idPrefix>-<i>`. @default 'replica' */
+  readonly idPrefix?: string;
+}
+
+/**
+ * N coordinator replicas (`src/main.ts`) on one store with a shared key prefix and JWT secret,
+ * each with its own port, `coordinator.replica.id` and `coordinator.http.advertised-url`.
+ * Replica `i` keeps its port and id across restarts.
+ */
+export class ReplicaSet {
+  readonly ids: readonly string[];
+  private readonly replicas: Child[] = [];
+
+  private constructor(
+    private readonly children: ChildProcesses,
+    private readonly options: ReplicaSetOptions,
+    readonly urls: readonly string[],
+  ) {
+    const prefix = options.idPrefix ?? 'replica';
+    this.ids = urls.map((_, i) => `${prefix}-${i}`);
+  }
+
+  /** Picks free ports and starts every replica, resolving once all are healthy. */
+  static async start(children: ChildProcesses, options: ReplicaSetOptions): Promise<ReplicaSet> {
+    const ports = await Promise.all(Array.from({ length: options.count }, () => freePort()));
+    const set = new ReplicaSet(
+      children,
+      options,
+      ports.map((port) => `http://127.0.0.1:${port}`),
+    );
+    for (let i = 0; i < options.count; i++) set.replicas.push(set.launch(i));
+    await Promise.all(set.replicas.map((_, i) => set.healthy(i)));
+    return set;
+  }
+
+  /** The environment replica `i` starts with: every setting the tests rely on, spelled out. */
+  environment(i: number): Record<string, string> {
+    const { store } = this.options;
+    return {
+      COORDINATOR_HTTP_PORT: new URL(this.urls[i]!).port,
+      COORDINATOR_HTTP_HOST: '127.0.0.1',
+      COORDINATOR_HTTP_ADVERTISED_URL: this.urls[i]!,
+      COORDINATOR_REPLICA_ID: this.ids[i]!,
+      COORDINATOR_STORE_TYPE: store.type,
+      ...(store.type === 'redis'
+        ? { COORDINATOR_STORE_URL: store.url }
+        : { COORDINATOR_STORE_CLUSTER_NODES: store.nodes.join(',') }),
+      COORDINATOR_STORE_KEY_PREFIX: this.options.keyPrefix,
+      COORDINATOR_SECURITY_JWT_SECRET: REPLICA_SECRET,
+      COORDINATOR_LOG_LEVEL: 'warn',
+      ...this.options.env,
+    };
+  }
+
+  private launch(i: number): Child {
+    return this.children.start(this.ids[i]!, 'src/main.ts', this.environment(i));
+  }
+
+  /** The running process of replica `i`. */
+  process(i: number): Child {
+    return this.replicas[i]!;
+  }
+
+  /** Resolves once replica `i` answers its health check. */
+  async healthy(i: number): Promise<void> {
+    await waitFor(
+      async () => {
+        const child = this.replicas[i]!;
+        if (child.exitCode !== undefined) {
+          throw new Error(`${child.name} exited (${child.exitCode}): ${this.tail(i)}`);
+        }
+        return (await fetch(`${this.urls[i]}/coord/v1/monitoring/health`)).ok;
+      },
+      { timeoutMs: 90_000, intervalMs: 200, what: `${this.ids[i]} healthy` },
+    );
+  }
+
+  /** The last lines replica `i` wrote (for failure messages). */
+  tail(i: number): string {
+    return this.children.output(this.ids[i]!).split('\n').slice(-20).join('\n');
+  }
+
+  /** SIGKILL replica `i` by PID and wait for its exit. */
+  async kill(i: number): Promise<void> {
+    await this.children.kill(this.replicas[i]!);
+  }
+
+  /** SIGTERM replica `i`; resolves with its exit code once it exited. */
+  async terminate(i: number): Promise<number | null> {
+    this.children.signal(this.replicas[i]!, 'SIGTERM');
+    return this.replicas[i]!.exited;
+  }
+
+  /** SIGSTOP replica `i`: it keeps its sockets but runs nothing, as in a long GC pause. */
+  pause(i: number): void {
+    this.children.signal(this.replicas[i]!, 'SIGSTOP');
+  }
+
+  /** SIGCONT a paused replica. */
+  resume(i: number): void {
+    this.children.signal(this.replicas[i]!, 'SIGCONT');
+  }
+
+  /** Starts replica `i` again (same port, id and URL) and waits until it is healthy. */
+  async restart(i: number): Promise<void> {
+    if (this.replicas[i]!.exitCode === undefined) throw new Error(`${this.ids[i]} still runs`);
+    this.replicas[i] = this.launch(i);
+    await this.healthy(i);
+  }
+
+  /** Index of the replica with this id. */
+  indexOf(id: string): number {
+    const i = this.ids.indexOf(id);
+    if (i === -1) throw new Error(`no replica ${id}`);
+    return i;
+  }
+
+  /** The indexes of replicas whose process runs. */
+  running(): number[] {
+    return this.replicas.flatMap((child, i) => (child.exitCode === undefined ? [i] : []));
+  }
+
+  /** Replica `i`'s `/metrics` text. */
+  async metrics(i: number): Promise<string> {
+    return (await fetch(`${this.urls[i]}/metrics`)).text();
+  }
+}
+
+/**
+ * Sum of one Prometheus metric over the label sets that contain every given `label="value"`
+ * pair (all label sets when none is given).
+ */
+export function metricSum(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  const pattern = new RegExp(`^${name}(?:\\{([^}]*)\\})? (\\S+)$`, 'gm');
+  for (const match of text.matchAll(pattern)) {
+    const set = match[1] ?? '';
+    if (Object.entries(labels).every(([k, v]) => set.includes(`${k}="${v}"`))) {
+      sum += Number(match[2]);
+    }
+  }
+  return sum;
+}

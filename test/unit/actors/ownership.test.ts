@@ -1,0 +1,143 @@
+import { describe, expect, it } from 'vitest';
+import { newGroupState } from '../../../src/machines/new-group.js';
+import type { HeartbeatReply } from '../../../src/machines/protocol.js';
+import { groupId } from '../../../src/machines/types.js';
+import {
+  actorRig,
+  joinRequest,
+  nextRequest,
+  partsRig,
+  REF,
+  T0,
+  TestOwnership,
+} from './actor-harness.js';
+
+const ID = groupId(REF);
+
+/** A host whose ownership the test drives, with the group already in the store. */
+async function ownedRig() {
+  let ownership!: TestOwnership;
+  const rig = actorRig({ ownership: (faulty) => (ownership = new TestOwnership(faulty)) });
+  const created = await rig.faulty.inner.createGroup(
+    newGroupState(REF, { shardCount: 4, lifecycleId: 'life-1', now: T0 }),
+  );
+  return { ...rig, ownership, createdFence: created.fence };
+}
+
+describe('ownership: reading a group never takes it', () => {
+  it('a group another replica owns is not loaded or claimed here: GROUP_MOVED names the owner', async () => {
+    const rig = await ownedRig();
+    rig.ownership.owners.set(ID, 'replica-b');
+    await expect(rig.host.getGroup(REF)).rejects.toMatchObject({
+      code: 'GROUP_MOVED',
+      details: { owner: 'replica-b' },
+    });
+    await expect(rig.host.heartbeat(REF, joinRequest('m1'))).rejects.toMatchObject({
+      code: 'GROUP_MOVED',
+    });
+    expect(rig.faulty.count('loadGroup')).toBe(0);
+    expect(rig.faulty.count('claimGroup')).toBe(0);
+    expect(rig.ownership.log).toEqual([]);
+    expect((await rig.faulty.inner.loadGroup(REF))?.fence).toBe(rig.createdFence);
+  });
+
+  it('a group this replica owns is acquired, then claimed, once', async () => {
+    const rig = await ownedRig();
+    await rig.host.getGroup(REF);
+    await rig.host.getGroup(REF);
+    expect(rig.ownership.log).toEqual([`acquire ${ID}`, `claim ${ID}`]);
+    expect((await rig.faulty.inner.loadGroup(REF))?.fence).toBe(rig.createdFence + 1);
+  });
+
+  it('past the lease deadline nothing is answered from memory, steady heartbeats included', async () => {
+    const rig = await ownedRig();
+    const reply = await rig.host.heartbeat(REF, joinRequest('m1'));
+    rig.ownership.unservable.add(ID);
+    const calls = rig.faulty.calls.length;
+    await expect(rig.host.heartbeat(REF, nextRequest('m1', reply))).rejects.toMatchObject({
+      code: 'GROUP_MOVED',
+      details: { owner: null },
+    });
+    await expect(rig.host.getGroup(REF)).rejects.toMatchObject({ code: 'GROUP_MOVED' });
+    expect(rig.faulty.calls.length).toBe(calls);
+    rig.ownership.unservable.delete(ID); // renewed: served again, from the same entry
+    expect((await rig.host.heartbeat(REF, nextRequest('m1', reply))).outcome).toBe('OK');
+  });
+});
+
+describe('ownership: a dropped entry goes back to the caller', () => {
+  it('work queued when the lease is lost is not run on a reloaded group: GROUP_MOVED to forward', async () => {
+    const rig = await ownedRig();
+    const first = await rig.host.heartbeat(REF, joinRequest('m1'));
+    rig.faulty.hang('commitGroup', { times: 1 });
+    const running = rig.host.heartbeat(REF, joinRequest('m2')); // holds the mailbox
+    await expect.poll(() => rig.faulty.pending).toBe(1);
+    const queued = rig.host.heartbeat(REF, nextRequest('m1', first));
+    const loads = rig.faulty.count('loadGroup');
+    rig.ownership.lose(REF, 'replica-b');
+    rig.faulty.release();
+    await running.catch(() => undefined);
+    await expect(queued).rejects.toMatchObject({
+      code: 'GROUP_MOVED',
+      details: { owner: 'replica-b' },
+    });
+    expect(rig.faulty.count('loadGroup')).toBe(loads);
+    expect(rig.faulty.count('claimGroup')).toBe(1);
+  });
+
+  it('one replica: work queued behind a delete runs again on the group as it is (GROUP_NOT_FOUND)', async () => {
+    const rig = actorRig();
+    await rig.host.createGroup(REF, 4);
+    rig.faulty.hang('deleteGroup', { times: 1 });
+    const deleting = rig.host.deleteGroup(REF, { force: true });
+    await expect.poll(() => rig.faulty.pending).toBe(1);
+    const queued = rig.host.heartbeat(REF, joinRequest('m1'));
+    rig.faulty.release();
+    await deleting;
+    await expect(queued).rejects.toMatchObject({ code: 'GROUP_NOT_FOUND' });
+  });
+});
+
+describe('ownership: explicit entry lifecycle', () => {
+  it('loading, owned, releasing, dropped', async () => {
+    const rig = partsRig();
+    await rig.faulty.inner.createGroup(
+      newGroupState(REF, { shardCount: 2, lifecycleId: 'life-1', now: T0 }),
+    );
+    expect(rig.table.phase(REF)).toBeNull();
+    rig.faulty.hang('loadGroup', { times: 1 });
+    const loading = rig.owned.lookup(REF);
+    await expect.poll(() => rig.faulty.pending).toBe(1);
+    expect(rig.table.phase(REF)).toBe('loading');
+    rig.faulty.release();
+    const found = await loading;
+    if (found.kind !== 'owned') throw new Error('expected the group to be owned here');
+    expect(found.entry.phase).toBe('owned');
+
+    // A release drains the mailbox first: queued work still runs, new work is refused.
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const queued = rig.table.run(found.entry, () => gate.then(() => 'done'));
+    const releasing = rig.owned.release(REF);
+    expect(found.entry.phase).toBe('releasing');
+    await expect(rig.owned.entry(REF)).rejects.toMatchObject({ code: 'GROUP_MOVED' });
+    release();
+    expect(await queued).toBe('done');
+    await releasing;
+    expect(found.entry.phase).toBe('dropped');
+    expect(rig.table.phase(REF)).toBeNull();
+  });
+
+  it('a handed-over group is released after its mailbox drained and then forwarded', async () => {
+    const rig = await ownedRig();
+    const reply: HeartbeatReply = await rig.host.heartbeat(REF, joinRequest('m1'));
+    rig.ownership.owners.set(ID, 'replica-b');
+    expect((await rig.host.heartbeat(REF, nextRequest('m1', reply))).outcome).toBe('OK');
+    await rig.host.release(REF);
+    expect(rig.ownership.log.at(-1)).toBe(`release ${ID}`);
+    await expect(rig.host.getGroup(REF)).rejects.toMatchObject({
+      code: 'GROUP_MOVED',
+      details: { owner: 'replica-b' },
+    });
+  });
+});

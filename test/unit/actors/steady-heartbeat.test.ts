@@ -1,0 +1,144 @@
+/**
+ * The hot path of DESIGN.md §12 in the actor layer: a steady-state heartbeat is answered from
+ * memory, before the chart is asked, with the very bytes the chart's road answers; anything
+ * that may change the group takes the chart's road; liveness changes of a refused write are
+ * undone with it.
+ */
+import { describe, expect, it } from 'vitest';
+import { unwrap } from '../../../src/actors/commands.js';
+import type { GroupEntry } from '../../../src/actors/group-entry.js';
+import { steadyHeartbeat } from '../../../src/machines/heartbeat.js';
+import type { HeartbeatReply, HeartbeatRequest } from '../../../src/machines/protocol.js';
+import { joinRequest, nextRequest, partsRig, REF } from './actor-harness.js';
+
+type Rig = ReturnType<typeof partsRig> & { entry: GroupEntry };
+
+/** A group of `shards` shards whose `members` joined and settled (every reply OK, unchanged). */
+async function settledGroup(shards: number, members: string[]): Promise<Rig> {
+  const parts = partsRig();
+  const rig = { ...parts, entry: await parts.owned.create(REF, shards) };
+  const last = new Map<string, HeartbeatReply>();
+  for (const id of members) last.set(id, await fullRoad(rig, joinRequest(id)));
+  rig.clock.advance(rig.entry.actor.getSnapshot().context.config.assignmentDebounceMs);
+  for (let round = 0; round < 10; round++) {
+    for (const id of members) last.set(id, await fullRoad(rig, nextRequest(id, last.get(id)!)));
+  }
+  for (const id of members) expect(last.get(id)?.outcome).toBe('OK');
+  lastReplies.set(rig, last);
+  return rig;
+}
+
+const lastReplies = new WeakMap<Rig, Map<string, HeartbeatReply>>();
+const requestOf = (rig: Rig, id: string) => nextRequest(id, lastReplies.get(rig)!.get(id)!);
+
+/** The heartbeat through the chart, as every heartbeat went before the hot path. */
+async function fullRoad(rig: Rig, request: HeartbeatRequest): Promise<HeartbeatReply> {
+  const event = { type: 'HEARTBEAT' as const, now: rig.clock.now(), request };
+  return unwrap(await rig.committer.dispatch(rig.entry, event)) as HeartbeatReply;
+}
+
+const contextOf = (rig: Rig) => rig.entry.actor.getSnapshot().context;
+
+describe('a steady heartbeat is answered from memory with the bytes of the full path', () => {
+  it('the steady reply is byte-identical to the reply the chart gives the same heartbeat', async () => {
+    const rig = await settledGroup(8, ['m-a', 'm-b', 'm-c']);
+    for (const id of ['m-a', 'm-b', 'm-c']) {
+      const request = requestOf(rig, id);
+      const steady = steadyHeartbeat(contextOf(rig), request, rig.clock.now());
+      expect(steady).not.toBeNull();
+      const group = contextOf(rig).group;
+      const full = await fullRoad(rig, request);
+      expect(contextOf(rig).group).toBe(group);
+      expect(Buffer.from(JSON.stringify(steady))).toEqual(Buffer.from(JSON.stringify(full)));
+    }
+  });
+
+  it('runs no macrostep, writes nothing and refreshes the member liveness', async () => {
+    const rig = await settledGroup(8, ['m-a', 'm-b']);
+    const snapshot = rig.entry.actor.getSnapshot();
+    const writes = rig.faulty.count('commitGroup');
+    rig.clock.advance(1_000);
+    const reply = await rig.committer.heartbeat(rig.entry, rig.clock.now(), requestOf(rig, 'm-a'));
+    expect(reply.outcome).toBe('OK');
+    expect(rig.entry.actor.getSnapshot()).toBe(snapshot);
+    expect(rig.faulty.count('commitGroup')).toBe(writes);
+    expect(contextOf(rig).liveness.get('m-a')).toMatchObject({
+      lastHeartbeatAt: rig.clock.now(),
+      sessionExpiresAt: rig.clock.now() + contextOf(rig).group.members['m-a']!.sessionTimeoutMs,
+    });
+  });
+
+  it('a revoking member still draining is steady too, and told REVOKE_PENDING as by the chart', async () => {
+    const rig = await settledGroup(4, ['m-a']);
+    const joined = await fullRoad(rig, joinRequest('m-b'));
+    rig.clock.advance(contextOf(rig).config.assignmentDebounceMs);
+    const told = await fullRoad(rig, requestOf(rig, 'm-a'));
+    expect(told.revokeShards.length).toBeGreaterThan(0);
+    const draining: HeartbeatRequest = {
+      ...nextRequest('m-a', told),
+      currentAssignments: [...told.assignedShards, ...told.revokeShards].sort((a, b) => a - b),
+      revokeProgress: told.revokeShards.map((shard) => ({ shard, state: 'DRAINING' as const })),
+    };
+    const steady = steadyHeartbeat(contextOf(rig), draining, rig.clock.now());
+    expect(steady?.outcome).toBe('REVOKE_PENDING');
+    expect(JSON.stringify(steady)).toBe(JSON.stringify(await fullRoad(rig, draining)));
+    expect(joined.outcome).toBeDefined();
+  });
+});
+
+describe('a heartbeat that may change the group takes the chart road', () => {
+  it('joins, leaves, revoke DONE, stale epochs, versions ahead and due recomputes are not steady', async () => {
+    const rig = await settledGroup(4, ['m-a', 'm-b']);
+    const ctx = contextOf(rig);
+    const now = rig.clock.now();
+    const current = requestOf(rig, 'm-a');
+    expect(steadyHeartbeat(ctx, current, now)).not.toBeNull();
+    const notSteady: HeartbeatRequest[] = [
+      joinRequest('m-a'),
+      joinRequest('m-new'),
+      { ...current, memberEpoch: -1 },
+      { ...current, memberEpoch: current.memberEpoch + 5 },
+      { ...current, metadataVersion: current.metadataVersion + 1 },
+      { ...current, assignmentEpoch: current.assignmentEpoch + 1 },
+      { ...current, lifecycleId: 'another-lifecycle' },
+      { ...current, coordinationVersion: 99 },
+      { ...current, memberId: 'm-unknown' },
+    ];
+    for (const request of notSteady) expect(steadyHeartbeat(ctx, request, now)).toBeNull();
+    // A recompute that fell due is the chart's; one still waiting is not.
+    expect(steadyHeartbeat({ ...ctx, recomputeAt: now }, current, now)).toBeNull();
+    expect(steadyHeartbeat({ ...ctx, recomputeAt: now + 1 }, current, now)).not.toBeNull();
+  });
+
+  it('a heartbeat that would release, revoke or grant a shard is not steady', async () => {
+    const rig = await settledGroup(4, ['m-a']);
+    await fullRoad(rig, joinRequest('m-b'));
+    rig.clock.advance(contextOf(rig).config.assignmentDebounceMs);
+    // m-a's shards now target m-b in part: its next heartbeat must be told to revoke.
+    const tick = { type: 'TICK' as const, now: rig.clock.now() };
+    await rig.committer.dispatch(rig.entry, tick);
+    expect(steadyHeartbeat(contextOf(rig), requestOf(rig, 'm-a'), rig.clock.now())).toBeNull();
+  });
+});
+
+describe('liveness lives outside the context and is undone with a refused write', () => {
+  it('a join whose write fails leaves no liveness behind', async () => {
+    const rig = await settledGroup(4, ['m-a']);
+    const before = contextOf(rig).liveness.toRecord();
+    rig.faulty.fail('commitGroup', { times: 1 });
+    await expect(fullRoad(rig, joinRequest('m-b'))).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+    });
+    expect(contextOf(rig).liveness.get('m-b')).toBeUndefined();
+    expect(contextOf(rig).liveness.toRecord()).toEqual(before);
+  });
+
+  it('a leave whose write fails keeps the member live, so it still expires in time', async () => {
+    const rig = await settledGroup(4, ['m-a', 'm-b']);
+    const live = contextOf(rig).liveness.get('m-b');
+    rig.faulty.fail('commitGroup', { times: 1 });
+    await expect(fullRoad(rig, { ...requestOf(rig, 'm-b'), memberEpoch: -1 })).rejects.toThrow();
+    expect(contextOf(rig).group.members['m-b']).toBeDefined();
+    expect(contextOf(rig).liveness.get('m-b')).toBe(live);
+  });
+});

@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import { parseDesiredState } from '../../src/cli/gitops/desired-state.js';
+import { planChanges, renderPlan, type CurrentGroup } from '../../src/cli/gitops/plan.js';
+
+const FILE = `requestedBy: platform-gitops
+reason: "quarterly capacity review"
+groups:
+  - streamPrefix: orders
+    consumerGroup: billing
+    shardCount: 16
+  - streamPrefix: orders
+    consumerGroup: audit
+    shardCount: 4
+  - streamPrefix: new
+    consumerGroup: g
+    shardCount: 2
+`;
+const current: CurrentGroup[] = [
+  { streamPrefix: 'orders', consumerGroup: 'billing', shardCount: 16, status: 'ACTIVE' },
+  { streamPrefix: 'orders', consumerGroup: 'audit', shardCount: 8, status: 'FROZEN' },
+  { streamPrefix: 'legacy', consumerGroup: 'g', shardCount: 3, status: 'ACTIVE' },
+];
+
+describe('the desired-state file', () => {
+  it('reads the YAML of the documented example', () => {
+    expect(parseDesiredState(FILE, 'desired.yaml')).toMatchObject({
+      requestedBy: 'platform-gitops',
+      reason: 'quarterly capacity review',
+      groups: [{ streamPrefix: 'orders', consumerGroup: 'billing', shardCount: 16 }, {}, {}],
+    });
+  });
+  it('names every problem with its path: missing fields, bad names, unknown keys', () => {
+    const bad = `requestedBy: x
+groups:
+  - {streamPrefix: orders, consumerGroup: g, shardCount: 0}
+  - {streamPrefix: "-x", consumerGroup: g, shardCount: 1, extra: 1}
+`;
+    expect(() => parseDesiredState(bad, 'd.yaml')).toThrow(
+      /d\.yaml is not a valid desired-state file:[\s\S]*reason: [\s\S]*groups\.0\.shardCount: [\s\S]*groups\.1\.streamPrefix: must match[\s\S]*groups\.1: .*extra/,
+    );
+  });
+  it('a group listed twice is refused', () => {
+    const twice = `requestedBy: x
+reason: y
+groups:
+  - {streamPrefix: orders, consumerGroup: g, shardCount: 2}
+  - {streamPrefix: orders, consumerGroup: g, shardCount: 3}
+`;
+    expect(() => parseDesiredState(twice, 'd.yaml')).toThrow(/groups\.1: orders:g is listed twice/);
+  });
+  it('says when the text is not YAML at all', () => {
+    expect(() => parseDesiredState('groups: [', 'd.yaml')).toThrow(/d\.yaml is not valid YAML/);
+  });
+});
+
+describe('plan: the difference between the file and the coordinator', () => {
+  const desired = parseDesiredState(FILE, 'desired.yaml');
+
+  it('creates what is missing, scales what differs, leaves what matches', () => {
+    const plan = planChanges(desired, current, { prune: false });
+    expect(plan.changes.map((c) => [c.action, c.group.consumerGroup, c.group.shardCount])).toEqual([
+      ['create', 'g', 2],
+      ['scale', 'audit', 4],
+    ]);
+    expect(plan.unchanged.map((g) => g.consumerGroup)).toEqual(['billing']);
+  });
+  it('a group missing from the file is reported, never deleted unless prune', () => {
+    const kept = planChanges(desired, current, { prune: false });
+    expect(kept.unmanaged.map((g) => g.streamPrefix)).toEqual(['legacy']);
+    expect(kept.changes.some((c) => c.action === 'delete')).toBe(false);
+    const pruned = planChanges(desired, current, { prune: true });
+    expect(pruned.unmanaged).toEqual([]);
+    expect(pruned.changes.at(-1)).toMatchObject({
+      action: 'delete',
+      group: { streamPrefix: 'legacy' },
+    });
+  });
+  it('nothing to do when the coordinator matches the file', () => {
+    const same = planChanges(
+      { ...desired, groups: desired.groups.slice(0, 1) },
+      current.slice(0, 1),
+      {
+        prune: true,
+      },
+    );
+    expect(same.changes).toEqual([]);
+  });
+  it('renders one line per change, the kept groups, a warning for a group that is not ACTIVE, and a summary', () => {
+    const text = renderPlan(planChanges(desired, current, { prune: false }), 'desired.yaml');
+    expect(text).toBe(
+      [
+        '+ create new:g with 2 shards',
+        '~ scale  orders:audit from 8 to 4 shards (status FROZEN: the coordinator will refuse until it is ACTIVE)',
+        '! keep   legacy:g (3 shards): not in desired.yaml; only --prune deletes it',
+        'plan: 1 to create, 1 to scale, 0 to delete, 1 unchanged, 1 not in the file',
+        '',
+      ].join('\n'),
+    );
+  });
+});
