@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Redis } from 'ioredis';
 import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
+import type { SealVersion } from './stream-seal.js';
 import {
   AuthenticationError,
   ConflictError,
@@ -83,12 +84,6 @@ export interface ConsumerOptions {
    */
   readonly drainTimeoutMs?: number;
   /**
-   * A retiring shard (removed by a scale-in) counts as read to its end after this long with
-   * nothing new in it, so late writes of producers that had not seen the new count are read.
-   * @default 1000
-   */
-  readonly retireQuietMs?: number;
-  /**
    * The entry field holding the message key (the producer's `keyField`).
    * @default "key"
    */
@@ -154,6 +149,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly rebalanceTimeoutMs: number;
   private readonly drainTimeoutMs: number;
   private versions: MemberVersions = JOINING;
+  /** The routing of the last reply: a shard retired now is sealed with it. */
+  private routing: SealVersion = { lifecycleId: '', metadataVersion: 0 };
   private readonly slots = new Map<number, Slot>();
   /** Bumped whenever everything is dropped: replies and drains of an older one are stale. */
   private generation = 0;
@@ -286,6 +283,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       return 0;
     }
     this.versions = versionsAfter(reply);
+    this.routing = { lifecycleId: reply.lifecycleId, metadataVersion: reply.metadataVersion };
     // SYNC_METADATA is retry-safe and changes nothing about the member but its versions.
     if (reply.outcome === 'SYNC_METADATA') return 0;
     const phases = new Map([...this.slots].map(([shard, slot]) => [shard, slot.phase]));
@@ -323,7 +321,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       if (slot?.phase === 'draining') slot.restart = 'retiring';
       else if (slot?.phase === 'running' && slot.reader) {
         slot.phase = 'retiring';
-        slot.reader.retire();
+        slot.reader.retire(this.routing);
       } else {
         this.open(shard, 'retiring');
         started.push(shard);
@@ -347,7 +345,6 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       keyField: this.options.keyField ?? 'key',
       batchSize: this.options.batchSize ?? 10,
       blockMs: this.options.blockMs ?? 500,
-      retireQuietMs: this.options.retireQuietMs ?? 1_000,
       onError: (error) => this.report(error),
       onRetired: (done) => {
         const slot = this.slots.get(done);
@@ -357,7 +354,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         this.nudge();
       },
     });
-    if (phase === 'retiring') reader.retire();
+    if (phase === 'retiring') reader.retire(this.routing);
     // Never two readers of one shard: whatever an older slot still runs is abandoned.
     void this.slots.get(shard)?.reader?.stop({ drain: false });
     this.slots.set(shard, { phase, reader, restart: null });

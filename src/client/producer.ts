@@ -4,6 +4,7 @@ import type { RoutingMetadata } from './coordinator-client.js';
 import { CoordinatorApiError } from './errors.js';
 import { resolveRedis, type RedisOption } from './redis-connection.js';
 import { backoffDelay, delay } from './retry.js';
+import { appendUnlessSealed } from './stream-seal.js';
 
 /**
  * What a {@link Producer} needs of the coordinator: routing metadata with long poll.
@@ -100,8 +101,10 @@ export class Producer {
 
   /**
    * Appends `fields` with `key` to the key's shard and resolves to where it went. Waits while
-   * producers are paused. A message that landed on a shard a concurrent scale-in removed is
-   * written again under the new routing (a duplicate rather than a loss).
+   * producers are paused. A shard that a scale-in removed is sealed by its consumer once it
+   * starts reading it to its end (src/client/stream-seal.ts): an append chosen with routing older
+   * than the seal is refused by Redis, the producer reads routing again and sends the message
+   * where the new routing puts it, so a message is never written after the end of a shard.
    */
   async send(key: string, fields: Readonly<Record<string, string>> = {}): Promise<SendResult> {
     if (Object.hasOwn(fields, this.keyField)) {
@@ -109,24 +112,37 @@ export class Producer {
     }
     await this.start();
     const flat = [this.keyField, key, ...Object.entries(fields).flat()];
-    for (;;) {
+    for (let refused = 0; ; refused++) {
       const routing = await this.writable();
       const shard = shardForKey(key, routing.shardCount);
       const stream = `${this.options.streamPrefix}:${shard}`;
-      const trim = this.options.maxLen === undefined ? [] : ['MAXLEN', '~', this.options.maxLen];
-      const id = (await this.redis.xadd(stream, ...(trim as []), '*', ...flat))!;
-      // Written to a shard that a scale-in removed meanwhile: its owner may already have read
-      // it to the end, so the message goes again to the shard the new routing gives it.
-      const now = this.current!;
-      if (now.lifecycleId !== routing.lifecycleId || shard < now.shardCount) {
+      const result = await appendUnlessSealed(
+        this.redis,
+        stream,
+        routing,
+        this.options.maxLen,
+        flat,
+      );
+      if ('id' in result) {
         return {
           shard,
-          id,
+          id: result.id,
           metadataVersion: routing.metadataVersion,
           shardCount: routing.shardCount,
         };
       }
+      await this.catchUp(result.sealedAt, refused);
     }
+  }
+
+  /** Reads routing until it is at least `version` (a seal of that version refused an append). */
+  private async catchUp(version: number, attempt: number): Promise<void> {
+    if (attempt > 0) {
+      await delay(backoffDelay(attempt - 1, { baseDelayMs: 20, maxDelayMs: 1_000 }, null));
+    }
+    if (this.stop.signal.aborted) throw new Error('producer closed');
+    if (this.current!.metadataVersion >= version) return;
+    this.adopt(await this.read());
   }
 
   /** Stops following routing and closes the connection it owns. */

@@ -5,6 +5,7 @@
  * connection of its own for the blocking reads, so stopping it cuts a read short at once.
  */
 import type { Redis } from 'ioredis';
+import { appendSeal, compareStreamIds, isSeal, type SealVersion } from './stream-seal.js';
 
 /** One message handed to a consumer's handler. */
 export interface ConsumerMessage {
@@ -40,10 +41,8 @@ export interface ShardReaderOptions {
   readonly keyField: string;
   readonly batchSize: number;
   readonly blockMs: number;
-  /** A retiring shard is finished after this long with nothing new to read. */
-  readonly retireQuietMs: number;
   readonly onError: (error: unknown, shard: number) => void;
-  /** Called once a retiring shard has been read to its end. */
+  /** Called once a retiring shard has been read to its end (up to its seal). */
   readonly onRetired: (shard: number) => void;
 }
 
@@ -52,9 +51,11 @@ type StreamEntry = [id: string, fields: string[]];
 /** The reader of one shard; see the module comment. */
 export class ShardReader {
   private stopping = false;
-  private retiring = false;
-  /** When the current quiet stretch of a retiring shard began. */
-  private quietSince: number | null = null;
+  /**
+   * While retiring: the id of the seal this reader appended (src/client/stream-seal.ts). The
+   * shard is read to its end once an entry at or after it was read.
+   */
+  private seal: Promise<string | null> | null = null;
   private readonly abort = new AbortController();
   private inFlight: Promise<void> | null = null;
   private readonly loop: Promise<void>;
@@ -63,15 +64,18 @@ export class ShardReader {
     this.loop = this.run();
   }
 
-  /** From now on, consume the shard to its end and then report it retired. */
-  retire(): void {
-    this.retiring = true;
+  /**
+   * From now on, consume the shard to its end and then report it retired: seals the stream
+   * with the routing version that removed it, so producers that still route to it are refused
+   * from here on, and reads up to that seal.
+   */
+  retire(version: SealVersion): void {
+    this.seal = this.appendSeal(version);
   }
 
   /** A retiring shard came back (a scale-in rolled back): read on with no end. */
   unretire(): void {
-    this.retiring = false;
-    this.quietSince = null;
+    this.seal = null;
   }
 
   /**
@@ -105,22 +109,27 @@ export class ShardReader {
       while (!this.stopping) {
         const entries = await this.readNew();
         if (this.stopping) break;
-        if (entries.length > 0) {
-          this.quietSince = null;
-          await this.process(entries);
-        } else if (this.retiring) {
-          this.quietSince ??= Date.now();
-          if (Date.now() - this.quietSince >= this.options.retireQuietMs) {
-            this.stopping = true;
-            this.options.onRetired(shard);
-          }
-        }
+        if (entries.length > 0) await this.process(entries);
       }
     } catch (error) {
       if (!this.stopping) this.options.onError(error, shard);
     } finally {
       this.options.reader.disconnect();
     }
+  }
+
+  /** Appends the seal, retrying until it is written or the reader stops; resolves to its id. */
+  private async appendSeal(version: SealVersion): Promise<string | null> {
+    const { redis, stream, shard } = this.options;
+    for (let attempt = 0; !this.stopping; attempt++) {
+      try {
+        return await appendSeal(redis, stream, version);
+      } catch (error) {
+        this.options.onError(error, shard);
+        await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 50 * 2 ** attempt)));
+      }
+    }
+    return null;
   }
 
   /** XAUTOCLAIM everything pending in the shard: it is ours now, whoever read it before. */
@@ -182,6 +191,18 @@ export class ShardReader {
 
   private async handle(id: string, flat: readonly string[]): Promise<void> {
     const { shard, keyField, handler, redis, stream, group } = this.options;
+    if (isSeal(flat)) {
+      await redis.xack(stream, group, id);
+      const seal = this.seal;
+      const sealId = seal && (await seal);
+      // Our own seal (or one after it) was read: everything before it was too.
+      if (sealId !== null && this.seal === seal && compareStreamIds(id, sealId) >= 0) {
+        this.stopping = true;
+        this.options.reader.disconnect();
+        this.options.onRetired(shard);
+      }
+      return;
+    }
     const fields: Record<string, string> = {};
     let key: string | null = null;
     for (let i = 0; i + 1 < flat.length; i += 2) {

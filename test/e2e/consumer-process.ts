@@ -30,7 +30,6 @@ const consumer = new Consumer({
   sessionTimeoutMs: Number(env('CHAOS_SESSION_TIMEOUT_MS')),
   rebalanceTimeoutMs: 30_000,
   blockMs: 200,
-  retireQuietMs: 1_000,
   batchSize: 50,
   handler: async (message) => {
     const start = Date.now();

@@ -89,6 +89,11 @@ async function produce(shard: number, count: number, tag = 'm'): Promise<string[
   return ids;
 }
 
+async function lastEntry(shard: number): Promise<string[]> {
+  const [entry] = await redis.xrevrange(`${prefix}:${shard}`, '+', '-', 'COUNT', 1);
+  return entry?.[1] ?? [];
+}
+
 async function pendingCount(shard: number): Promise<number> {
   const summary = (await redis.xpending(`${prefix}:${shard}`, 'billing')) as [number, ...unknown[]];
   return summary[0];
@@ -107,7 +112,6 @@ function consumer(
     memberId: 'member-a',
     handler,
     blockMs: 50,
-    retireQuietMs: 200,
     ...extra,
   });
   consumers.push(c);
@@ -241,17 +245,22 @@ describe('a shard changing course while the consumer works on it', () => {
 
   it('retiring, then granted back by a rollback: one reader goes on reading', async () => {
     fresh();
+    await produce(6, 1, 'held');
     const coordinator = new ScriptedCoordinator(owns({ retireShards: [6] }));
     const rec = recorder();
-    const c = consumer(coordinator, rec.handler, { retireQuietMs: 60_000 });
+    rec.holdKeys.add('held-0'); // keeps the reader in front of its seal
+    const c = consumer(coordinator, rec.handler);
     await c.start();
-    await waitFor(() => c.shards().includes(6), { what: 'retiring shard read' });
+    await waitFor(() => rec.seen.length === 1, { what: 'retiring shard read' });
     coordinator.script = owns({ assignedShards: [6] });
     const since = coordinator.requests.length;
     await waitFor(() => coordinator.requests.length > since + 2, { what: 'granted back' });
+    rec.release('held-0');
     await produce(6, 5, 'again');
-    await waitFor(() => rec.seen.length === 5, { what: 'read on' });
+    await waitFor(() => rec.seen.length === 6, { what: 'read on past the seal' });
+    // The seal of the rolled-back retire is acked, never handed to the handler.
     expect(rec.seen.map((m) => m.key)).toEqual([
+      'held-0',
       'again-0',
       'again-1',
       'again-2',
@@ -262,6 +271,35 @@ describe('a shard changing course while the consumer works on it', () => {
     const clients = String(await redis.client('LIST')).split('\n');
     expect(clients.filter((line) => line.includes('cmd=xreadgroup'))).toHaveLength(1);
     expect(coordinator.last().currentAssignments).toEqual([6]);
+    await waitFor(async () => (await pendingCount(6)) === 0, { what: 'all acked, seal too' });
+  });
+
+  it('a retiring shard is read up to the seal it appended, and DONE is reported only then', async () => {
+    fresh();
+    await produce(3, 1, 'held');
+    await produce(3, 2, 'before');
+    const coordinator = new ScriptedCoordinator((request) => ({
+      ...owns({ retireShards: [3] })(request),
+      metadataVersion: 7,
+    }));
+    const rec = recorder();
+    rec.holdKeys.add('held-0');
+    const c = consumer(coordinator, rec.handler);
+    await c.start();
+    await waitFor(() => rec.seen.length === 1, { what: 'first entry in hand' });
+    // The seal is written at once, behind everything producers had appended.
+    await waitFor(async () => (await lastEntry(3))[0] === '__coord_seal', { what: 'sealed' });
+    expect(await lastEntry(3)).toEqual(['__coord_seal', 'life', 'version', '7']);
+    const held = coordinator.requests.length;
+    await waitFor(() => coordinator.requests.length > held + 3, { what: 'heartbeats' });
+    expect(coordinator.last().currentAssignments).toEqual([3]); // not DONE while in front of it
+    rec.release('held-0');
+    await waitFor(
+      () => coordinator.last().revokeProgress.some((p) => p.shard === 3 && p.state === 'DONE'),
+      { what: 'retired shard reported DONE' },
+    );
+    expect(rec.seen.map((m) => m.key)).toEqual(['held-0', 'before-0', 'before-1']);
+    expect(await pendingCount(3)).toBe(0);
   });
 });
 

@@ -1,0 +1,108 @@
+/**
+ * The end of a retiring shard. A scale-in removes shards from routing, but a producer that has
+ * not yet seen the new routing may still append to a removed shard. So "read to its end" needs
+ * an end that no stale producer can write past: the consumer retiring a shard appends a seal
+ * entry, and the producer appends only through a script that refuses, atomically, to write
+ * after a seal newer than the routing it chose the shard with. Everything before the seal is
+ * read by the retiring consumer; nothing a stale producer sends lands after it.
+ *
+ * The seal entry is `__coord_seal <lifecycleId> version <metadataVersion>`: a producer whose
+ * routing is of that lifecycle and older than that version is refused and must refresh its
+ * routing; a producer of a newer version (the scale-in was rolled back, or the shard came back
+ * with a later scale-out) writes as usual. Consumers ack seal entries and never hand them to
+ * the handler. Producers that write with plain XADD must do the same check themselves
+ * (docs/protocol.md, "Scale-in and the end of a retiring shard").
+ */
+import type { Redis } from 'ioredis';
+
+/** First field of a seal entry; its value is the group's lifecycle id. */
+export const SEAL_FIELD = '__coord_seal';
+
+/** Which routing sealed a shard: producers of an older version of that lifecycle are refused. */
+export interface SealVersion {
+  readonly lifecycleId: string;
+  readonly metadataVersion: number;
+}
+
+/** Whether a stream entry's fields are a seal. */
+export function isSeal(fields: readonly string[]): boolean {
+  return fields[0] === SEAL_FIELD;
+}
+
+/** Appends the seal; resolves to its entry id. */
+export async function appendSeal(redis: Redis, stream: string, seal: SealVersion): Promise<string> {
+  const id = await redis.xadd(
+    stream,
+    '*',
+    SEAL_FIELD,
+    seal.lifecycleId,
+    'version',
+    String(seal.metadataVersion),
+  );
+  return id!;
+}
+
+/** Orders two stream entry ids (`<ms>-<seq>`). */
+export function compareStreamIds(a: string, b: string): number {
+  const [aMs = '0', aSeq = '0'] = a.split('-');
+  const [bMs = '0', bSeq = '0'] = b.split('-');
+  const ms = BigInt(aMs) - BigInt(bMs);
+  if (ms !== 0n) return ms < 0n ? -1 : 1;
+  const seq = BigInt(aSeq) - BigInt(bSeq);
+  return seq === 0n ? 0 : seq < 0n ? -1 : 1;
+}
+
+/**
+ * KEYS[1] the shard's stream; ARGV: lifecycle id, routing version, MAXLEN ('' for none), then
+ * field/value pairs. Returns {1, id} once appended, or {0, sealVersion} when the last entry is
+ * a seal newer than the routing.
+ */
+const APPEND_UNLESS_SEALED = `
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if last then
+  local f = last[2]
+  if f[1] == '${SEAL_FIELD}' and f[2] == ARGV[1] and tonumber(ARGV[2]) < tonumber(f[4]) then
+    return {0, f[4]}
+  end
+end
+local args = {'XADD', KEYS[1]}
+if ARGV[3] ~= '' then
+  args[#args + 1] = 'MAXLEN'
+  args[#args + 1] = '~'
+  args[#args + 1] = ARGV[3]
+end
+args[#args + 1] = '*'
+for i = 4, #ARGV do args[#args + 1] = ARGV[i] end
+return {1, redis.call(unpack(args))}
+`;
+
+let scriptSha: string | null = null;
+
+/** Where an append went: the entry id, or the version of the seal that refused it. */
+export type AppendResult = { readonly id: string } | { readonly sealedAt: number };
+
+/** Appends `fields` to `stream` unless a seal newer than `routing` ends it. */
+export async function appendUnlessSealed(
+  redis: Redis,
+  stream: string,
+  routing: SealVersion,
+  maxLen: number | undefined,
+  fields: readonly string[],
+): Promise<AppendResult> {
+  const args = [
+    routing.lifecycleId,
+    String(routing.metadataVersion),
+    maxLen === undefined ? '' : String(maxLen),
+    ...fields,
+  ];
+  let reply: [number, string];
+  try {
+    scriptSha ??= (await redis.script('LOAD', APPEND_UNLESS_SEALED)) as string;
+    reply = (await redis.evalsha(scriptSha, 1, stream, ...args)) as [number, string];
+  } catch (error) {
+    // The server lost its script cache (restart, SCRIPT FLUSH, another node): send it whole.
+    if (!(error instanceof Error) || !error.message.includes('NOSCRIPT')) throw error;
+    reply = (await redis.eval(APPEND_UNLESS_SEALED, 1, stream, ...args)) as [number, string];
+  }
+  return reply[0] === 1 ? { id: reply[1] } : { sealedAt: Number(reply[1]) };
+}
