@@ -205,3 +205,62 @@ describe('forwarding a request to the owning replica (DESIGN.md §8)', () => {
     });
   });
 });
+
+describe('an owner that closes an idle kept-alive connection as a request goes out on it', () => {
+  it('sends the request again on a fresh connection instead of answering 503', async () => {
+    // The owner answers the first request of a connection and resets the connection when a
+    // second one arrives on it: the race with an idle keep-alive timeout, made certain.
+    const served: string[] = [];
+    const owner = await listen((req, res) => {
+      const socket = req.socket as typeof req.socket & { served?: number };
+      socket.served = (socket.served ?? 0) + 1;
+      if (socket.served > 1) {
+        socket.resetAndDestroy();
+        return;
+      }
+      void readBody(req).then((body) => {
+        served.push(`${req.method} ${req.url} ${body.toString('utf8')}`);
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      });
+    });
+    const metrics = new Metrics();
+    const forwarder = new Forwarder({
+      replicaId: 'replica-receiver',
+      metrics,
+      writeError: (res, error) => {
+        const { status, body } = toErrorResponse(error, 'req-test');
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      },
+    });
+    const receiver = await listen((req, res) => {
+      // Heartbeats reach the forwarder with their body already read (the fast path).
+      void readBody(req).then((raw) =>
+        forwarder.forward(req, res, { id: 'replica-owner', url: owner.url }, raw),
+      );
+    });
+    try {
+      for (const n of [1, 2, 3]) {
+        const response = await fetch(`${receiver.url}/coord/v1/heartbeat-${n}`, {
+          method: 'POST',
+          body: `{"n":${n}}`,
+        });
+        expect(response.status).toBe(200);
+        await response.arrayBuffer();
+      }
+      // Each request was served exactly once, the stale ones after one retry each.
+      expect(served).toEqual([
+        'POST /coord/v1/heartbeat-1 {"n":1}',
+        'POST /coord/v1/heartbeat-2 {"n":2}',
+        'POST /coord/v1/heartbeat-3 {"n":3}',
+      ]);
+      const retried = (await metrics.forwardedRequests.get()).values.find(
+        (v) => v.labels.outcome === 'retried',
+      );
+      expect(retried?.value).toBeGreaterThanOrEqual(1);
+    } finally {
+      forwarder.close();
+      await close(receiver.server);
+      await close(owner.server);
+    }
+  });
+});

@@ -118,6 +118,12 @@ function endToEnd(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
   return result;
 }
 
+/** Whether a request carries a body (one that is streamed, so cannot be sent twice). */
+function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
 /**
  * Forwards a request that reached a replica not owning its group to the owner (DESIGN.md §8):
  * one hop (a request that was already forwarded is refused with 503 `OWNER_MOVING`, never sent
@@ -191,54 +197,80 @@ export class Forwarder {
         const before = req.headers['x-forwarded-for'];
         headers['x-forwarded-for'] = before ? `${String(before)}, ${from}` : from;
       }
-      const upstream = (secure ? https : http).request(target, {
-        method: req.method,
-        headers,
-        agent: secure ? this.httpsAgent : this.httpAgent,
-      });
+      // A request with no body, or whose body was already read, can be sent again.
+      const replayable = body !== undefined || !hasBody(req);
+      let upstream!: http.ClientRequest;
 
-      let connectTimer: NodeJS.Timeout | undefined;
-      upstream.on('socket', (socket) => {
-        if (!socket.connecting) return; // a kept-alive connection
-        connectTimer = setTimeout(
-          () => upstream.destroy(new Error('connect timeout')),
-          this.connectTimeoutMs,
-        );
-        socket.once('connect', () => clearTimeout(connectTimer));
-      });
+      const send = (retried: boolean) => {
+        upstream = (secure ? https : http).request(target, {
+          method: req.method,
+          headers,
+          // The retry goes over a connection of its own, not another possibly stale one.
+          agent: retried ? false : secure ? this.httpsAgent : this.httpAgent,
+        });
+        const current = upstream;
 
-      upstream.on('error', (error) => {
-        clearTimeout(connectTimer);
-        if (!res.headersSent) {
-          this.refuse(
-            res,
-            owner,
-            new CoordinatorError('OWNER_UNAVAILABLE', 'the owning replica cannot be reached', {
-              cause: error,
-              details: { owner: owner.id },
-            }),
+        let connectTimer: NodeJS.Timeout | undefined;
+        current.on('socket', (socket) => {
+          if (!socket.connecting) return; // a kept-alive connection
+          connectTimer = setTimeout(
+            () => current.destroy(new Error('connect timeout')),
+            this.connectTimeoutMs,
           );
-          done('owner_unavailable');
-        } else {
-          // Cut mid-response: the client must see a broken response, not a short one.
-          res.destroy(error);
-          done('aborted');
-        }
-      });
+          socket.once('connect', () => clearTimeout(connectTimer));
+        });
 
-      upstream.on('response', (answer) => {
-        clearTimeout(connectTimer);
-        if (!beforeResponse) return passOn(answer);
-        beforeResponse(answer.statusCode ?? 502).then(
-          (replaced) => {
-            if (!replaced) return passOn(answer);
-            answer.resume();
-            if (!res.headersSent) this.options.writeError(res, replaced);
-            done('forwarded');
-          },
-          () => passOn(answer),
-        );
-      });
+        current.on('error', (error: NodeJS.ErrnoException) => {
+          clearTimeout(connectTimer);
+          // The owner closed an idle kept-alive connection just as this request went out on
+          // it: nothing reached the owner's handler, so the request goes again, once.
+          if (
+            !retried &&
+            replayable &&
+            current.reusedSocket &&
+            !res.headersSent &&
+            !res.destroyed &&
+            (error.code === 'ECONNRESET' || error.code === 'EPIPE')
+          ) {
+            this.options.metrics?.forwardedRequests.inc({ outcome: 'retried' });
+            send(true);
+            return;
+          }
+          if (!res.headersSent) {
+            this.refuse(
+              res,
+              owner,
+              new CoordinatorError('OWNER_UNAVAILABLE', 'the owning replica cannot be reached', {
+                cause: error,
+                details: { owner: owner.id },
+              }),
+            );
+            done('owner_unavailable');
+          } else {
+            // Cut mid-response: the client must see a broken response, not a short one.
+            res.destroy(error);
+            done('aborted');
+          }
+        });
+
+        current.on('response', (answer) => {
+          clearTimeout(connectTimer);
+          if (!beforeResponse) return passOn(answer);
+          beforeResponse(answer.statusCode ?? 502).then(
+            (replaced) => {
+              if (!replaced) return passOn(answer);
+              answer.resume();
+              if (!res.headersSent) this.options.writeError(res, replaced);
+              done('forwarded');
+            },
+            () => passOn(answer),
+          );
+        });
+
+        if (body !== undefined) current.end(body);
+        else if (retried || !hasBody(req)) current.end();
+        else req.pipe(current);
+      };
 
       const passOn = (answer: IncomingMessage) => {
         if (res.destroyed) {
@@ -268,8 +300,7 @@ export class Forwarder {
         upstream.destroy();
       });
 
-      if (body !== undefined) upstream.end(body);
-      else req.pipe(upstream);
+      send(false);
     });
   }
 
