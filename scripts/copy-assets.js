@@ -1,5 +1,5 @@
 // Copies non-TypeScript runtime assets (Lua scripts, the web UI) next to the compiled code.
-import { cpSync, existsSync } from 'node:fs';
+import { cpSync, existsSync, writeFileSync } from 'node:fs';
 
 const assets = [
   ['src/store/lua', 'dist/store/lua'],
@@ -9,3 +9,6 @@ const assets = [
 for (const [from, to] of assets) {
   if (existsSync(from)) cpSync(from, to, { recursive: true });
 }
+
+// Marks when this build finished: the test setup rebuilds only when a file in src/ is newer.
+writeFileSync('dist/.built-at', `${new Date().toISOString()}\n`);

@@ -2,9 +2,12 @@ import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { waitFor } from '../support/redis-server.js';
 
-/** Starts `src/main.ts` as a real child process, as `npm start` does with the built code. */
+/**
+ * Starts the compiled coordinator (`dist/main.js`, kept current by the test setup) as a real
+ * child process, as `npm start` does.
+ */
 function startMain(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, ['dist/main.js'], {
     cwd: process.cwd(),
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

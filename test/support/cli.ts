@@ -7,7 +7,8 @@ export interface CliResult {
 }
 
 /**
- * Runs the real `coordctl` (from source, through tsx) as a child process. `input` is written to
+ * Runs the real `coordctl` (compiled: dist/ is brought up to date by the test setup,
+ * test/support/build-once.ts) as a child process. `input` is written to
  * its stdin; the environment is PATH plus `env`, so settings of the test process do not leak in.
  */
 export function coordctl(
@@ -17,7 +18,7 @@ export function coordctl(
   return new Promise((resolve) => {
     const child = execFile(
       process.execPath,
-      ['--import', 'tsx', 'src/cli/main.ts', ...args],
+      ['bin/coordctl.js', ...args],
       { cwd: process.cwd(), env: { PATH: process.env.PATH ?? '', ...options.env } },
       (error, stdout, stderr) =>
         resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),

@@ -37,10 +37,14 @@ export class ChildProcesses {
     this.dir = mkdtempSync(join(tmpdir(), `${label}-`));
   }
 
-  /** Starts `script` (a path from the repository root) with tsx and `env` over ours. */
+  /**
+   * Starts `script` (a path from the repository root; `.ts` through tsx, `.js` as it is) with
+   * `env` over ours.
+   */
   start(name: string, script: string, env: Record<string, string>): Child {
     const out = openSync(join(this.dir, `${name}.out`), 'a');
-    const proc = spawn(process.execPath, ['--import', 'tsx', script], {
+    const args = script.endsWith('.ts') ? ['--import', 'tsx', script] : [script];
+    const proc = spawn(process.execPath, args, {
       cwd: ROOT,
       env: { ...process.env, TSX_TSCONFIG_PATH: TSX_TSCONFIG, ...env },
       stdio: ['ignore', out, out],
@@ -121,7 +125,7 @@ export interface ReplicaSetOptions {
 }
 
 /**
- * N coordinator replicas (`src/main.ts`) on one store with a shared key prefix and JWT secret,
+ * N coordinator replicas (`dist/main.js`) on one store with a shared key prefix and JWT secret,
  * each with its own port, `coordinator.replica.id` and `coordinator.http.advertised-url`.
  * Replica `i` keeps its port and id across restarts.
  */
@@ -171,7 +175,8 @@ export class ReplicaSet {
   }
 
   private launch(i: number): Child {
-    return this.children.start(this.ids[i]!, 'src/main.ts', this.environment(i));
+    // The compiled coordinator, as `npm start` runs it (the test setup keeps dist/ current).
+    return this.children.start(this.ids[i]!, 'dist/main.js', this.environment(i));
   }
 
   /** The running process of replica `i`. */
