@@ -319,6 +319,70 @@ export async function countWrites(client: Redis, calls: Map<string, number>): Pr
   return writes;
 }
 
+/** `coordinator.store.key-prefix` of the coordinators bench/coordinator-server.mjs starts. */
+export const COORD_KEY_PREFIX = 'bench:coord';
+
+/** Writes Redis reported on the coordinator's keys since the watch began (see {@link watchWrites}). */
+export interface WrittenKeys {
+  /** Writes to group data: metadata, failure records, the group registry, the audit stream. */
+  readonly data: number;
+  /** Writes on timers, whatever the load: the replica registry and group lease renewals. */
+  readonly background: number;
+  /** The group data written, by key and event (`key:event` → count). */
+  readonly events: ReadonlyMap<string, number>;
+}
+
+/**
+ * Watches every write on the coordinator's keys through keyspace notifications (no MONITOR): a
+ * steady heartbeat must write nothing, so any write to group data counts against it, while the
+ * replica registry refresh and the lease renewals run on timers whatever the load and are
+ * counted apart. `settle()` returns what was written up to the moment it is called.
+ */
+export async function watchWrites(
+  redis: RedisServerHandle,
+  keyPrefix = COORD_KEY_PREFIX,
+): Promise<{ settle(): Promise<WrittenKeys>; reset(): void; stop(): Promise<void> }> {
+  const client = redis.client();
+  await client.config('SET', 'notify-keyspace-events', 'KA');
+  const subscriber = client.duplicate();
+  subscriber.on('error', () => undefined);
+  let data = 0;
+  let background = 0;
+  const events = new Map<string, number>();
+  subscriber.on('pmessage', (_pattern: string, channel: string, event: string) => {
+    const key = channel.slice(channel.indexOf(':') + 1);
+    const timed =
+      key === `${keyPrefix}:replicas` ||
+      key.startsWith(`${keyPrefix}:replica:`) ||
+      key.endsWith(':lease');
+    if (timed) {
+      background++;
+      return;
+    }
+    data++;
+    const name = `${key}:${event}`;
+    events.set(name, (events.get(name) ?? 0) + 1);
+  });
+  await subscriber.psubscribe(`__keyspace@*__:${keyPrefix}:*`);
+  return {
+    // Notifications are sent as the command runs: a PING answered on the subscriber's
+    // connection comes after every one sent before it.
+    async settle() {
+      await subscriber.ping();
+      return { data, background, events: new Map(events) };
+    },
+    reset() {
+      data = 0;
+      background = 0;
+      events.clear();
+    },
+    async stop() {
+      await subscriber.quit();
+      await client.config('SET', 'notify-keyspace-events', '');
+    },
+  };
+}
+
 /**
  * Runs `node [flags] bench/<file> [args]` to its end, echoing its progress lines, and resolves
  * with the JSON it printed after `RESULT `.

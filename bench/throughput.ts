@@ -14,6 +14,7 @@ import {
   startRedis,
   steadyGroup,
   verdict,
+  watchWrites,
   type Row,
 } from './support.js';
 import { runWrk, wrkScript } from './wrk.js';
@@ -27,6 +28,8 @@ import { runWrk, wrkScript } from './wrk.js';
  * in a process of its own: wrk (one thread) and the raw-socket closed loop of bench/load.ts
  * (this process). Rounds are interleaved: for each round, for each generator, bare then
  * coordinator. The generator that drives bare harder (median req/s) is the one reported against.
+ * Writes are counted per key (keyspace notifications): those to group data are the heartbeats';
+ * the replica registry refresh and the lease renewals run on timers whatever the load.
  */
 
 const STREAM = 'bench';
@@ -80,14 +83,28 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
   const results = new Map<string, LoadResult[]>();
   const client = redis.client();
   const calls = new Map<string, number>();
+  // What Redis saw while the coordinator was under load: every command, and the writes by key.
+  const written = await watchWrites(redis);
+  let dataWrites = 0;
+  let backgroundWrites = 0;
+  const dataEvents = new Map<string, number>();
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
     for (const gen of generators)
       for (const t of targets) {
-        if (t.key === 'coordinator') await client.config('RESETSTAT');
+        if (t.key === 'coordinator') {
+          await written.settle();
+          written.reset();
+          await client.config('RESETSTAT');
+        }
         const r = await run(gen, t.port, durationMs);
-        if (t.key === 'coordinator')
+        if (t.key === 'coordinator') {
           for (const [c, n] of await commandCalls(client)) calls.set(c, (calls.get(c) ?? 0) + n);
+          const seen = await written.settle();
+          dataWrites += seen.data;
+          backgroundWrites += seen.background;
+          for (const [key, n] of seen.events) dataEvents.set(key, (dataEvents.get(key) ?? 0) + n);
+        }
         const bad = [...r.statuses].filter(([s]) => s < 200 || s > 299);
         if (bad.length > 0 || r.socketErrors > 0)
           throw new Error(
@@ -113,14 +130,17 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
     .reduce((n, [, rs]) => n + rs.reduce((m, r) => m + r.completed, 0), 0);
   const total = [...calls.values()].reduce((a, b) => a + b, 0);
   const writes = await countWrites(client, calls);
+  await written.stop();
   const other: Generator = best === 'wrk' ? 'raw' : 'wrk';
   ctx.log(
     `  generator: ${best} drove bare harder (${fmt(bareRps)}/s vs ${other} ${fmt(rps(`${other}/bare`))}/s); ` +
       `with ${other}: coordinator ${fmt(rps(`${other}/coordinator`))}/s = ${(rps(`${other}/coordinator`) / rps(`${other}/bare`)).toFixed(2)} x bare`,
   );
   ctx.log(
-    `  Redis during ${fmt(heartbeats)} steady heartbeats: ${total} commands, ${writes} writes ` +
-      `(${[...calls].map(([c, n]) => `${c}=${n}`).join(' ') || 'none'})`,
+    `  Redis during ${fmt(heartbeats)} steady heartbeats: ${total} commands, ${writes} write commands ` +
+      `(${[...calls].map(([c, n]) => `${c}=${n}`).join(' ') || 'none'}); keys written: ` +
+      `${backgroundWrites} times the replica registry and leases (on timers), ${dataWrites} times group data` +
+      (dataEvents.size > 0 ? ` (${[...dataEvents].map(([k, n]) => `${k}=${n}`).join(' ')})` : ''),
   );
   const ratio = coordRps / bareRps;
   return [
@@ -145,11 +165,11 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
     {
       bench: 'throughput',
       metric: 'Redis writes per steady heartbeat',
-      value: (writes / heartbeats).toFixed(4),
-      baseline: `${fmt(heartbeats)} hbs, ${total} cmds`,
+      value: (dataWrites / heartbeats).toFixed(4),
+      baseline: `${fmt(heartbeats)} hbs; timers ${backgroundWrites}`,
       ratio: '-',
       goal: '0',
-      verdict: verdict(writes === 0),
+      verdict: verdict(dataWrites === 0),
     },
   ];
 }
