@@ -1,5 +1,5 @@
 import { GroupMovedError } from '../../errors.js';
-import type { GroupRef } from '../../machines/types.js';
+import { groupId, type GroupRef } from '../../machines/types.js';
 import type { ReplicaRecord, Store, StoredGroup } from '../../store/store.js';
 import type { OwnerOf, Ownership } from '../group-ownership.js';
 import type { LeaseManager, LeaseStatus } from './lease.js';
@@ -29,6 +29,16 @@ export interface LeaseOwnershipOptions {
 export class LeaseOwnership implements Ownership {
   readonly replicaId: string;
   private readonly lostHandlers: Array<(ref: GroupRef) => void> = [];
+  /**
+   * Owners decided so far, by group id, for the live ids in {@link ownersIds}: the heartbeat
+   * asks on every request (`X-Coord-Owner`), and the rendezvous choice hashes every live
+   * replica with SHA-256. The owner depends on the live ids only, so the cache is kept until
+   * they change (the registry's list is a new array on every refresh, with the same ids).
+   */
+  private readonly owners = new Map<string, OwnerOf>();
+  private ownersLive: readonly ReplicaRecord[] | null = null;
+  private ownersIds = '';
+  private static readonly OWNERS_MAX = 100_000;
 
   constructor(private readonly options: LeaseOwnershipOptions) {
     this.replicaId = options.replicaId;
@@ -36,6 +46,23 @@ export class LeaseOwnership implements Ownership {
 
   ownerOf(ref: GroupRef): OwnerOf {
     const live = this.options.live();
+    if (live !== this.ownersLive) {
+      const ids = live.map((replica) => replica.id).join('\n');
+      if (ids !== this.ownersIds) this.owners.clear();
+      this.ownersLive = live;
+      this.ownersIds = ids;
+    }
+    const id = groupId(ref);
+    let known = this.owners.get(id);
+    if (known === undefined) {
+      known = this.decideOwner(ref, live);
+      if (this.owners.size >= LeaseOwnership.OWNERS_MAX) this.owners.clear();
+      this.owners.set(id, known);
+    }
+    return known;
+  }
+
+  private decideOwner(ref: GroupRef, live: readonly ReplicaRecord[]): OwnerOf {
     const owner = rendezvousOwner(ref, live);
     // Not registered yet (or the registry cannot be read): nobody is known to own it.
     if (owner === null) return { self: false, owner: null };

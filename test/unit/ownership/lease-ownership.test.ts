@@ -82,6 +82,30 @@ describe('lease ownership: the rendezvous choice among live replicas owns a grou
     const { ofA } = refsOwnedBy();
     expect(rig([]).ownership.ownerOf(ofA)).toEqual({ self: false, owner: null });
   });
+
+  it('follows every change of the live set, whichever owners it worked out before', () => {
+    const { ofA, ofB } = refsOwnedBy();
+    let live: ReplicaRecord[] = [A, B];
+    const moving = new LeaseOwnership({
+      replicaId: A.id,
+      live: () => live,
+      leases: new FakeLeases(),
+      store: { ping: () => Promise.resolve(), claimGroup: () => Promise.reject(new Error('no')) },
+    });
+    expect(moving.ownerOf(ofB)).toEqual({ self: false, owner: B.id });
+    // A refresh with the same replicas (a new list): the same answers.
+    live = [{ ...A }, { ...B, url: 'http://b:9090' }];
+    expect(moving.ownerOf(ofA)).toEqual({ self: true });
+    expect(moving.ownerOf(ofB)).toEqual({ self: false, owner: B.id });
+    // B left: A owns everything.
+    live = [A];
+    expect(moving.ownerOf(ofB)).toEqual({ self: true });
+    // Nobody listed: no owner known. B alone: B owns everything.
+    live = [];
+    expect(moving.ownerOf(ofA)).toEqual({ self: false, owner: null });
+    live = [B];
+    expect(moving.ownerOf(ofA)).toEqual({ self: false, owner: B.id });
+  });
 });
 
 describe('lease ownership: claim under the lease, serve only before its deadline', () => {
