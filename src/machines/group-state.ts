@@ -96,6 +96,23 @@ export function memberShards(group: GroupState, memberId: string): MemberShards 
   };
 }
 
+/** Shards `memberId` owns in `state`, as the group's index keeps them (no copy: read only). */
+export function ownedShardsView(
+  group: GroupState,
+  memberId: string,
+  state: Exclude<ShardRecord['state'], 'released'>,
+): readonly ShardRecord[] {
+  return shardIndex(group).get(memberId)?.[state] ?? NO_RECORDS;
+}
+
+/** The shards targeting `memberId` that it does not own (yet), from the index (no copy). */
+export function pendingShardsView(group: GroupState, memberId: string): readonly number[] {
+  return shardIndex(group).get(memberId)?.pending ?? NO_NUMBERS;
+}
+
+const NO_RECORDS: readonly ShardRecord[] = Object.freeze([]);
+const NO_NUMBERS: readonly number[] = Object.freeze([]);
+
 /** Shards `memberId` owns in `state`. */
 export function ownedShards(
   group: GroupState,

@@ -20,6 +20,8 @@ import {
   memberOf,
   memberShards,
   ownedShards,
+  ownedShardsView,
+  pendingShardsView,
   releaseShardsOf,
   shardAt,
   withShards,
@@ -348,9 +350,10 @@ function planMemberStep(
   request: HeartbeatRequest,
   now: number,
 ): MemberStepPlan | null {
-  const changes = new Map<number, ShardRecord>();
-  const grants: ShardRecord[] = [];
-  const revoking = ownedShards(group, memberId, 'revoking');
+  // Allocated only when the member's step changes something (a steady heartbeat: never).
+  let changes: Map<number, ShardRecord> | null = null;
+  let grants: ShardRecord[] | null = null;
+  const revoking = ownedShardsView(group, memberId, 'revoking');
   if (revoking.length > 0) {
     const done = new Set(
       request.revokeProgress.filter((p) => p.state === 'DONE').map((p) => p.shard),
@@ -359,33 +362,33 @@ function planMemberStep(
     for (const record of revoking) {
       if (done.has(record.shard) || !listed.has(record.shard)) {
         const free = released(record, now);
-        changes.set(record.shard, free);
-        if (free.target === memberId && free.shard < group.shardCount) grants.push(free);
+        (changes ??= new Map()).set(record.shard, free);
+        if (free.target === memberId && free.shard < group.shardCount) (grants ??= []).push(free);
       }
     }
   }
-  for (const record of ownedShards(group, memberId, 'assigned')) {
+  for (const record of ownedShardsView(group, memberId, 'assigned')) {
     if (record.target !== null && record.target !== memberId) {
-      changes.set(record.shard, { ...record, state: 'revoking', since: now });
+      (changes ??= new Map()).set(record.shard, { ...record, state: 'revoking', since: now });
     }
   }
   // Pending shards target this member and are owned by someone else or by nobody; the
   // released ones are granted now (all of them lie below shardCount).
-  for (const shard of memberShards(group, memberId).pending) {
+  for (const shard of pendingShardsView(group, memberId)) {
     const record = shardAt(group, shard);
-    if (record.state === 'released') grants.push(record);
+    if (record.state === 'released') (grants ??= []).push(record);
   }
   const retiring = retiringStep(group, memberId, request, now);
   if (
-    changes.size === 0 &&
-    grants.length === 0 &&
+    changes === null &&
+    grants === null &&
     retiring.finished.length === 0 &&
     retiring.told.length === 0
   ) {
     return null;
   }
-  grants.sort((a, b) => a.shard - b.shard);
-  return { changes, grants, retiring };
+  grants?.sort((a, b) => a.shard - b.shard);
+  return { changes: changes ?? new Map(), grants: grants ?? [], retiring };
 }
 
 /**

@@ -25,6 +25,12 @@ export interface RetiringStep {
   readonly told: readonly ShardRecord[];
 }
 
+/** A heartbeat's step when the group has no retiring shard (most of the time). */
+const NO_RETIRING_STEP: RetiringStep = Object.freeze({
+  finished: Object.freeze([]),
+  told: Object.freeze([]),
+});
+
 /**
  * The retiring shards of `memberId`'s heartbeat. A shard it owns and was told about (its
  * reported epoch is at least the shard's `ownerEpoch`) is finished when reported DONE or not
@@ -37,10 +43,10 @@ export function retiringStep(
   request: HeartbeatRequest,
   now: number,
 ): RetiringStep {
+  const retiring = retiringRecords(group);
+  if (retiring.length === 0) return NO_RETIRING_STEP;
   const finished: number[] = [];
   const told: ShardRecord[] = [];
-  const retiring = retiringRecords(group);
-  if (retiring.length === 0) return { finished, told };
   const done = new Set(
     request.revokeProgress.filter((p) => p.state === 'DONE').map((p) => p.shard),
   );
