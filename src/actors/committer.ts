@@ -44,11 +44,16 @@ export class Committer {
     now: number,
     request: HeartbeatRequest,
   ): Promise<HeartbeatReply> {
-    const steady = steadyHeartbeat(entry.actor.getSnapshot().context, request, now);
+    const steady = this.steady(entry, now, request);
     if (steady !== null) return steady;
     return unwrap(
       await this.dispatch(entry, { type: 'HEARTBEAT', now, request }),
     ) as HeartbeatReply;
+  }
+
+  /** The reply to a steady heartbeat, decided in O(1) (no chart, no write); null: not steady. */
+  steady(entry: GroupEntry, now: number, request: HeartbeatRequest): HeartbeatReply | null {
+    return steadyHeartbeat(entry.actor.getSnapshot().context, request, now);
   }
 
   /** Resolves with the context after the event and after its write committed. */

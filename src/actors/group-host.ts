@@ -187,6 +187,12 @@ export class GroupHost implements GroupCoordinator {
     return this.withEntry(ref, (entry) => this.runCommand(entry, command));
   }
 
+  steadyHeartbeat(ref: GroupRef, request: HeartbeatRequest): HeartbeatReply | null {
+    return this.parts.owned.withEntryNow(ref, (entry) =>
+      this.parts.committer.steady(entry, this.options.clock.now(), request),
+    );
+  }
+
   async heartbeat(ref: GroupRef, request: HeartbeatRequest): Promise<HeartbeatReply> {
     return this.withEntry(ref, async (entry) => {
       return this.parts.committer.heartbeat(entry, this.options.clock.now(), request);

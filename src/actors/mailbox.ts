@@ -9,13 +9,27 @@ export type Stale = typeof STALE;
  */
 export class Mailbox {
   private tail: Promise<unknown> = Promise.resolve();
+  /** Work queued or running (settled work leaves before the next in line starts). */
+  private queued = 0;
 
   /** Runs `work` after everything queued before it, if `current()` still holds by then. */
   run<T>(current: () => boolean, work: () => Promise<T>): Promise<T | Stale> {
+    this.queued++;
     const step = async () => (current() ? work() : STALE);
     const result = this.tail.then(step, step);
-    this.tail = result.catch(() => undefined);
+    const settled = () => {
+      this.queued--;
+    };
+    this.tail = result.then(settled, settled);
     return result;
+  }
+
+  /**
+   * Whether nothing is queued or running: work done synchronously now is then exactly what
+   * {@link run} would do next (the steady heartbeat, DESIGN.md §12).
+   */
+  isIdle(): boolean {
+    return this.queued === 0;
   }
 
   /** Resolves once everything queued so far has run. */

@@ -83,6 +83,20 @@ export class OwnedGroups {
   }
 
   /**
+   * Runs `work` on the group's entry at once when that is exactly what {@link withEntry} would
+   * do next: this replica serves the group from memory now (owned, within its lease) and its
+   * mailbox is idle, so nothing queued before could run first. Null otherwise (also when the
+   * group is not loaded here): the caller takes {@link withEntry}.
+   */
+  withEntryNow<T>(ref: GroupRef, work: (entry: GroupEntry) => T): T | null {
+    if (this.closing) return null;
+    const entry = this.options.table.get(ref);
+    if (entry === undefined || entry.phase !== 'owned' || !entry.mailbox.isIdle()) return null;
+    if (!this.options.ownership.mayServe(ref)) return null;
+    return work(entry);
+  }
+
+  /**
    * Creates a group this replica owns. A load or create in flight may bring the group: it is
    * let finish first. Requests arriving meanwhile wait for the create instead of loading it.
    */

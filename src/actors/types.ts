@@ -101,6 +101,12 @@ export interface GroupCoordinator {
   deleteGroup(ref: GroupRef, options: { force: boolean }): Promise<void>;
   /** Runs an admin command; resolves with the group after it, or throws the machine's error. */
   command(ref: GroupRef, command: AdminCommand): Promise<CommandOutcome>;
+  /**
+   * The reply to a steady heartbeat (DESIGN.md §12) given at once, without a turn of the
+   * group's mailbox, when that is what {@link heartbeat} would answer next; null otherwise
+   * (not steady, not served from memory here, or work queued): then ask {@link heartbeat}.
+   */
+  steadyHeartbeat(ref: GroupRef, request: HeartbeatRequest): HeartbeatReply | null;
   heartbeat(ref: GroupRef, request: HeartbeatRequest): Promise<HeartbeatReply>;
   /** Brings a failed-closed group back: RESUME the stored metadata or RECREATE a new lifecycle. */
   recover(ref: GroupRef, request: RecoveryRequest): Promise<GroupView>;

@@ -91,4 +91,36 @@ describe('mailbox: work on a group runs one at a time, in arrival order', () => 
     await idle;
     expect(done).toBe(true);
   });
+
+  it('isIdle() is true only while nothing is queued or running, failures included', async () => {
+    const mailbox = new Mailbox();
+    expect(mailbox.isIdle()).toBe(true);
+    const first = gate();
+    const a = mailbox.run(
+      () => true,
+      async () => {
+        await first.opened;
+        throw new Error('boom');
+      },
+    );
+    const b = mailbox.run(
+      () => true,
+      () => Promise.resolve('b'),
+    );
+    expect(mailbox.isIdle()).toBe(false);
+    first.open();
+    await expect(a).rejects.toThrow('boom');
+    expect(await b).toBe('b');
+    await mailbox.idle();
+    expect(mailbox.isIdle()).toBe(true);
+    // Work that finds its entry gone settles too.
+    const stale = mailbox.run(
+      () => false,
+      () => Promise.resolve('never'),
+    );
+    expect(mailbox.isIdle()).toBe(false);
+    expect(await stale).toBe(STALE);
+    await mailbox.idle();
+    expect(mailbox.isIdle()).toBe(true);
+  });
 });

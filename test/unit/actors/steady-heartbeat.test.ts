@@ -7,9 +7,17 @@
 import { describe, expect, it } from 'vitest';
 import { unwrap } from '../../../src/actors/commands.js';
 import type { GroupEntry } from '../../../src/actors/group-entry.js';
+import { groupId } from '../../../src/machines/types.js';
 import { steadyHeartbeat } from '../../../src/machines/heartbeat.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../../../src/machines/protocol.js';
-import { joinRequest, nextRequest, partsRig, REF } from './actor-harness.js';
+import {
+  actorRig,
+  joinRequest,
+  nextRequest,
+  partsRig,
+  REF,
+  TestOwnership,
+} from './actor-harness.js';
 
 type Rig = ReturnType<typeof partsRig> & { entry: GroupEntry };
 
@@ -140,5 +148,50 @@ describe('liveness lives outside the context and is undone with a refused write'
     await expect(fullRoad(rig, { ...requestOf(rig, 'm-b'), memberEpoch: -1 })).rejects.toThrow();
     expect(contextOf(rig).group.members['m-b']).toBeDefined();
     expect(contextOf(rig).liveness.get('m-b')).toBe(live);
+  });
+});
+
+describe('a steady heartbeat is answered at once, without a turn of the mailbox, only when that turn would come first', () => {
+  it('answers as the mailbox road does while nothing is queued; queued work, a leave or a dropped entry send it down that road', async () => {
+    const rig = await settledGroup(8, ['m-a', 'm-b']);
+    const request = requestOf(rig, 'm-a');
+    const atOnce = (r: HeartbeatRequest = request) =>
+      rig.owned.withEntryNow(REF, (entry) => rig.committer.steady(entry, rig.clock.now(), r));
+    const answered = atOnce();
+    expect(answered?.outcome).toBe('OK');
+    const viaMailbox = await rig.owned.withEntry(REF, (entry) =>
+      rig.committer.heartbeat(entry, rig.clock.now(), request),
+    );
+    expect(JSON.stringify(answered)).toBe(JSON.stringify(viaMailbox));
+
+    let open!: () => void;
+    const opened = new Promise<void>((resolve) => (open = resolve));
+    const queued = rig.table.run(rig.entry, () => opened);
+    expect(atOnce()).toBeNull();
+    open();
+    await queued;
+    await rig.entry.mailbox.idle();
+    expect(atOnce()).not.toBeNull();
+
+    expect(atOnce({ ...request, memberEpoch: -1 })).toBeNull();
+    rig.table.remove(rig.entry);
+    expect(atOnce()).toBeNull();
+  });
+
+  it('the host answers at once only what it may serve from memory', async () => {
+    let ownership!: TestOwnership;
+    const { host, clock } = actorRig({
+      ownership: (faulty) => (ownership = new TestOwnership(faulty)),
+    });
+    await host.createGroup(REF, 4);
+    let reply = await host.heartbeat(REF, { ...joinRequest('m-a'), principal: 'p' });
+    clock.advance(60_000);
+    for (let i = 0; i < 5; i++)
+      reply = await host.heartbeat(REF, { ...nextRequest('m-a', reply), principal: 'p' });
+    const request = { ...nextRequest('m-a', reply), principal: 'p' };
+    expect(host.steadyHeartbeat(REF, request)).toEqual(reply);
+    expect(host.steadyHeartbeat({ ...REF, consumerGroup: 'unknown' }, request)).toBeNull();
+    ownership.unservable.add(groupId(REF));
+    expect(host.steadyHeartbeat(REF, request)).toBeNull();
   });
 });
