@@ -23,6 +23,17 @@ export function acceptForwarded(services: Services, req: IncomingMessage): boole
   return false;
 }
 
+/** The group's owner as this replica sees it (`X-Coord-Owner`); null while it moves. */
+export function groupOwnerOf(
+  services: Services,
+  streamPrefix: string,
+  consumerGroup: string,
+): string | null {
+  return services.replicas
+    ? services.replicas.ownerOf({ streamPrefix, consumerGroup })
+    : services.replicaId;
+}
+
 /** Sets `X-Coord-Owner` to the group's owner as this replica sees it (none while it moves). */
 export function setOwnerHeader(
   services: Services,
@@ -31,9 +42,7 @@ export function setOwnerHeader(
   consumerGroup: string | null | undefined,
 ): void {
   if (!streamPrefix || !consumerGroup || res.headersSent) return;
-  const owner = services.replicas
-    ? services.replicas.ownerOf({ streamPrefix, consumerGroup })
-    : services.replicaId;
+  const owner = groupOwnerOf(services, streamPrefix, consumerGroup);
   if (owner === null) res.removeHeader(OWNER_HEADER);
   else res.setHeader(OWNER_HEADER, owner);
 }

@@ -2,8 +2,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { assertGroupPermitted } from './auth/group-scope.js';
 import { principalOfRequest } from './auth/passport.js';
 import { assertAnyRole } from './auth/roles.js';
-import { acceptForwarded, forwardMoved, setOwnerHeader } from './forwarding.js';
-import { errorResult, parseJsonBody, requestIdOf } from './pipeline.js';
+import type { z } from 'zod';
+import { OWNER_HEADER } from '../actors/ownership/forwarder.js';
+import type { HeartbeatReply } from '../machines/protocol.js';
+import { acceptForwarded, forwardMoved, groupOwnerOf } from './forwarding.js';
+import { assertJsonContentType, errorResult, parseJsonText, requestIdOf } from './pipeline.js';
 import { validate, type HandlerResult } from './route.js';
 import {
   answerHeartbeat,
@@ -11,6 +14,7 @@ import {
   HEARTBEAT_ROLES,
   heartbeatBodySchema,
 } from './routes/consumer.js';
+import { hasJson, knownJson, type KnownJson } from './same-json.js';
 import { groupParamsSchema } from './schemas.js';
 import type { Services } from './services.js';
 
@@ -59,51 +63,56 @@ function matchHeartbeat(url: string): Record<string, string> | null {
   return params;
 }
 
+/** An error of reading the body, shaped like body-parser's (see `toErrorResponse`). */
+function bodyError(message: string, type: string, status: number): Error {
+  return Object.assign(new Error(message), { type, status });
+}
+
 /**
  * Reads the whole body, bounded like `express.raw({ limit })`: past the limit (declared or
- * received) the rest is drained and the promise rejects with the error body-parser raises,
- * so `toErrorResponse` maps it to the same 413 PAYLOAD_TOO_LARGE.
+ * received) the rest is drained and `done` gets the error body-parser raises, so
+ * `toErrorResponse` maps it to the same 413 PAYLOAD_TOO_LARGE. Called back once (no promise:
+ * a steady heartbeat is answered in the same turn as its body's end).
  */
-function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    let tooLarge = Number(req.headers['content-length']) > maxBytes;
-    let size = 0;
-    let chunks: Buffer[] = [];
-    let done = false;
-    req.on('data', (chunk: Buffer) => {
-      if (tooLarge) return;
-      size += chunk.length;
-      if (size > maxBytes) {
-        tooLarge = true;
-        chunks = [];
-      } else {
-        chunks.push(chunk);
-      }
-    });
-    req.on('end', () => {
-      done = true;
-      if (tooLarge) {
-        reject(
-          Object.assign(new Error('request entity too large'), {
-            type: 'entity.too.large',
-            status: 413,
-          }),
-        );
-      } else {
-        resolve(chunks.length === 1 && chunks[0] ? chunks[0] : Buffer.concat(chunks, size));
-      }
-    });
-    // A request stream fails or closes early only when the client went away (node reports it
-    // as an `aborted` ECONNRESET error): as raw-body does, a 400-class abort, not a failure.
-    const aborted = () => {
-      if (done) return;
-      done = true;
-      reject(Object.assign(new Error('request aborted'), { type: 'request.aborted', status: 400 }));
-    };
-    req.on('error', aborted);
-    req.on('close', aborted);
+function readBody(
+  req: IncomingMessage,
+  maxBytes: number,
+  done: (error: Error | null, bytes: Buffer) => void,
+): void {
+  let tooLarge = Number(req.headers['content-length']) > maxBytes;
+  let size = 0;
+  let chunks: Buffer[] = [];
+  let finished = false;
+  req.on('data', (chunk: Buffer) => {
+    if (tooLarge) return;
+    size += chunk.length;
+    if (size > maxBytes) {
+      tooLarge = true;
+      chunks = [];
+    } else {
+      chunks.push(chunk);
+    }
   });
+  req.on('end', () => {
+    finished = true;
+    if (tooLarge) {
+      done(bodyError('request entity too large', 'entity.too.large', 413), EMPTY);
+    } else {
+      done(null, chunks.length === 1 && chunks[0] ? chunks[0] : Buffer.concat(chunks, size));
+    }
+  });
+  // A request stream fails or closes early only when the client went away (node reports it
+  // as an `aborted` ECONNRESET error): as raw-body does, a 400-class abort, not a failure.
+  const aborted = () => {
+    if (finished) return;
+    finished = true;
+    done(bodyError('request aborted', 'request.aborted', 400), EMPTY);
+  };
+  req.on('error', aborted);
+  req.on('close', aborted);
 }
+
+const EMPTY = Buffer.alloc(0);
 
 function write(res: ServerResponse, result: HandlerResult): void {
   if (res.headersSent) return;
@@ -114,9 +123,77 @@ function write(res: ServerResponse, result: HandlerResult): void {
     return;
   }
   const json = JSON.stringify(result.body);
-  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Type', JSON_CONTENT_TYPE);
   res.setHeader('Content-Length', Buffer.byteLength(json));
   res.end(json);
+}
+
+const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * A map that keeps what was used recently, bounded: entries go into the current generation;
+ * when it is full (entries, or characters of key), it becomes the previous one and the one
+ * before is dropped. A hit in the previous generation moves the entry forward.
+ */
+class RecentMap<V> {
+  private current = new Map<string, V>();
+  private previous = new Map<string, V>();
+  private chars = 0;
+
+  constructor(
+    private readonly maxEntries: number,
+    private readonly maxChars: number,
+  ) {}
+
+  get(key: string): V | undefined {
+    const value = this.current.get(key);
+    if (value !== undefined) return value;
+    const old = this.previous.get(key);
+    if (old !== undefined) this.set(key, old);
+    return old;
+  }
+
+  set(key: string, value: V): void {
+    if (this.current.size >= this.maxEntries || this.chars + key.length > this.maxChars) {
+      this.previous = this.current;
+      this.current = new Map();
+      this.chars = 0;
+    }
+    this.current.set(key, value);
+    this.chars += key.length;
+  }
+}
+
+/** What a heartbeat URL means: its path, raw parameters and, when they are valid, the validated ones. */
+interface HeartbeatRoute {
+  readonly path: string;
+  readonly raw: Readonly<Record<string, string>>;
+  /** Null when the parameters are not valid: validated (and refused) on every request. */
+  readonly params: GroupParams | null;
+  /** The JSON of the last steady reply to each member of the group (see {@link hasJson}). */
+  readonly replies: Map<string, SteadyJson>;
+}
+
+interface SteadyJson {
+  readonly known: KnownJson;
+  readonly length: string;
+}
+
+/** Members whose last steady reply a route remembers; past it, it starts over. */
+const REMEMBERED_REPLIES_MAX = 65_536;
+
+type GroupParams = z.infer<typeof groupParamsSchema>;
+type HeartbeatBody = z.infer<typeof heartbeatBodySchema>;
+
+/** Bodies longer than this are not remembered (steady heartbeats are a few hundred bytes). */
+const REMEMBERED_BODY_MAX = 4_096;
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
 }
 
 /**
@@ -127,36 +204,167 @@ function write(res: ServerResponse, result: HandlerResult): void {
  * through the function the express route calls ({@link answerHeartbeat}). Bodies with a
  * `Content-Encoding` (which express inflates) are left to express. The one difference: no
  * `ETag` header (express adds a weak one to every body; it means nothing on a POST answer).
+ *
+ * What the steady heartbeat repeats is worked out once: a URL's match and validated
+ * parameters, and a body text's validated heartbeat (both decided by the text alone, so
+ * remembering them changes no answer; a body is remembered only once it was validated for an
+ * authenticated caller). A steady heartbeat is answered in the turn its body ends, its
+ * headers written in one `writeHead`.
  */
 export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
   const maxBytes = services.settings.limits['max-body-bytes'];
+  const routes = new RecentMap<HeartbeatRoute>(4_096, 1 << 20);
+  const bodies = new RecentMap<HeartbeatBody>(16_384, 4 << 20);
+  /** The last Content-Type found to be JSON (it is the same on nearly every request). */
+  let jsonType: string | undefined;
 
-  async function serve(
-    req: IncomingMessage,
-    res: ServerResponse,
-    path: string,
-    rawParams: Record<string, string>,
-    requestId: string,
-  ): Promise<void> {
-    let result: HandlerResult;
-    let bytes: Buffer | null = null;
+  function routeOf(url: string): HeartbeatRoute | null {
+    const known = routes.get(url);
+    if (known !== undefined) return known;
+    const raw = matchHeartbeat(url);
+    if (!raw) return null;
+    const query = url.indexOf('?');
+    const parsed = groupParamsSchema.safeParse(raw);
+    const route: HeartbeatRoute = {
+      path: query === -1 ? url : url.slice(0, query),
+      raw: deepFreeze(raw),
+      params: parsed.success ? deepFreeze(parsed.data) : null,
+      replies: new Map(),
+    };
+    routes.set(url, route);
+    return route;
+  }
+
+  /** The request in flight: what its answer needs besides the heartbeat. */
+  interface Pending {
+    readonly req: IncomingMessage;
+    readonly res: ServerResponse;
+    readonly route: HeartbeatRoute;
+    readonly requestId: string;
+    readonly owner: string | null;
+  }
+
+  /**
+   * The JSON of a steady reply: the text this member was sent last time when the reply reads
+   * the same (a steady member is told the same thing heartbeat after heartbeat), else its own.
+   */
+  function steadyJson(route: HeartbeatRoute, heartbeat: HeartbeatReply): SteadyJson {
+    const { replies } = route;
+    let steady = replies.get(heartbeat.memberId);
+    if (steady === undefined || !hasJson(steady.known, heartbeat)) {
+      const json = JSON.stringify(heartbeat);
+      steady = { known: knownJson(json), length: String(Buffer.byteLength(json)) };
+      if (replies.size >= REMEMBERED_REPLIES_MAX) replies.clear();
+      replies.set(heartbeat.memberId, steady);
+    }
+    return steady;
+  }
+
+  /**
+   * The 200 answer, its headers (those the error path sets one by one) in one `writeHead`.
+   * `steady`: answered at once, so likely what this member was told last time.
+   */
+  function reply(p: Pending, heartbeat: HeartbeatReply, steady: boolean): void {
+    const { res } = p;
+    if (res.headersSent) return;
+    let json: string;
+    let length: string;
+    if (steady) {
+      const known = steadyJson(p.route, heartbeat);
+      json = known.known.json;
+      length = known.length;
+    } else {
+      json = JSON.stringify(heartbeat);
+      length = String(Buffer.byteLength(json));
+    }
+    const headers =
+      p.owner === null
+        ? ['X-Request-Id', p.requestId, FAST_PATH_HEADER, 'fast']
+        : ['X-Request-Id', p.requestId, FAST_PATH_HEADER, 'fast', OWNER_HEADER, p.owner];
+    headers.push('Content-Type', JSON_CONTENT_TYPE, 'Content-Length', length);
+    res.writeHead(200, headers);
+    res.end(json);
+  }
+
+  /** Every other answer: forwarded to the owner, or the error as express gives it. */
+  async function refuse(p: Pending, error: unknown, bytes: Buffer | null): Promise<void> {
+    const { req, res, route, requestId } = p;
+    if (!res.headersSent) {
+      res.setHeader('X-Request-Id', requestId);
+      res.setHeader(FAST_PATH_HEADER, 'fast');
+      if (p.owner !== null) res.setHeader(OWNER_HEADER, p.owner);
+    }
+    // Another replica owns the group: forwarded there, its answer passed on.
+    if (await forwardMoved(services, req, res, error, { requestId, body: bytes })) return;
+    const group = { streamPrefix: route.raw.stream, consumerGroup: route.raw.group };
+    write(
+      res,
+      errorResult(services, { method: 'POST', path: route.path, requestId, ...group }, error),
+    );
+  }
+
+  /** Reached only if writing an answer threw (every error is answered): the connection goes. */
+  function broken(p: Pending, failure: unknown): void {
+    services.logger.error('heartbeat fast path failed', {
+      requestId: p.requestId,
+      error: String(failure),
+    });
+    if (!p.res.headersSent) p.res.destroy();
+  }
+
+  function answer(p: Pending, heartbeat: HeartbeatReply, steady: boolean): void {
     try {
-      bytes = await readBody(req, maxBytes);
-      const body =
-        bytes.length === 0 ? undefined : parseJsonBody(bytes, req.headers['content-type']);
+      reply(p, heartbeat, steady);
+    } catch (failure) {
+      broken(p, failure);
+    }
+  }
+
+  function fail(p: Pending, error: unknown, bytes: Buffer | null): void {
+    refuse(p, error, bytes).catch((failure: unknown) => broken(p, failure));
+  }
+
+  /** The steps after the body, in the express pipeline's order. */
+  function serve(p: Pending, bytes: Buffer): void {
+    const { req, route } = p;
+    let answered: HeartbeatReply | Promise<HeartbeatReply>;
+    try {
+      let text: string | null = null;
+      let body: unknown;
+      let known: HeartbeatBody | undefined;
+      if (bytes.length > 0) {
+        const contentType = req.headers['content-type'];
+        if (contentType !== jsonType || contentType === undefined) {
+          assertJsonContentType(contentType);
+          jsonType = contentType;
+        }
+        text = bytes.toString('utf8');
+        known = text.length <= REMEMBERED_BODY_MAX ? bodies.get(text) : undefined;
+        if (known === undefined) body = parseJsonText(text);
+      }
       const principal = principalOfRequest(services.tokens, req);
       assertAnyRole(principal, HEARTBEAT_ROLES);
-      const params = validate(groupParamsSchema, rawParams, 'path');
-      const heartbeat = validate(heartbeatBodySchema, body ?? {}, 'body');
+      const params = route.params ?? validate(groupParamsSchema, route.raw, 'path');
+      let heartbeat = known;
+      if (heartbeat === undefined) {
+        heartbeat = validate(heartbeatBodySchema, body ?? {}, 'body');
+        if (text !== null && text.length <= REMEMBERED_BODY_MAX)
+          bodies.set(text, deepFreeze(heartbeat));
+      }
       assertGroupPermitted(principal, params.stream, params.group);
-      result = { status: 200, body: await answerHeartbeat(services, principal, params, heartbeat) };
+      answered = answerHeartbeat(services, principal, params, heartbeat);
     } catch (error) {
-      // Another replica owns the group: forwarded there, its answer passed on.
-      if (await forwardMoved(services, req, res, error, { requestId, body: bytes })) return;
-      const group = { streamPrefix: rawParams.stream, consumerGroup: rawParams.group };
-      result = errorResult(services, { method: 'POST', path, requestId, ...group }, error);
+      fail(p, error, bytes);
+      return;
     }
-    write(res, result);
+    if (answered instanceof Promise) {
+      answered.then(
+        (heartbeat) => answer(p, heartbeat, false),
+        (error: unknown) => fail(p, error, bytes),
+      );
+    } else {
+      answer(p, answered, true);
+    }
   }
 
   return {
@@ -165,19 +373,16 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       if (req.method !== 'POST' || url === undefined || !url.startsWith(PREFIX)) return false;
       const encoding = req.headers['content-encoding'];
       if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return false;
-      const params = matchHeartbeat(url);
-      if (!params) return false;
+      const route = routeOf(url);
+      if (!route) return false;
       const requestId = requestIdOf(req.headers['x-request-id'] as string | undefined);
-      res.setHeader('X-Request-Id', requestId);
-      res.setHeader(FAST_PATH_HEADER, 'fast');
       acceptForwarded(services, req);
-      setOwnerHeader(services, res, params.stream, params.group);
-      const query = url.indexOf('?');
-      const path = query === -1 ? url : url.slice(0, query);
-      serve(req, res, path, params, requestId).catch((error: unknown) => {
-        // serve answers every error itself; this is only reached if writing the answer threw.
-        services.logger.error('heartbeat fast path failed', { requestId, error: String(error) });
-        if (!res.headersSent) res.destroy();
+      const { stream, group } = route.raw;
+      const owner = stream && group ? groupOwnerOf(services, stream, group) : null;
+      const pending: Pending = { req, res, route, requestId, owner };
+      readBody(req, maxBytes, (error, bytes) => {
+        if (error) fail(pending, error, null);
+        else serve(pending, bytes);
       });
       return true;
     },

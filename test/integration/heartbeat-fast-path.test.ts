@@ -40,6 +40,17 @@ const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
 const CONSUMER = bearer(token(['CONSUMER']));
 const JSON_TYPE = { 'content-type': 'application/json' };
 
+/** Creates group `fp/<group>` on `c`; returns its heartbeat path. */
+async function createGroup(c: RunningCoordinator, group: string, shardCount = 2): Promise<string> {
+  const res = await fetch(`${c.url}/coord/v1/admin/groups`, {
+    method: 'POST',
+    headers: { ...JSON_TYPE, ...bearer(token(['WRITE'])) },
+    body: JSON.stringify({ streamPrefix: 'fp', consumerGroup: group, shardCount, ...CHANGE }),
+  });
+  expect(res.status).toBe(201);
+  return `/coord/v1/consumer/streams/fp/groups/${group}/heartbeat`;
+}
+
 async function start(heartbeatFastPath: boolean): Promise<RunningCoordinator> {
   const settings = loadSettings({
     env: {},
@@ -56,12 +67,7 @@ async function start(heartbeatFastPath: boolean): Promise<RunningCoordinator> {
     heartbeatFastPath,
     logger: createLogger({ level: 'error', format: 'text', silent: true }),
   });
-  const res = await fetch(`${c.url}/coord/v1/admin/groups`, {
-    method: 'POST',
-    headers: { ...JSON_TYPE, ...bearer(token(['WRITE'])) },
-    body: JSON.stringify({ streamPrefix: 'fp', consumerGroup: 'g', shardCount: 2, ...CHANGE }),
-  });
-  expect(res.status).toBe(201);
+  await createGroup(c, 'g');
   return c;
 }
 
@@ -397,6 +403,125 @@ describe('heartbeat fast path', () => {
     }
     const last = await send(fast, request);
     expect(last.body).toMatchObject({ outcome: 'OK', assignedShards: [0, 1] });
+  });
+
+  /** A member's next heartbeat after `reply`, as an honest member sends it (revokes done at once). */
+  const nextOf = (memberId: string, reply: Record<string, unknown>) => ({
+    memberId,
+    memberEpoch: reply.memberEpoch,
+    assignmentEpoch: reply.assignmentEpoch,
+    metadataVersion: reply.metadataVersion,
+    currentAssignments: reply.assignedShards,
+    revokeProgress: (reply.revokeShards as number[]).map((shard) => ({ shard, state: 'DONE' })),
+  });
+  const consumerInit = (body: unknown, headers: Record<string, string> = CONSUMER) => ({
+    headers: { ...JSON_TYPE, ...headers },
+    body: () => JSON.stringify(body),
+  });
+
+  it('through a rebalance: the same answers as express at every step, never a remembered one that changed', async () => {
+    const [path] = await Promise.all([
+      createGroup(fast, 'rebalance'),
+      createGroup(plain, 'rebalance'),
+    ]);
+    const replies = new Map<string, Record<string, unknown>>();
+    const beat = async (memberId: string) => {
+      const last = replies.get(memberId);
+      const body = last ? nextOf(memberId, last) : { ...JOIN, memberId };
+      const answer = await both(path, consumerInit(body));
+      expect(answer.status).toBe(200);
+      replies.set(memberId, answer.body as Record<string, unknown>);
+      return answer.body as Record<string, unknown>;
+    };
+    for (let i = 0; i < 4; i++) await beat('rb-1');
+    const alone = await beat('rb-1');
+    expect(alone).toMatchObject({ outcome: 'OK', assignedShards: [0, 1] });
+    for (let round = 0; round < 6; round++) {
+      await beat('rb-2');
+      await beat('rb-1');
+    }
+    const [one, two] = [await beat('rb-1'), await beat('rb-2')];
+    expect([one.outcome, two.outcome]).toEqual(['OK', 'OK']);
+    expect(
+      [...(one.assignedShards as number[]), ...(two.assignedShards as number[])].sort(),
+    ).toEqual([0, 1]);
+    expect((one.assignedShards as number[]).length).toBe(1);
+  });
+
+  it('a steady reply has the very bytes express gives the same heartbeat', async () => {
+    const path = await createGroup(fast, 'bytes');
+    const send = (body: unknown, gzip: boolean) =>
+      fetch(`${fast.url}${path}`, {
+        method: 'POST',
+        headers: { ...JSON_TYPE, ...CONSUMER, ...(gzip ? { 'content-encoding': 'gzip' } : {}) },
+        body: gzip ? gzipSync(JSON.stringify(body)) : JSON.stringify(body),
+      });
+    let body: unknown = { ...JOIN, memberId: 'bytes' };
+    for (let i = 0; i < 4; i++) {
+      const reply = (await (await send(body, false)).json()) as Record<string, unknown>;
+      body = nextOf('bytes', reply);
+    }
+    for (let i = 0; i < 3; i++) {
+      const viaFast = await send(body, false);
+      const viaExpress = await send(body, true);
+      expect([viaFast.headers.get('x-coord-path'), viaExpress.headers.get('x-coord-path')]).toEqual(
+        ['fast', null],
+      );
+      const [a, b] = [
+        Buffer.from(await viaFast.arrayBuffer()),
+        Buffer.from(await viaExpress.arrayBuffer()),
+      ];
+      expect(JSON.parse(a.toString())).toMatchObject({ outcome: 'OK', memberId: 'bytes' });
+      expect(a.equals(b)).toBe(true);
+      expect(viaFast.headers.get('content-length')).toBe(String(b.length));
+    }
+  });
+
+  it('what the fast path remembers (a body, a URL, a token) changes no answer', async () => {
+    const [path] = await Promise.all([
+      createGroup(fast, 'remember'),
+      createGroup(plain, 'remember'),
+    ]);
+    let reply: Record<string, unknown> = {};
+    let body: unknown = { ...JOIN, memberId: 'remembered' };
+    for (let i = 0; i < 4; i++) {
+      reply = (await both(path, consumerInit(body))).body as Record<string, unknown>;
+      body = nextOf('remembered', reply);
+    }
+    expect(reply).toMatchObject({ outcome: 'OK' });
+    const scoped = bearer(
+      jwt.sign({ sub: 'someone', roles: ['CONSUMER'], groups: ['other:*'] }, TEST_SECRET, {
+        algorithm: 'HS256',
+        issuer: 'stream-coordinator',
+        expiresIn: 60,
+      }),
+    );
+    const cases: Array<[Init, number, string | null]> = [
+      [consumerInit(body), 200, null],
+      [{ headers: JSON_TYPE, body: () => JSON.stringify(body) }, 401, 'UNAUTHENTICATED'],
+      [consumerInit(body, bearer(token(['PRODUCER']))), 403, 'FORBIDDEN'],
+      [consumerInit(body, scoped), 403, 'GROUP_NOT_PERMITTED'],
+      [
+        {
+          headers: { 'content-type': 'text/plain', ...CONSUMER },
+          body: () => JSON.stringify(body),
+        },
+        415,
+        'UNSUPPORTED_MEDIA_TYPE',
+      ],
+      [consumerInit(body), 200, null],
+    ];
+    for (const [init, status, code] of cases) {
+      const answer = await both(path, init);
+      expect(answer.status).toBe(status);
+      if (code) expect(errorOf(answer).code).toBe(code);
+    }
+    // A URL with invalid parameters is refused every time, also once it is known.
+    const badPath = '/coord/v1/consumer/streams/bad!name/groups/g/heartbeat';
+    for (let i = 0; i < 2; i++) {
+      const answer = await both(badPath, consumerInit(body));
+      expect(errorOf(answer).code).toBe('VALIDATION_FAILED');
+    }
   });
 
   it('application/*+json with a charset and a query string are served by the fast path', async () => {

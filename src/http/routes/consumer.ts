@@ -54,27 +54,47 @@ export const HEARTBEAT_ROLES = ['CONSUMER'] as const;
  * actor decides, metrics count it. The one implementation behind the express route and the
  * heartbeat fast path (`src/http/heartbeat-fast-path.ts`). The member is bound to the caller's
  * principal (DESIGN.md §5), which comes from the verified token, never from the body.
+ *
+ * A steady heartbeat the group can answer at once (`GroupCoordinator.steadyHeartbeat`) is
+ * answered synchronously, without a promise; any other returns the promise of its answer.
  */
-export async function answerHeartbeat(
+export function answerHeartbeat(
   services: Services,
   principal: Principal,
   params: z.infer<typeof groupParamsSchema>,
   body: z.infer<typeof heartbeatBodySchema>,
-): Promise<HeartbeatReply> {
-  const stop = services.metrics.heartbeatDuration.startTimer();
+): HeartbeatReply | Promise<HeartbeatReply> {
+  const { metrics, coordinator } = services;
+  const startedAt = performance.now();
+  const ref = { streamPrefix: params.stream, consumerGroup: params.group };
+  const request = { ...body, principal: principal.name };
+  let steady: HeartbeatReply | null;
   try {
-    const reply = await services.coordinator.heartbeat(
-      { streamPrefix: params.stream, consumerGroup: params.group },
-      { ...body, principal: principal.name },
-    );
-    services.metrics.heartbeatOutcome(reply.outcome).inc();
-    return reply;
+    steady = coordinator.steadyHeartbeat(ref, request);
   } catch (error) {
-    services.metrics.heartbeatOutcome((error as { code?: string }).code ?? 'ERROR').inc();
-    throw error;
-  } finally {
-    stop();
+    throw counted(metrics, startedAt, error);
   }
+  if (steady !== null) {
+    metrics.recordHeartbeat(steady.outcome, secondsSince(startedAt));
+    return steady;
+  }
+  return coordinator.heartbeat(ref, request).then(
+    (reply) => {
+      metrics.recordHeartbeat(reply.outcome, secondsSince(startedAt));
+      return reply;
+    },
+    (error: unknown) => {
+      throw counted(metrics, startedAt, error);
+    },
+  );
+}
+
+const secondsSince = (startedAt: number) => (performance.now() - startedAt) / 1000;
+
+/** Counts a heartbeat that failed under its error code; returns the error to throw. */
+function counted(metrics: Services['metrics'], startedAt: number, error: unknown): unknown {
+  metrics.recordHeartbeat((error as { code?: string }).code ?? 'ERROR', secondsSince(startedAt));
+  return error;
 }
 
 export const consumerRoutes = [
