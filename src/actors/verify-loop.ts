@@ -4,6 +4,10 @@ import type { Store } from '../store/store.js';
 import type { FailClosed } from './fail-closed.js';
 import { groupOf, isFailedClosed, type GroupEntry } from './group-entry.js';
 import type { Stale } from './mailbox.js';
+import { forEachSlice } from './slices.js';
+
+/** Groups checked in one turn of the event loop. */
+const CHECK_SLICE = 500;
 
 export interface VerifyLoopOptions {
   readonly store: Pick<Store, 'readRevisions'>;
@@ -48,11 +52,15 @@ export class VerifyLoop {
     if (checked.length === 0) return;
     const expected = checked.map((e) => e.revision);
     const revisions = await store.readRevisions(checked.map((e) => e.ref));
-    await Promise.allSettled(
-      checked.map((entry, i) =>
+    // Each group is checked in its mailbox, CHECK_SLICE groups per turn of the event loop.
+    const checks: Array<Promise<unknown>> = [];
+    let i = 0;
+    await forEachSlice(checked, CHECK_SLICE, (entry) => {
+      const index = i++;
+      checks.push(
         run(entry, async () => {
-          if (isFailedClosed(entry) || entry.revision !== expected[i]) return;
-          const seen = revisions[i] ?? null;
+          if (isFailedClosed(entry) || entry.revision !== expected[index]) return;
+          const seen = revisions[index] ?? null;
           if (seen === null) {
             if (await this.options.deletedMeanwhile(entry)) this.options.drop(entry);
             else await failClosed.failClosed(entry, 'METADATA_LOST', null);
@@ -63,7 +71,8 @@ export class VerifyLoop {
             await failClosed.failClosed(entry, 'STORE_REVISION_REGRESSION', seen.revision);
           }
         }),
-      ),
-    );
+      );
+    });
+    await Promise.allSettled(checks);
   }
 }

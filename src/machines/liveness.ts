@@ -17,6 +17,8 @@ export class LivenessTable {
   private readonly entries = new Map<string, MemberLiveness>();
   private journal: Undo[] | null = null;
   private depth = 0;
+  /** The earliest deadline of the records set (or restored) since {@link takeEarliestSet}. */
+  private earliestSet = Infinity;
 
   /** A table holding `entries`, journal closed. */
   static of(entries: Iterable<readonly [string, MemberLiveness]> = []): LivenessTable {
@@ -36,6 +38,19 @@ export class LivenessTable {
   set(memberId: string, live: MemberLiveness): void {
     this.remember(memberId);
     this.entries.set(memberId, live);
+    this.noteDeadlines(live);
+  }
+
+  /**
+   * The earliest deadline (session expiry or revoke deadline) of any record set or restored
+   * since the last call (Infinity: none), and starts over. With the deadlines seen when every
+   * record was last looked at, a lower bound of the table's deadlines: the deadline sweep
+   * looks at every member again only when that bound has passed.
+   */
+  takeEarliestSet(): number {
+    const earliest = this.earliestSet;
+    this.earliestSet = Infinity;
+    return earliest;
   }
 
   delete(memberId: string): void {
@@ -62,8 +77,12 @@ export class LivenessTable {
     if (!journal) return;
     while (journal.length > mark) {
       const [memberId, previous] = journal.pop()!;
-      if (previous === undefined) this.entries.delete(memberId);
-      else this.entries.set(memberId, previous);
+      if (previous === undefined) {
+        this.entries.delete(memberId);
+      } else {
+        this.entries.set(memberId, previous);
+        this.noteDeadlines(previous);
+      }
     }
   }
 
@@ -72,6 +91,12 @@ export class LivenessTable {
     if (this.depth === 0) return;
     this.depth--;
     if (this.depth === 0) this.journal = null;
+  }
+
+  private noteDeadlines(live: MemberLiveness): void {
+    if (live.sessionExpiresAt < this.earliestSet) this.earliestSet = live.sessionExpiresAt;
+    if (live.revokeDeadline !== null && live.revokeDeadline < this.earliestSet)
+      this.earliestSet = live.revokeDeadline;
   }
 
   private remember(memberId: string): void {

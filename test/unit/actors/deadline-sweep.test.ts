@@ -1,6 +1,9 @@
 import { describe, expect, it, vi } from 'vitest';
 import { groupOf } from '../../../src/actors/group-entry.js';
-import { joinRequest, partsRig, REF } from './actor-harness.js';
+import { LivenessTable } from '../../../src/machines/liveness.js';
+import type { HeartbeatReply } from '../../../src/machines/protocol.js';
+import type { MemberLiveness } from '../../../src/machines/types.js';
+import { joinRequest, nextRequest, partsRig, REF } from './actor-harness.js';
 
 const SESSION_TIMEOUT = 10_000; // testSettings()
 
@@ -54,5 +57,85 @@ describe('deadline sweep: a silent member expires at its session deadline', () =
     rig.clock.advance(SESSION_TIMEOUT + 1_000);
     await vi.waitFor(() => expect(members(rig)).toEqual([]));
     stop();
+  });
+});
+
+describe('deadline sweep: members are looked at again only when a deadline may have come', () => {
+  /** m1 (joined again) and m2 joined and steady. */
+  async function twoSteady() {
+    const rig = await rigWithMember();
+    const beat = (last: HeartbeatReply | null, id: string) =>
+      rig.committer.heartbeat(rig.entry, rig.clock.now(), {
+        ...(last === null ? joinRequest(id) : nextRequest(id, last)),
+        sessionTimeoutMs: SESSION_TIMEOUT,
+      });
+    let m2 = await beat(null, 'm2');
+    rig.clock.advance(rig.entry.actor.getSnapshot().context.config.assignmentDebounceMs);
+    await rig.sweeper.sweep();
+    let m1 = await beat(null, 'm1');
+    for (let i = 0; i < 6; i++) [m1, m2] = [await beat(m1, 'm1'), await beat(m2, 'm2')];
+    expect([m1.outcome, m2.outcome]).toEqual(['OK', 'OK']);
+    return { rig, beat, m2 };
+  }
+
+  it('a silent member expires on time while the other keeps beating steadily', async () => {
+    const { rig, beat, m2: first } = await twoSteady();
+    const ctx = rig.entry.actor.getSnapshot().context;
+    const m1Expires = ctx.liveness.get('m1')!.sessionExpiresAt;
+    await rig.sweeper.sweep(); // looks at every member once
+    let m2 = first;
+    while (rig.clock.now() + 1_000 < m1Expires) {
+      rig.clock.advance(1_000);
+      m2 = await beat(m2, 'm2'); // steady: the context stays the same object
+      await rig.sweeper.sweep();
+      expect(rig.entry.actor.getSnapshot().context).toBe(ctx);
+    }
+    rig.clock.advance(m1Expires - 1 - rig.clock.now());
+    await rig.sweeper.sweep();
+    expect(members(rig).sort()).toEqual(['m1', 'm2']);
+    rig.clock.advance(1);
+    await rig.sweeper.sweep();
+    expect(members(rig)).toEqual(['m2']);
+  });
+
+  it('a deadline brought forward in the liveness table under the same context is kept', async () => {
+    const { rig } = await twoSteady();
+    const ctx = rig.entry.actor.getSnapshot().context;
+    await rig.sweeper.sweep();
+    const live = ctx.liveness.get('m1')!;
+    ctx.liveness.set('m1', { ...live, sessionExpiresAt: rig.clock.now() + 10 });
+    rig.clock.advance(11);
+    await rig.sweeper.sweep();
+    expect(members(rig)).toEqual(['m2']);
+  });
+});
+
+describe('liveness table: the earliest deadline set since the last look', () => {
+  const live = (
+    sessionExpiresAt: number,
+    revokeDeadline: number | null = null,
+  ): MemberLiveness => ({
+    lastHeartbeatAt: 0,
+    sessionExpiresAt,
+    revokeDeadline,
+    reportedMetadataVersion: 0,
+    reportedAssignmentEpoch: 0,
+    currentAssignments: [],
+    revokeProgress: [],
+  });
+
+  it('reports the earliest session expiry or revoke deadline set or restored, then starts over', () => {
+    const table = LivenessTable.of([['a', live(100)]]);
+    expect(table.takeEarliestSet()).toBe(Infinity);
+    table.set('a', live(300));
+    table.set('b', live(500, 200));
+    expect(table.takeEarliestSet()).toBe(200);
+    expect(table.takeEarliestSet()).toBe(Infinity);
+    const mark = table.begin();
+    table.set('a', live(900));
+    expect(table.takeEarliestSet()).toBe(900);
+    table.undo(mark); // back to a's 300
+    table.end();
+    expect(table.takeEarliestSet()).toBe(300);
   });
 });
