@@ -72,43 +72,45 @@ export class CoordinatorApiError extends Error {
   }
 }
 
-/** 400, 413, 415: the request itself is wrong; repeating it will not help. */
-export class InvalidRequestError extends CoordinatorApiError {
-  override readonly name = 'InvalidRequestError';
+/** The base class {@link statusFamily} makes: a {@link CoordinatorApiError} named `N`. */
+type StatusFamily<N extends string> = Omit<typeof CoordinatorApiError, 'prototype'> &
+  (new (
+    ...args: ConstructorParameters<typeof CoordinatorApiError>
+  ) => CoordinatorApiError & { readonly name: N });
+
+/**
+ * The base of one status family below: a {@link CoordinatorApiError} whose `name` is the
+ * family's class name (spelled out, so that it survives a bundler renaming classes).
+ */
+function statusFamily<const N extends string>(name: N): StatusFamily<N> {
+  return class extends CoordinatorApiError {
+    override readonly name: N = name;
+  };
 }
+
+/** 400, 413, 415: the request itself is wrong; repeating it will not help. */
+export class InvalidRequestError extends statusFamily('InvalidRequestError') {}
 
 /** 401: no token, a bad one, an expired one, or wrong credentials. */
-export class AuthenticationError extends CoordinatorApiError {
-  override readonly name = 'AuthenticationError';
-}
+export class AuthenticationError extends statusFamily('AuthenticationError') {}
 
 /** 403: the principal lacks the role or group, or (`MEMBER_ID_IN_USE`) another principal owns the member id. */
-export class PermissionDeniedError extends CoordinatorApiError {
-  override readonly name = 'PermissionDeniedError';
-}
+export class PermissionDeniedError extends statusFamily('PermissionDeniedError') {}
 
 /** 404: unknown group or migration. */
-export class NotFoundError extends CoordinatorApiError {
-  override readonly name = 'NotFoundError';
-}
+export class NotFoundError extends statusFamily('NotFoundError') {}
 
 /** 409: the group's state refuses the request (`GROUP_FULL`, `MIGRATION_IN_PROGRESS`, ...). */
-export class ConflictError extends CoordinatorApiError {
-  override readonly name = 'ConflictError';
-}
+export class ConflictError extends statusFamily('ConflictError') {}
 
 /** 429: logins throttled. */
-export class RateLimitedError extends CoordinatorApiError {
-  override readonly name = 'RateLimitedError';
-}
+export class RateLimitedError extends statusFamily('RateLimitedError') {}
 
 /**
  * 502/503/504: store down, group failed closed (`GROUP_FAILED_CLOSED`), or its owner replica
  * unreachable or moving. Nothing was decided; `retryAfterMs` says when to ask again.
  */
-export class UnavailableError extends CoordinatorApiError {
-  override readonly name = 'UnavailableError';
-}
+export class UnavailableError extends statusFamily('UnavailableError') {}
 
 /**
  * The coordinator could not be reached at all (no HTTP answer): says which URL and why
