@@ -1,19 +1,10 @@
-import { createServer, type AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { coordctl } from '../support/cli.js';
-
-/** A TCP port nobody listens on (taken from the OS, then released). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+import { freePort } from '../support/redis-server.js';
 
 describe('coordctl says which URL it could not reach and why', () => {
   it('a coordinator that does not answer: names its URL and ECONNREFUSED, no stack', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const { code, stderr } = await coordctl([
       'scale',
       'orders:billing',
@@ -36,7 +27,7 @@ describe('coordctl says which URL it could not reach and why', () => {
   });
 
   it('a store that does not answer (backup): names host:port and ECONNREFUSED', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const { code, stderr } = await coordctl(['backup', '--url', `redis://127.0.0.1:${port}`]);
     expect(code).toBe(1);
     expect(stderr).toContain(`Redis at 127.0.0.1:${port} unreachable (ECONNREFUSED)`);

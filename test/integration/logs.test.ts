@@ -1,8 +1,8 @@
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
 import { captureLogs } from '../support/logs.js';
-import { waitFor } from '../support/redis-server.js';
+import { freePort, waitFor } from '../support/redis-server.js';
 
 let running: TestCoordinator[] = [];
 afterEach(async () => {
@@ -69,18 +69,9 @@ describe('the startup line names the real bind address', () => {
   });
 });
 
-/** A TCP port nobody listens on (taken from the OS, then released). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 describe('an unreachable store is named with its address and cause', () => {
   it('is logged at startup and answered 503 STORE_UNAVAILABLE naming host:port and ECONNREFUSED', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const logs = captureLogs('info');
     const c = await start({
       store: 'redis',
@@ -110,7 +101,7 @@ describe('an unreachable store is named with its address and cause', () => {
   });
 
   it('logs the refusals it answers at warn, without a stack, at most 5 per group and minute', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const logs = captureLogs('info');
     const c = await start({
       store: 'redis',
