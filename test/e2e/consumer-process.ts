@@ -4,13 +4,8 @@
  * finished work from the record), then acked by the SDK.
  */
 import { openSync, writeSync } from 'node:fs';
-import { Consumer, CoordinatorClient } from '../../src/client/index.js';
-
-const env = (name: string): string => {
-  const value = process.env[name];
-  if (value === undefined) throw new Error(`${name} is required`);
-  return value;
-};
+import { Consumer } from '../../src/client/index.js';
+import { chaosGroup, env } from './chaos-child.js';
 
 const name = env('CHAOS_MEMBER_ID');
 const log = openSync(env('CHAOS_LOG'), 'a');
@@ -19,13 +14,7 @@ const note = (event: Record<string, unknown>) =>
   writeSync(events, `${JSON.stringify({ at: Date.now(), ...event })}\n`);
 
 const consumer = new Consumer({
-  client: new CoordinatorClient({
-    baseUrl: env('CHAOS_COORDINATORS').split(','),
-    token: env('CHAOS_TOKEN'),
-  }),
-  redis: env('CHAOS_REDIS'),
-  streamPrefix: env('CHAOS_STREAM'),
-  consumerGroup: env('CHAOS_GROUP'),
+  ...chaosGroup(),
   memberId: name,
   sessionTimeoutMs: Number(env('CHAOS_SESSION_TIMEOUT_MS')),
   rebalanceTimeoutMs: 30_000,

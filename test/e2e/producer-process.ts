@@ -3,13 +3,8 @@
  * records each key once `send` resolved (the record the run checks for lost messages).
  */
 import { openSync, writeSync } from 'node:fs';
-import { CoordinatorClient, Producer } from '../../src/client/index.js';
-
-const env = (name: string): string => {
-  const value = process.env[name];
-  if (value === undefined) throw new Error(`${name} is required`);
-  return value;
-};
+import { Producer } from '../../src/client/index.js';
+import { chaosGroup, env } from './chaos-child.js';
 
 const id = env('CHAOS_PRODUCER_ID');
 const count = Number(env('CHAOS_COUNT'));
@@ -17,13 +12,7 @@ const count = Number(env('CHAOS_COUNT'));
 const rate = Number(env('CHAOS_RATE'));
 const record = openSync(env('CHAOS_RECORD'), 'a');
 const producer = new Producer({
-  client: new CoordinatorClient({
-    baseUrl: env('CHAOS_COORDINATORS').split(','),
-    token: env('CHAOS_TOKEN'),
-  }),
-  redis: env('CHAOS_REDIS'),
-  streamPrefix: env('CHAOS_STREAM'),
-  consumerGroup: env('CHAOS_GROUP'),
+  ...chaosGroup(),
   longPollWaitMs: 5_000,
 });
 
