@@ -1,5 +1,4 @@
 import { Argument, type Command } from 'commander';
-import type { CliApi } from '../api.js';
 import { changeOf, changeOptions } from '../change.js';
 import { CliError } from '../cli-error.js';
 import { connect, connectionOptions, type ConnectionFlags } from '../connection.js';
@@ -15,12 +14,16 @@ function report(done: string, group: GroupDetail): void {
   );
 }
 
-/** A `<group>` mutation with `requestedBy`/`reason` and nothing else. */
+/**
+ * A `<group>` mutation with `requestedBy`/`reason` and nothing else: POSTs `suffix` under the
+ * group's `/admin/` path and reports `done`.
+ */
 function groupCommand(
   parent: Command,
   name: string,
   description: string,
-  run: (api: CliApi, group: GroupName, flags: ChangeFlags) => Promise<void>,
+  suffix: string,
+  done: string,
 ): void {
   changeOptions(
     connectionOptions(
@@ -29,7 +32,9 @@ function groupCommand(
         .description(description)
         .argument('<group>', '<streamPrefix>:<consumerGroup>', parseGroup),
     ),
-  ).action(async (group: GroupName, flags: ChangeFlags) => run(await connect(flags), group, flags));
+  ).action(async (group: GroupName, flags: ChangeFlags) =>
+    report(done, await (await connect(flags)).admin(group, suffix, changeOf(flags))),
+  );
 }
 
 /** `freeze`, `unfreeze`, `recovery`, `producers pause|resume`. */
@@ -38,25 +43,27 @@ export function registerAdminCommands(program: Command): void {
     program,
     'freeze',
     'refuse admin changes to a group until unfrozen (recovery step 1)',
-    async (api, group, flags) =>
-      report('froze', await api.admin(group, '/freeze', changeOf(flags))),
+    '/freeze',
+    'froze',
   );
   groupCommand(
     program,
     'unfreeze',
     'accept admin changes to a frozen group again',
-    async (api, group, flags) =>
-      report('unfroze', await api.admin(group, '/unfreeze', changeOf(flags))),
+    '/unfreeze',
+    'unfroze',
   );
 
   const producers = program
     .command('producers')
     .description('tell the producers of a group to pause or resume (routing producersPaused)');
-  groupCommand(producers, 'pause', 'pause producers', async (api, group, flags) =>
-    report('paused producers of', await api.admin(group, '/producers/pause', changeOf(flags))),
-  );
-  groupCommand(producers, 'resume', 'resume producers', async (api, group, flags) =>
-    report('resumed producers of', await api.admin(group, '/producers/resume', changeOf(flags))),
+  groupCommand(producers, 'pause', 'pause producers', '/producers/pause', 'paused producers of');
+  groupCommand(
+    producers,
+    'resume',
+    'resume producers',
+    '/producers/resume',
+    'resumed producers of',
   );
 
   changeOptions(
