@@ -22,6 +22,7 @@ import { systemClock } from '../dist/machines/clock.js';
 import { createLogger } from '../dist/observability/logger.js';
 import { Metrics } from '../dist/observability/metrics.js';
 import { MemoryStore } from '../dist/store/memory-store.js';
+import { applyReply } from './member-reply.mjs';
 
 const SESSION = 1_800_000;
 const [mode = 'scaling', roundsArg = '5', groupsArg = '10000'] = process.argv.slice(2);
@@ -71,21 +72,6 @@ function request(m) {
   };
 }
 
-/** Applies a reply as an honest member does (revoked shards dropped at once); true if anything moved. */
-function apply(m, reply) {
-  const fenced = reply.outcome === 'FENCED_MEMBER_EPOCH';
-  const next = fenced ? [] : [...reply.assignedShards];
-  const changed =
-    reply.outcome !== 'OK' ||
-    reply.memberEpoch !== m.memberEpoch ||
-    next.join() !== m.currentAssignments.join();
-  m.memberEpoch = fenced ? 0 : reply.memberEpoch;
-  m.assignmentEpoch = reply.assignmentEpoch;
-  m.metadataVersion = reply.metadataVersion;
-  m.currentAssignments = next;
-  return changed;
-}
-
 /** Runs `fn` over `items` with at most `limit` in flight. */
 async function pool(items, limit, fn) {
   let next = 0;
@@ -120,7 +106,7 @@ async function build(host, prefix, groups, shards, membersPerGroup) {
       unsteady.flatMap((group) => group.members.map((m) => [group, m])),
       256,
       async ([group, m]) => {
-        if (apply(m, await host.heartbeat(m.ref, request(m)))) changed.add(group);
+        if (applyReply(m, await host.heartbeat(m.ref, request(m)))) changed.add(group);
       },
     );
     for (const group of unsteady) group.stable = changed.has(group) ? 0 : group.stable + 1;

@@ -5,6 +5,7 @@ import jwt from 'jsonwebtoken';
 import type { Redis } from 'ioredis';
 import type { HeartbeatReply } from '../src/machines/protocol.js';
 import { startRedisServer, type RedisServerHandle } from '../test/support/redis-server.js';
+import { applyReply } from './member-reply.mjs';
 
 /*
  * What every benchmark of `bench/run.ts` shares: child processes (servers, simulated consumers),
@@ -209,20 +210,7 @@ export function heartbeatBody(m: MemberState, extra: Record<string, unknown> = {
   };
 }
 
-/** Applies a reply as an honest member does: revoked shards are dropped (DONE) at once. */
-export function applyReply(m: MemberState, reply: HeartbeatReply): boolean {
-  const fenced = reply.outcome === 'FENCED_MEMBER_EPOCH';
-  const next = fenced ? [] : [...reply.assignedShards];
-  const changed =
-    reply.outcome !== 'OK' ||
-    reply.memberEpoch !== m.memberEpoch ||
-    next.join() !== m.currentAssignments.join();
-  m.memberEpoch = fenced ? 0 : reply.memberEpoch;
-  m.assignmentEpoch = reply.assignmentEpoch;
-  m.metadataVersion = reply.metadataVersion;
-  m.currentAssignments = next;
-  return changed;
-}
+export { applyReply };
 
 /**
  * Creates the group, joins `count` members and beats until all are OK and nothing moves for two
