@@ -1,3 +1,4 @@
+import { joinBody } from '../test/support/members.js';
 import type { BenchContext } from './context.js';
 import type { LoadResult } from './load.js';
 import {
@@ -63,15 +64,12 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
     Array.from({ length: 64 }, async () => {
       while (next < MEMBERS && nowMs() < deadline) {
         const memberId = `joiner-${String(next++).padStart(5, '0')}`;
-        const res = await post(port, joinPath, CONSUMER_TOKEN, {
-          memberId,
-          memberEpoch: 0,
-          assignmentEpoch: 0,
-          metadataVersion: 0,
-          currentAssignments: [],
-          revokeProgress: [],
-          sessionTimeoutMs: 1_800_000,
-        });
+        const res = await post(
+          port,
+          joinPath,
+          CONSUMER_TOKEN,
+          joinBody(memberId, { revokeProgress: [], sessionTimeoutMs: 1_800_000 }),
+        );
         if (
           res.status === 200 &&
           (JSON.parse(res.text) as { memberEpoch: number }).memberEpoch > 0

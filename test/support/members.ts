@@ -67,14 +67,17 @@ export class SimulatedMember {
   }
 }
 
-/** The body of a first heartbeat: `memberId` joins with epoch 0 and reports nothing yet. */
-export function joinBody(memberId: string, extra: Record<string, unknown> = {}) {
+/**
+ * The body of a first heartbeat: `memberId` joins with epoch 0 and reports nothing yet; `extra`
+ * fields (such as `revokeProgress: []` or a session timeout) follow.
+ */
+export function joinBody<E extends object = object>(memberId: string, extra: E = {} as E) {
   return {
     memberId,
     memberEpoch: 0,
     assignmentEpoch: 0,
     metadataVersion: 0,
-    currentAssignments: [],
+    currentAssignments: [] as number[],
     ...extra,
   };
 }

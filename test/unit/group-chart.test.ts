@@ -15,6 +15,7 @@ import { expectedStateValue } from '../../src/machines/phases.js';
 import type { GroupState } from '../../src/machines/types.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
+import { joinBody } from '../support/members.js';
 import { Harness, T0 } from './group-harness.js';
 
 const REF = { streamPrefix: 'orders', consumerGroup: 'billing' };
@@ -55,16 +56,7 @@ const heartbeat = (memberId: string, extra: Record<string, unknown> = {}) =>
   ({
     type: 'HEARTBEAT',
     now: T0,
-    request: {
-      memberId,
-      memberEpoch: 0,
-      assignmentEpoch: 0,
-      metadataVersion: 0,
-      currentAssignments: [],
-      revokeProgress: [],
-      principal: 'p',
-      ...extra,
-    },
+    request: joinBody(memberId, { revokeProgress: [], principal: 'p', ...extra }),
   }) as GroupEvent;
 
 describe('lifecycle region: moves on FREEZE, UNFREEZE, FAIL_CLOSED, RECOVER and refuses the rest', () => {

@@ -14,6 +14,7 @@ import type { StoredGroup } from '../../../src/store/store.js';
 import { createLogger } from '../../../src/observability/logger.js';
 import { Metrics } from '../../../src/observability/metrics.js';
 import { FaultyStore } from '../../support/faulty-store.js';
+import { joinBody } from '../../support/members.js';
 
 export const T0 = Date.UTC(2026, 0, 1);
 export const REF: GroupRef = { streamPrefix: 'orders', consumerGroup: 'billing' };
@@ -56,14 +57,7 @@ export function actorRig(
 
 /** A first heartbeat of a new member. */
 export function joinRequest(memberId: string): HeartbeatRequest {
-  return {
-    memberId,
-    memberEpoch: 0,
-    assignmentEpoch: 0,
-    metadataVersion: 0,
-    currentAssignments: [],
-    revokeProgress: [],
-  };
+  return joinBody(memberId, { revokeProgress: [] });
 }
 
 /** The next heartbeat of a member, from what it was told last. */
