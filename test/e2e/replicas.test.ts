@@ -7,6 +7,7 @@
 import { Cluster, type Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyNames } from '../../src/store/keys.js';
+import { heartbeatOf } from '../support/members.js';
 import {
   randomKeyPrefix,
   startRedisCluster,
@@ -409,15 +410,7 @@ describe('three replicas on one redis-server', () => {
       // A heartbeat through each replica: the same reply.
       const [first] = await membersOn(set, stream, 'g0', 1, 2);
       await first!.stop();
-      const m = first!.member;
-      const body = {
-        memberId: m.memberId,
-        memberEpoch: m.epoch,
-        assignmentEpoch: m.assignmentEpoch,
-        metadataVersion: m.metadataVersion,
-        currentAssignments: m.owned,
-        revokeProgress: [],
-      };
+      const body = heartbeatOf(first!.member);
       const heartbeats = await Promise.all(
         set.urls.map(async (url) => {
           const res = await direct(
@@ -557,19 +550,13 @@ describe('three replicas on one redis-server', () => {
         expect(Number(storedAtTakeover.fence)).toBeGreaterThan(fenceBefore);
 
         // Requests reach the paused replica (the kernel queues them) and are read the moment it resumes.
-        const heartbeatOf = (m: LoopingMember) => ({
-          memberId: m.member.memberId,
-          memberEpoch: m.member.epoch,
-          assignmentEpoch: m.member.assignmentEpoch,
-          metadataVersion: m.member.metadataVersion,
-          currentAssignments: m.member.owned,
-          revokeProgress: [],
-        });
         const heartbeatPath = `/coord/v1/consumer/streams/${stream}/groups/${group}/heartbeat`;
+        const heartbeat = (m: LoopingMember) =>
+          direct(set.urls[x]!, 'POST', heartbeatPath, 'consumer', heartbeatOf(m.member), 20_000);
         const queued = [
           direct(set.urls[x]!, 'GET', viewPath(stream, group), 'reader', undefined, 20_000),
-          direct(set.urls[x]!, 'POST', heartbeatPath, 'consumer', heartbeatOf(newcomer), 20_000),
-          direct(set.urls[x]!, 'POST', heartbeatPath, 'consumer', heartbeatOf(members[0]!), 20_000),
+          heartbeat(newcomer),
+          heartbeat(members[0]!),
           direct(set.urls[x]!, 'GET', viewPath(stream, group), 'reader', undefined, 20_000),
         ];
         await new Promise((done) => setTimeout(done, 200)); // let the requests reach its socket

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyNames } from '../../src/store/keys.js';
 import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
-import { SimulatedMember } from '../support/members.js';
+import { heartbeatOf, SimulatedMember } from '../support/members.js';
 import {
   randomKeyPrefix,
   startRedisServer,
@@ -103,14 +103,7 @@ describe('several replicas on one Redis', () => {
     expect(reply.assignedShards).toEqual([0, 1, 2, 3]);
     const res = await other.call('POST', '/coord/v1/consumer/streams/fwd/groups/g/heartbeat', {
       user: 'consumer',
-      body: {
-        memberId: 'a',
-        memberEpoch: member.epoch,
-        assignmentEpoch: member.assignmentEpoch,
-        metadataVersion: member.metadataVersion,
-        currentAssignments: member.owned,
-        revokeProgress: [],
-      },
+      body: heartbeatOf(member),
     });
     expect(res.status).toBe(200);
     expect(res.headers.get('x-coord-owner')).toBe(ownerId);
@@ -224,14 +217,7 @@ describe('several replicas on one Redis', () => {
     });
     const res = await owner.call('POST', '/coord/v1/consumer/streams/lost/groups/g/heartbeat', {
       user: 'consumer',
-      body: {
-        memberId: 'a',
-        memberEpoch: member.epoch,
-        assignmentEpoch: member.assignmentEpoch,
-        metadataVersion: member.metadataVersion,
-        currentAssignments: member.owned,
-        revokeProgress: [],
-      },
+      body: heartbeatOf(member),
     });
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('1');

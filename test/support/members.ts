@@ -81,3 +81,18 @@ export function joinBody<E extends object = object>(memberId: string, extra: E =
     ...extra,
   };
 }
+
+/**
+ * The body of a heartbeat that reports what `member` holds as it stands, with nothing being
+ * revoked (for a request sent beside the member's own {@link SimulatedMember.beat}).
+ */
+export function heartbeatOf(member: SimulatedMember) {
+  return {
+    memberId: member.memberId,
+    memberEpoch: member.epoch,
+    assignmentEpoch: member.assignmentEpoch,
+    metadataVersion: member.metadataVersion,
+    currentAssignments: member.owned,
+    revokeProgress: [],
+  };
+}
