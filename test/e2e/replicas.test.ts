@@ -4,18 +4,11 @@
  * answer or write from what it held before the pause, a rolling restart by SIGTERM, and the
  * failover again on a 3-master Redis Cluster. Leases are short (2 s) so the file stays fast.
  */
-import { Cluster, type Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Cluster } from 'ioredis';
+import { describe, expect } from 'vitest';
 import { keyNames } from '../../src/store/keys.js';
 import { heartbeatOf } from '../support/members.js';
-import {
-  randomKeyPrefix,
-  startRedisCluster,
-  startRedisServer,
-  waitFor,
-  type RedisClusterHandle,
-  type RedisServerHandle,
-} from '../support/redis-server.js';
+import { startRedisCluster, startRedisServer, waitFor } from '../support/redis-server.js';
 import {
   holdOverlaps,
   holds,
@@ -24,11 +17,11 @@ import {
   type Answer,
 } from '../support/replica-members.js';
 import {
-  ChildProcesses,
   metricSum,
+  replicaSuite,
   replicaToken,
-  ReplicaSet,
-  type ReplicaStore,
+  type ReplicaSet,
+  type StartedReplicas,
 } from '../support/replica-processes.js';
 
 const LEASE_TTL_MS = 2_000;
@@ -75,10 +68,9 @@ const runningUrls = (set: ReplicaSet) => () => set.running().map((i) => set.urls
 /** Reads a group's metadata hash straight from the store (what was really written). */
 type StoredGroup = (stream: string, group: string) => Promise<Record<string, string>>;
 
-function storedGroupOn(client: Redis | Cluster, keyPrefix: string): StoredGroup {
-  const keys = keyNames(keyPrefix);
+function storedGroupOf(replicas: Pick<StartedReplicas, 'client' | 'keyPrefix'>): StoredGroup {
   return (streamPrefix, consumerGroup) =>
-    client.hgetall(keys.metadata({ streamPrefix, consumerGroup }));
+    replicas.client.hgetall(keyNames(replicas.keyPrefix).metadata({ streamPrefix, consumerGroup }));
 }
 
 async function createGroup(set: ReplicaSet, stream: string, group: string, shardCount: number) {
@@ -108,6 +100,36 @@ async function servingOwner(set: ReplicaSet, stream: string, group: string): Pro
     { timeoutMs: 30_000, intervalMs: 50, what: `${stream}/${group} served` },
   );
   return owner;
+}
+
+/**
+ * Waits until one of `urls()` serves the group's view (200) naming an owner other than `owner`,
+ * each attempt limited to 2 s; that new owner.
+ */
+async function servedElsewhere(
+  urls: () => readonly string[],
+  stream: string,
+  group: string,
+  owner: string,
+  what: string,
+): Promise<string> {
+  let newOwner = '';
+  await waitFor(
+    async () => {
+      for (const url of urls()) {
+        const res = await direct(url, 'GET', viewPath(stream, group), 'reader', undefined, 2_000);
+        await res.body?.cancel();
+        const named = res.headers.get('x-coord-owner');
+        if (res.status === 200 && named !== null && named !== owner) {
+          newOwner = named;
+          return true;
+        }
+      }
+      return false;
+    },
+    { timeoutMs: 30_000, intervalMs: 25, what },
+  );
+  return newOwner;
 }
 
 /** Starts `count` looping members on a group and waits until all hold a settled assignment. */
@@ -227,21 +249,12 @@ async function failover(set: ReplicaSet, stored: StoredGroup, stream: string) {
   const killedAt = Date.now();
   await set.kill(victim);
   try {
-    let newOwner = '';
-    await waitFor(
-      async () => {
-        for (const url of runningUrls(set)()) {
-          const res = await direct(url, 'GET', viewPath(stream, group), 'reader', undefined, 2_000);
-          await res.body?.cancel();
-          const named = res.headers.get('x-coord-owner');
-          if (res.status === 200 && named !== null && named !== owner) {
-            newOwner = named;
-            return true;
-          }
-        }
-        return false;
-      },
-      { timeoutMs: 30_000, intervalMs: 25, what: `${stream}/${group} served after the kill` },
+    const newOwner = await servedElsewhere(
+      runningUrls(set),
+      stream,
+      group,
+      owner,
+      `${stream}/${group} served after the kill`,
     );
     const failoverMs = Date.now() - killedAt;
     await moreBeats(members, 4);
@@ -271,44 +284,25 @@ async function failover(set: ReplicaSet, stored: StoredGroup, stream: string) {
 }
 
 describe('three replicas on one redis-server', () => {
-  let redis: RedisServerHandle | null = null;
-  let children: ChildProcesses | null = null;
-  let set: ReplicaSet;
-  let stored: StoredGroup;
-  let passed = true;
-
-  beforeAll(async () => {
-    redis = await startRedisServer();
-    children = new ChildProcesses('replicas-e2e');
-    const keyPrefix = randomKeyPrefix();
-    const store: ReplicaStore = { type: 'redis', url: redis.url };
-    set = await ReplicaSet.start(children, { count: 3, store, keyPrefix, env: COMMON_ENV });
-    stored = storedGroupOn(redis.client(), keyPrefix);
-  }, 120_000);
-
-  afterAll(async () => {
-    if (!passed && children) say(`replica logs kept in ${children.dir}`);
-    await children?.cleanUp(!passed);
-    await redis?.stop();
+  const suite = replicaSuite('replicas-e2e', {
+    count: 3,
+    env: COMMON_ENV,
+    say,
+    startStore: async () => {
+      const redis = await startRedisServer();
+      return {
+        store: { type: 'redis', url: redis.url },
+        client: redis.client(),
+        stop: () => redis.stop(),
+      };
+    },
   });
-
-  const step = (name: string, body: () => Promise<void>, timeoutMs: number) =>
-    it(
-      name,
-      async () => {
-        try {
-          await body();
-        } catch (error) {
-          passed = false;
-          throw error;
-        }
-      },
-      timeoutMs,
-    );
+  const { step } = suite;
+  const stored = storedGroupOf(suite);
 
   step(
     'every replica gives the same answers, ownership is spread, steady heartbeats round-robin write nothing',
-    async () => {
+    async ({ set }) => {
       const stream = 'spread';
       const groups = Array.from({ length: 30 }, (_, n) => `g${n}`);
       for (const [n, group] of groups.entries()) {
@@ -457,7 +451,7 @@ describe('three replicas on one redis-server', () => {
 
   step(
     'SIGKILL of a group owner: another replica serves it within the lease TTL + 1 s, no member fenced',
-    async () => {
+    async ({ set }) => {
       await failover(set, stored, 'killed');
     },
     90_000,
@@ -465,7 +459,7 @@ describe('three replicas on one redis-server', () => {
 
   step(
     'a SIGSTOPped owner resumed after losing its lease writes nothing and answers nothing from its old state',
-    async () => {
+    async ({ set }) => {
       const stream = 'paused';
       const group = 'billing';
       await createGroup(set, stream, group, 4);
@@ -493,33 +487,13 @@ describe('three replicas on one redis-server', () => {
 
       const pausedAt = Date.now();
       set.pause(x);
-      let newOwner = '';
       try {
-        await waitFor(
-          async () => {
-            for (const url of others()) {
-              const res = await direct(
-                url,
-                'GET',
-                viewPath(stream, group),
-                'reader',
-                undefined,
-                2_000,
-              );
-              await res.body?.cancel();
-              const named = res.headers.get('x-coord-owner');
-              if (res.status === 200 && named !== null && named !== owner) {
-                newOwner = named;
-                return true;
-              }
-            }
-            return false;
-          },
-          {
-            timeoutMs: 30_000,
-            intervalMs: 25,
-            what: 'another replica took the paused owner’s group',
-          },
+        const newOwner = await servedElsewhere(
+          others,
+          stream,
+          group,
+          owner,
+          'another replica took the paused owner’s group',
         );
         say(`SIGSTOP ${owner} → ${newOwner} serves after ${Date.now() - pausedAt} ms`);
 
@@ -634,7 +608,7 @@ describe('three replicas on one redis-server', () => {
 
   step(
     'rolling restart by SIGTERM under heartbeat load: only 200 or 503 with a code, nobody fenced, no invariant broken',
-    async () => {
+    async ({ set }) => {
       const stream = 'rolling';
       const group = 'billing';
       await createGroup(set, stream, group, 4);
@@ -684,37 +658,34 @@ describe('three replicas on one redis-server', () => {
 });
 
 describe('three replicas on a 3-master Redis Cluster', () => {
-  let cluster: RedisClusterHandle | null = null;
-  let client: Cluster | null = null;
-  let children: ChildProcesses | null = null;
-  let set: ReplicaSet;
-  let stored: StoredGroup;
-  let passed = false;
-
-  beforeAll(async () => {
-    cluster = await startRedisCluster();
-    children = new ChildProcesses('replicas-cluster-e2e');
-    const keyPrefix = randomKeyPrefix();
-    const store: ReplicaStore = { type: 'redis-cluster', nodes: cluster.nodes };
-    set = await ReplicaSet.start(children, { count: 3, store, keyPrefix, env: COMMON_ENV });
-    client = new Cluster(
-      cluster.nodes.map((node) => {
-        const [host, port] = node.split(':');
-        return { host: host!, port: Number(port) };
-      }),
-    );
-    stored = storedGroupOn(client, keyPrefix);
-  }, 120_000);
-
-  afterAll(async () => {
-    if (!passed && children) say(`replica logs kept in ${children.dir}`);
-    client?.disconnect();
-    await children?.cleanUp(!passed);
-    await cluster?.stop();
+  const { step } = replicaSuite('replicas-cluster-e2e', {
+    count: 3,
+    env: COMMON_ENV,
+    say,
+    startStore: async () => {
+      const cluster = await startRedisCluster();
+      const client = new Cluster(
+        cluster.nodes.map((node) => {
+          const [host, port] = node.split(':');
+          return { host: host!, port: Number(port) };
+        }),
+      );
+      return {
+        store: { type: 'redis-cluster', nodes: cluster.nodes },
+        client,
+        stop: async () => {
+          client.disconnect();
+          await cluster.stop();
+        },
+      };
+    },
   });
 
-  it('SIGKILL of a group owner: another replica serves it within the lease TTL + 1 s, no member fenced', async () => {
-    await failover(set, stored, 'clustered');
-    passed = true;
-  }, 90_000);
+  step(
+    'SIGKILL of a group owner: another replica serves it within the lease TTL + 1 s, no member fenced',
+    async (replicas) => {
+      await failover(replicas.set, storedGroupOf(replicas), 'clustered');
+    },
+    90_000,
+  );
 });

@@ -7,9 +7,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import type { Cluster, Redis } from 'ioredis';
 import jwt from 'jsonwebtoken';
+import { afterAll, beforeAll, it } from 'vitest';
 import type { Role } from '../../src/http/auth/roles.js';
-import { freePort, waitFor } from './redis-server.js';
+import { freePort, randomKeyPrefix, waitFor } from './redis-server.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 /** The tsconfig tsx runs the children with (see the comment in it). */
@@ -247,6 +249,102 @@ export class ReplicaSet {
   async metrics(i: number): Promise<string> {
     return (await fetch(`${this.urls[i]}/metrics`)).text();
   }
+}
+
+/** The store a {@link replicaSuite} runs its replicas on, with a client to read it. */
+export interface SuiteStore {
+  readonly store: ReplicaStore;
+  /** For assertions on what the replicas really wrote. */
+  readonly client: Redis | Cluster;
+  /** Stops the store and closes `client`. */
+  stop(): Promise<void>;
+}
+
+/** What {@link replicaSuite} started (read once its beforeAll ran). */
+export interface StartedReplicas {
+  readonly set: ReplicaSet;
+  /** The store's client (see {@link SuiteStore.client}). */
+  readonly client: Redis | Cluster;
+  readonly keyPrefix: string;
+}
+
+/** The replica set of a describe block, and its `it`. */
+export interface ReplicaSuite extends StartedReplicas {
+  /** `it` given the started replicas, noting a failure so that their output is kept. */
+  readonly step: (
+    name: string,
+    body: (replicas: StartedReplicas) => Promise<void>,
+    timeoutMs: number,
+  ) => void;
+}
+
+/**
+ * The replica set of a describe block: beforeAll starts the store and `count` replicas on it
+ * (a random key prefix, `env` over the defaults); afterAll kills them and stops the store. The
+ * replicas' output is kept, and `say` tells where, when the set did not start or a step failed.
+ */
+export function replicaSuite(
+  label: string,
+  options: {
+    readonly count: number;
+    readonly env?: Record<string, string>;
+    readonly startStore: () => Promise<SuiteStore>;
+    readonly say: (line: string) => void;
+  },
+): ReplicaSuite {
+  let store: SuiteStore | null = null;
+  let children: ChildProcesses | null = null;
+  let started: { set: ReplicaSet; keyPrefix: string } | null = null;
+  let failed = false;
+  const get = (): StartedReplicas => {
+    if (!started || !store) throw new Error(`${label}: the replica set has not started`);
+    return { ...started, client: store.client };
+  };
+
+  beforeAll(async () => {
+    store = await options.startStore();
+    children = new ChildProcesses(label);
+    const keyPrefix = randomKeyPrefix();
+    const set = await ReplicaSet.start(children, {
+      count: options.count,
+      store: store.store,
+      keyPrefix,
+      env: options.env,
+    });
+    started = { set, keyPrefix };
+  }, 120_000);
+
+  afterAll(async () => {
+    const keep = failed || started === null;
+    if (keep && children) options.say(`replica logs kept in ${children.dir}`);
+    await children?.cleanUp(keep);
+    await store?.stop();
+  });
+
+  return {
+    get set() {
+      return get().set;
+    },
+    get client() {
+      return get().client;
+    },
+    get keyPrefix() {
+      return get().keyPrefix;
+    },
+    step: (name, body, timeoutMs) =>
+      it(
+        name,
+        async () => {
+          try {
+            await body(get());
+          } catch (error) {
+            failed = true;
+            throw error;
+          }
+        },
+        timeoutMs,
+      ),
+  };
 }
 
 /**
