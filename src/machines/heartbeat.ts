@@ -112,6 +112,20 @@ export function steadyHeartbeat(
   request: HeartbeatRequest,
   now: number,
 ): HeartbeatReply | null {
+  const member = steadyMember(ctx, request, now);
+  return member && answerMember(ctx, ctx.group, member, member.memberEpoch, request, now);
+}
+
+/**
+ * The checks of {@link steadyHeartbeat}, without touching liveness: the current member the
+ * request speaks for when its heartbeat would change nothing but that member's liveness, else
+ * null. O(the member's shards).
+ */
+export function steadyMember(
+  ctx: GroupContext,
+  request: HeartbeatRequest,
+  now: number,
+): MemberRecord | null {
   const { group, config } = ctx;
   if (group.status === 'FAILED_CLOSED' || request.memberEpoch <= 0) return null;
   const member = memberOf(group, request.memberId);
@@ -124,7 +138,7 @@ export function steadyHeartbeat(
   if (migration !== null && (migration.state !== 'CONVERGED' || !rollbackAllowed(migration, now)))
     return null;
   if (planMemberStep(group, member.memberId, request, now) !== null) return null;
-  return answerMember(ctx, group, member, member.memberEpoch, request, now);
+  return member;
 }
 
 /** Whether the request's coordination version is in the supported range. */
