@@ -8,6 +8,7 @@ import type { Metrics } from '../observability/metrics.js';
 import { diffGroups, isEmptyPatch } from '../store/codec.js';
 import type { Store } from '../store/store.js';
 import { unwrap } from './commands.js';
+import type { DeadlineSweep } from './deadline-sweep.js';
 import { applyEffects } from './effects.js';
 import { startActor, type ActorFactory, type GroupEntry, type GroupEvent } from './group-entry.js';
 import type { Publication } from './publication.js';
@@ -23,6 +24,8 @@ export interface CommitterOptions {
   readonly factory: ActorFactory;
   readonly publication: Publication;
   readonly refusal: WriteRefusal;
+  /** Told of the deadlines an event or a steady heartbeat may have brought forward. */
+  readonly deadlines?: Pick<DeadlineSweep, 'noteChanges' | 'noteMember'>;
 }
 
 /**
@@ -53,7 +56,12 @@ export class Committer {
 
   /** The reply to a steady heartbeat, decided in O(1) (no chart, no write); null: not steady. */
   steady(entry: GroupEntry, now: number, request: HeartbeatRequest): HeartbeatReply | null {
-    return steadyHeartbeat(entry.actor.getSnapshot().context, request, now);
+    const ctx = entry.actor.getSnapshot().context;
+    const steady = steadyHeartbeat(ctx, request, now);
+    // Its member's deadlines moved (later, normally): O(1) for the timers.
+    if (steady !== null)
+      this.options.deadlines?.noteMember(entry, ctx.liveness.get(request.memberId));
+    return steady;
   }
 
   /** Resolves with the context after the event and after its write committed. */
@@ -113,6 +121,7 @@ export class Committer {
     }
     applyEffects(after.effects, metrics, logger, entry.ref);
     const latest = entry.actor.getSnapshot().context;
+    this.options.deadlines?.noteChanges(entry, latest, before.liveness.changedSince(mark));
     publication.observe(entry, latest);
     return latest;
   }

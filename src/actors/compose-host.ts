@@ -50,7 +50,17 @@ export function composeHost(options: GroupHostOptions): HostParts {
   const { store, settings, clock, metrics, logger } = options;
   const factory: ActorFactory = { config: membershipConfigFrom(settings), clock, logger };
   const ownership = options.ownership ?? new SingleReplicaOwnership(store, options.replicaId);
-  const table = new GroupTable(metrics);
+  // The sweep ticks through the committer (built below), which tells the sweep of deadlines.
+  const sweeper: DeadlineSweep = new DeadlineSweep({
+    clock,
+    logger,
+    entries: () => table.all(),
+    run: (entry, work) => table.run(entry, work),
+    committer: { dispatch: (entry, event) => committer.dispatch(entry, event) },
+    intervalMs: settings.membership['sweep-interval'],
+  });
+  // A group leaving this replica: its timers stop.
+  const table = new GroupTable(metrics, (entry) => sweeper.forget(entry));
   // A dropped group (deleted, or written by another owner) keeps no lease here either.
   const drop = (entry: GroupEntry) => {
     const current = table.isCurrent(entry);
@@ -63,7 +73,7 @@ export function composeHost(options: GroupHostOptions): HostParts {
   const publication = new Publication(clock, metrics);
   const failClosed = new FailClosed({ store, clock, metrics, logger, publication });
   const refusal = new WriteRefusal({ store, guard, failClosed, drop, logger });
-  const committer = new Committer({
+  const committer: Committer = new Committer({
     store,
     guard,
     clock,
@@ -72,6 +82,7 @@ export function composeHost(options: GroupHostOptions): HostParts {
     factory,
     publication,
     refusal,
+    deadlines: sweeper,
   });
   const loader = new GroupLoader({
     store,
@@ -81,6 +92,7 @@ export function composeHost(options: GroupHostOptions): HostParts {
     publication,
     failClosed,
     ownership,
+    deadlines: sweeper,
   });
   const deletion = new GroupDeletion({ store, guard, refusal, drop, logger });
   return {
@@ -96,14 +108,7 @@ export function composeHost(options: GroupHostOptions): HostParts {
       ownership,
       checkStore: () => guard(() => store.ping()),
     }),
-    sweeper: new DeadlineSweep({
-      clock,
-      logger,
-      entries,
-      run,
-      committer,
-      intervalMs: settings.membership['sweep-interval'],
-    }),
+    sweeper,
     verifier: new VerifyLoop({
       store,
       clock,

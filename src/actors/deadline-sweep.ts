@@ -1,20 +1,27 @@
 import type { Clock } from '../machines/clock.js';
-import { nextDeadline, type GroupContext } from '../machines/context.js';
+import { earliestDeadlineOf, nextDeadline, type GroupContext } from '../machines/context.js';
+import type { MemberLiveness } from '../machines/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Committer } from './committer.js';
 import type { GroupEntry } from './group-entry.js';
 import type { Stale } from './mailbox.js';
 import { forEachSlice } from './slices.js';
+import { TimerWheel, type WheelSlot } from './timer-wheel.js';
 
 /** Groups whose deadlines are looked at in one turn of the event loop. */
 const CHECK_SLICE = 500;
 /** Groups ticked in one turn of the event loop. */
 const TICK_SLICE = 50;
+/** Deadlines are kept to the millisecond: a member expires within a few ms of its deadline. */
+const DEADLINE_RESOLUTION_MS = 1;
 
 export interface DeadlineSweepOptions {
   readonly clock: Clock;
   readonly logger: Logger;
-  /** How often the sweep runs (`membership.sweep-interval`). */
+  /**
+   * How often the sweep runs (`membership.sweep-interval`), and how soon a group whose tick
+   * failed (a store error) is looked at again.
+   */
   readonly intervalMs: number;
   /** The entries to look at. */
   readonly entries: () => readonly GroupEntry[];
@@ -24,31 +31,67 @@ export interface DeadlineSweepOptions {
 }
 
 /**
- * The timers of every group: one periodic sweep ticks each actor whose earliest deadline
- * (session expiry, revoke deadline, debounce) has passed.
+ * The timers of every group (session expiry, revoke deadline, debounced recompute, end of a
+ * rollback window): each group is ticked (TICK) when its earliest deadline falls due.
  *
- * A sweep looks at every member of a group only when one of its deadlines may have come: per
- * group it keeps the context it last looked at and the earliest deadline it found then, lowered
- * by the deadlines of liveness records refreshed since (`LivenessTable.takeEarliestSet`). While
- * the context is the same object, nothing else can bring a deadline forward, so a group whose
- * bound lies ahead is passed over in O(1): a sweep costs O(groups), not O(members), and a
- * group's members are looked at about once per session of its stalest member, not on every
- * sweep (at 10,000 groups of 10 members, one sweep took 120 ms every 250 ms).
+ * **On time: one timer wheel.** Each group waits in it at most once, at a time no later than
+ * its earliest deadline (1 ms slots, one clock timer for all groups). Kept lazily, so a heartbeat
+ * costs nothing here: heartbeats only move a member's session deadline later, so the time a
+ * group waits for stays at or before its earliest deadline ({@link noteMember} is one
+ * comparison). When it comes, the group's deadlines are read again (O(members)): a due one ticks
+ * the group, and the group waits again for its next one. With members heartbeating at most every
+ * half session (the advised interval, the longest hold), a group is read again at most about
+ * once per half session timeout: O(1) per heartbeat amortised. An event that may bring a deadline
+ * forward (a join, a revoke, a debounce, a converged migration) reports the members whose
+ * liveness it touched ({@link noteChanges}); a group loaded or recovered is read whole
+ * ({@link track}).
+ *
+ * **Behind it: the periodic sweep** (every `sweep-interval`) ticks whatever has come due and was
+ * not ticked. It looks at every member of a group only when one of its deadlines may have come:
+ * per group it keeps the context it last looked at and the earliest deadline it found then,
+ * lowered by the deadlines of liveness records refreshed since (`LivenessTable.takeEarliestSet`).
+ * While the context is the same object, nothing else can bring a deadline forward, so a group
+ * whose bound lies ahead is passed over in O(1): a sweep costs O(groups), not O(members).
  */
 export class DeadlineSweep {
   /** Per entry: the context last looked at, and a time no deadline of the group comes before. */
   private readonly bounds = new WeakMap<GroupEntry, { ctx: GroupContext; bound: number }>();
+  private readonly wheel: TimerWheel<GroupEntry>;
+  /** Per entry: when it waits in the wheel (no later than its earliest deadline). */
+  private readonly waiting = new Map<
+    GroupEntry,
+    { readonly at: number; readonly slot: WheelSlot }
+  >();
+  private started = false;
 
-  constructor(private readonly options: DeadlineSweepOptions) {}
+  constructor(private readonly options: DeadlineSweepOptions) {
+    this.wheel = new TimerWheel(options.clock, DEADLINE_RESOLUTION_MS, (due) => {
+      for (const entry of due) {
+        this.waiting.delete(entry);
+        void this.check(entry);
+      }
+    });
+  }
 
-  /** Starts sweeping; returns the function that stops it. */
+  /**
+   * Starts the timers (of every entry held now, and of later ones) and the periodic sweep;
+   * returns the function that stops both.
+   */
   start(): () => void {
     const { clock, intervalMs, logger } = this.options;
-    return clock.every(intervalMs, () => {
+    this.started = true;
+    for (const entry of this.options.entries()) this.track(entry);
+    const stopSweep = clock.every(intervalMs, () => {
       this.sweep().catch((error: unknown) =>
         logger.error('sweep failed', { error: String(error) }),
       );
     });
+    return () => {
+      stopSweep();
+      this.started = false;
+      this.wheel.clear();
+      this.waiting.clear();
+    };
   }
 
   /**
@@ -71,6 +114,36 @@ export class DeadlineSweep {
     await Promise.allSettled(ticks);
   }
 
+  /** Reads the group's deadlines whole and waits for the earliest (the caller holds its mailbox, or it is new). */
+  track(entry: GroupEntry): void {
+    if (!this.started) return;
+    this.waitFor(entry, nextDeadline(entry.actor.getSnapshot().context));
+  }
+
+  /**
+   * After a committed event: the deadlines it may have brought forward (of the members whose
+   * liveness it touched, a recompute, a rollback window). O(changed).
+   */
+  noteChanges(entry: GroupEntry, ctx: GroupContext, changed: Iterable<string>): void {
+    if (!this.started) return;
+    this.noteEarlier(entry, earliestDeadlineOf(ctx, changed));
+  }
+
+  /** After a steady heartbeat: its member's deadlines (O(1); they normally moved later). */
+  noteMember(entry: GroupEntry, live: MemberLiveness | undefined): void {
+    if (!this.started || !live) return;
+    this.noteEarlier(entry, live.sessionExpiresAt);
+    this.noteEarlier(entry, live.revokeDeadline);
+  }
+
+  /** Stops waiting for the group (it left this replica). */
+  forget(entry: GroupEntry): void {
+    const waiting = this.waiting.get(entry);
+    if (!waiting) return;
+    this.wheel.remove(waiting.slot, entry);
+    this.waiting.delete(entry);
+  }
+
   /** Whether a deadline of `entry` has passed; its members are looked at only if one may have. */
   private isDue(entry: GroupEntry, now: number): boolean {
     const ctx = entry.actor.getSnapshot().context;
@@ -84,5 +157,37 @@ export class DeadlineSweep {
     const deadline = nextDeadline(ctx);
     this.bounds.set(entry, { ctx, bound: deadline ?? Infinity });
     return deadline !== null && deadline <= now;
+  }
+
+  private noteEarlier(entry: GroupEntry, at: number | null): void {
+    if (at === null) return;
+    const waiting = this.waiting.get(entry);
+    if (waiting && waiting.at <= at) return;
+    this.waitFor(entry, at);
+  }
+
+  private waitFor(entry: GroupEntry, at: number | null): void {
+    this.forget(entry);
+    if (at === null) return;
+    this.waiting.set(entry, { at, slot: this.wheel.add(at, entry) });
+  }
+
+  /** In the group's mailbox: ticks it if a deadline has come, then waits for the next one. */
+  private async check(entry: GroupEntry): Promise<void> {
+    const { clock, run, committer, logger, intervalMs } = this.options;
+    await run(entry, async () => {
+      const deadline = nextDeadline(entry.actor.getSnapshot().context);
+      if (deadline !== null && deadline <= clock.now()) {
+        try {
+          await committer.dispatch(entry, { type: 'TICK', now: clock.now() });
+        } catch (error) {
+          // Nothing changed (the write failed): looked at again shortly, not in a tight loop.
+          logger.error('sweep failed', { error: String(error) });
+          if (this.started) this.waitFor(entry, clock.now() + intervalMs);
+          return;
+        }
+      }
+      this.track(entry);
+    });
   }
 }

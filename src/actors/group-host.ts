@@ -210,6 +210,7 @@ export class GroupHost implements GroupCoordinator {
   async recover(ref: GroupRef, request: RecoveryRequest): Promise<GroupView> {
     return this.withEntry(ref, async (entry) => {
       await this.parts.recovery.recover(entry, request);
+      this.parts.sweeper.track(entry);
       return groupView(this.snapshotOf(entry));
     });
   }

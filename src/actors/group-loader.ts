@@ -4,6 +4,7 @@ import { newGroupState } from '../machines/new-group.js';
 import { groupId, type FailureReason, type GroupRef } from '../machines/types.js';
 import type { FailureRecord, Store, StoredGroup } from '../store/store.js';
 import { evidenceOfRecord } from './evidence.js';
+import type { DeadlineSweep } from './deadline-sweep.js';
 import type { FailClosed } from './fail-closed.js';
 import { isFailedClosed, newEntry, type ActorFactory, type GroupEntry } from './group-entry.js';
 import type { Ownership } from './group-ownership.js';
@@ -20,6 +21,8 @@ export interface GroupLoaderOptions {
   readonly failClosed: Pick<FailClosed, 'failClosed'>;
   /** Claims a group (the store increments its fence). */
   readonly ownership: Pick<Ownership, 'claim'>;
+  /** Starts the timers of a group taken into the table. */
+  readonly deadlines?: Pick<DeadlineSweep, 'track'>;
 }
 
 /**
@@ -93,6 +96,7 @@ export class GroupLoader {
     if (existing) return existing;
     const entry = table.add(newEntry(factory, stored));
     publication.observe(entry, entry.actor.getSnapshot().context);
+    this.options.deadlines?.track(entry);
     return entry;
   }
 

@@ -15,6 +15,11 @@ export class GroupTable {
 
   constructor(
     private readonly metrics: Pick<Metrics, 'groupsOwned' | 'members' | 'revokePending'>,
+    /**
+     * Called when an entry stops taking new work (released, dropped, cleared): whatever waits
+     * on it (its deadline timers, held heartbeats) must stop waiting.
+     */
+    private readonly onLeave: (entry: GroupEntry) => void = () => undefined,
   ) {}
 
   get(ref: GroupRef): GroupEntry | undefined {
@@ -49,7 +54,9 @@ export class GroupTable {
 
   /** Marks `entry` releasing: it takes no new work, what is queued still runs. */
   beginRelease(entry: GroupEntry): void {
-    if (this.isCurrent(entry)) entry.phase = 'releasing';
+    if (!this.isCurrent(entry)) return;
+    entry.phase = 'releasing';
+    this.onLeave(entry);
   }
 
   /** Drops `entry` (if still current): its actor stops, queued work goes back to its callers. */
@@ -61,6 +68,7 @@ export class GroupTable {
     this.metrics.groupsOwned.set(this.entries.size);
     this.metrics.members.dec(entry.counts.members);
     this.metrics.revokePending.dec(entry.counts.revoking);
+    this.onLeave(entry);
   }
 
   /** Runs `work` alone on the group; {@link STALE} if the entry was dropped meanwhile. */
@@ -72,6 +80,7 @@ export class GroupTable {
   clear(): void {
     for (const entry of this.all()) entry.phase = 'dropped';
     for (const entry of this.entries.values()) entry.actor.stop();
+    for (const entry of this.entries.values()) this.onLeave(entry);
     this.entries.clear();
     this.metrics.groupsOwned.set(0);
   }

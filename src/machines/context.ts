@@ -184,6 +184,28 @@ export function nextDeadline(ctx: GroupContext): number | null {
   return earliest;
 }
 
+/**
+ * The earliest deadline among those an event may have moved earlier: a due recompute, the end
+ * of a converged migration's rollback window, and the session and revoke deadlines of the
+ * members in `changed` (the ones whose liveness the event touched). O(changed). Null when none.
+ */
+export function earliestDeadlineOf(ctx: GroupContext, changed: Iterable<string>): number | null {
+  if (ctx.group.status === 'FAILED_CLOSED') return null;
+  let earliest = ctx.recomputeAt;
+  const consider = (at: number | null): void => {
+    if (at !== null && (earliest === null || at < earliest)) earliest = at;
+  };
+  for (const memberId of changed) {
+    const live = ctx.liveness.get(memberId);
+    if (!live) continue;
+    consider(live.sessionExpiresAt);
+    consider(live.revokeDeadline);
+  }
+  const migration = ctx.group.activeMigration;
+  if (migration?.state === 'CONVERGED') consider(migration.rollbackAllowedUntil);
+  return earliest;
+}
+
 /** Starts a command event: the previous result and effects are dropped. */
 export function beginEvent(ctx: GroupContext, now: number): GroupContext {
   return { ...ctx, result: null, effects: [], raised: [], lastEventAt: now };

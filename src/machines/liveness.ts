@@ -86,6 +86,14 @@ export class LivenessTable {
     }
   }
 
+  /** The members whose liveness changed since `mark` (while a journal is open), each once. */
+  changedSince(mark: number): Set<string> {
+    const changed = new Set<string>();
+    const journal = this.journal;
+    if (journal) for (let i = mark; i < journal.length; i++) changed.add(journal[i]![0]);
+    return changed;
+  }
+
   /** Closes the journal opened by the matching {@link begin}; the outermost drops it. */
   end(): void {
     if (this.depth === 0) return;

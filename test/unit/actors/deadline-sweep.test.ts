@@ -1,22 +1,28 @@
 import { describe, expect, it, vi } from 'vitest';
+import { unwrap } from '../../../src/actors/commands.js';
 import { groupOf } from '../../../src/actors/group-entry.js';
+import { TimerWheel } from '../../../src/actors/timer-wheel.js';
 import { LivenessTable } from '../../../src/machines/liveness.js';
 import type { HeartbeatReply } from '../../../src/machines/protocol.js';
 import type { MemberLiveness } from '../../../src/machines/types.js';
-import { joinRequest, nextRequest, partsRig, REF } from './actor-harness.js';
+import { joinRequest, nextRequest, partsRig, REF, testSettings } from './actor-harness.js';
 
 const SESSION_TIMEOUT = 10_000; // testSettings()
 
 async function rigWithMember() {
   const rig = partsRig();
   const entry = await rig.owned.create(REF, 4);
-  await rig.committer.dispatch(entry, {
+  const ctx = await rig.committer.dispatch(entry, {
     type: 'HEARTBEAT',
     now: rig.clock.now(),
     request: { ...joinRequest('m1'), sessionTimeoutMs: SESSION_TIMEOUT },
   });
+  joined.set(entry, unwrap(ctx) as HeartbeatReply);
   return { ...rig, entry };
 }
+
+const joined = new WeakMap<object, HeartbeatReply>();
+const lastReply = (rig: Awaited<ReturnType<typeof rigWithMember>>) => joined.get(rig.entry)!;
 
 const members = (rig: Awaited<ReturnType<typeof rigWithMember>>) =>
   Object.keys(groupOf(rig.entry).members);
@@ -137,5 +143,111 @@ describe('liveness table: the earliest deadline set since the last look', () => 
     table.undo(mark); // back to a's 300
     table.end();
     expect(table.takeEarliestSet()).toBe(300);
+  });
+});
+
+/** Lets queued mailbox work and promise callbacks run (the clock does not move). */
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('deadline timers: a deadline fires when it comes, not a sweep interval later', () => {
+  it('a silent member expires at its session deadline to the millisecond', async () => {
+    const rig = await rigWithMember();
+    rig.sweeper.start();
+    // A heartbeat at an odd time: its deadline falls on no multiple of the sweep interval.
+    rig.clock.advance(123);
+    const reply = await rig.committer.heartbeat(
+      rig.entry,
+      rig.clock.now(),
+      nextRequest('m1', lastReply(rig)),
+    );
+    expect(reply.outcome).toBe('OK');
+    rig.clock.advance(SESSION_TIMEOUT - 1);
+    await flush();
+    expect(members(rig)).toEqual(['m1']);
+    rig.clock.advance(1);
+    await flush();
+    expect(members(rig)).toEqual([]);
+  });
+
+  it('heartbeats push the expiry along without touching the timers; it comes a session after the last one', async () => {
+    const rig = await rigWithMember();
+    rig.sweeper.start();
+    let reply = unwrap(
+      await rig.committer.dispatch(rig.entry, {
+        type: 'HEARTBEAT',
+        now: rig.clock.now(),
+        request: nextRequest('m1', lastReply(rig)),
+      }),
+    ) as HeartbeatReply;
+    const add = vi.spyOn(TimerWheel.prototype, 'add');
+    for (let beat = 0; beat < 30; beat++) {
+      rig.clock.advance(3_000);
+      await flush();
+      reply = await rig.committer.heartbeat(rig.entry, rig.clock.now(), nextRequest('m1', reply));
+      expect(reply.outcome).toBe('OK');
+    }
+    // Steady heartbeats scheduled nothing; the timer, when it came, found the session moved on
+    // and waited again: once per (session - interval), not once per heartbeat.
+    expect(add.mock.calls.length).toBeLessThanOrEqual(
+      Math.ceil((30 * 3_000) / (SESSION_TIMEOUT - 3_000)),
+    );
+    add.mockRestore();
+    const last = rig.clock.now();
+    expect(members(rig)).toEqual(['m1']);
+    rig.clock.advance(SESSION_TIMEOUT - 1);
+    await flush();
+    expect(members(rig)).toEqual(['m1']);
+    rig.clock.advance(1);
+    await flush();
+    expect(members(rig)).toEqual([]);
+    expect(rig.clock.now()).toBe(last + SESSION_TIMEOUT);
+  });
+
+  it('a debounced recompute runs when it falls due, without a heartbeat', async () => {
+    const rig = await rigWithMember();
+    rig.sweeper.start();
+    await rig.committer.dispatch(rig.entry, {
+      type: 'HEARTBEAT',
+      now: rig.clock.now(),
+      request: joinRequest('m2'),
+    });
+    const epoch = groupOf(rig.entry).assignmentEpoch;
+    const debounce = rig.entry.actor.getSnapshot().context.config.assignmentDebounceMs;
+    rig.clock.advance(debounce - 1);
+    await flush();
+    expect(groupOf(rig.entry).assignmentEpoch).toBe(epoch);
+    rig.clock.advance(1);
+    await flush();
+    expect(groupOf(rig.entry).assignmentEpoch).toBe(epoch + 1);
+  });
+
+  it('a tick whose write fails is not tried again in a loop; the member expires within a sweep interval', async () => {
+    const rig = await rigWithMember();
+    rig.sweeper.start();
+    const sweepInterval = testSettings().membership['sweep-interval'];
+    // A heartbeat at an odd time: the deadline falls between two periodic sweeps.
+    rig.clock.advance(123);
+    await rig.committer.heartbeat(rig.entry, rig.clock.now(), nextRequest('m1', lastReply(rig)));
+    rig.faulty.fail('commitGroup', { times: 1 });
+    const writes = rig.faulty.count('commitGroup');
+    rig.clock.advance(SESSION_TIMEOUT);
+    await flush();
+    expect(rig.faulty.count('commitGroup')).toBe(writes + 1);
+    expect(members(rig)).toEqual(['m1']);
+    rig.clock.advance(100);
+    await flush();
+    expect(rig.faulty.count('commitGroup')).toBe(writes + 1);
+    rig.clock.advance(sweepInterval - 100);
+    await flush();
+    expect(members(rig)).toEqual([]);
+  });
+
+  it('stopped, nothing fires', async () => {
+    const rig = await rigWithMember();
+    const stop = rig.sweeper.start();
+    stop();
+    rig.clock.advance(SESSION_TIMEOUT * 2);
+    await flush();
+    expect(members(rig)).toEqual(['m1']);
   });
 });
