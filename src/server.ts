@@ -316,6 +316,9 @@ export async function startCoordinator(
       closed = true;
       // Hand every group over while still answering (forwarding to the new owners), bounded.
       if (replication) await within(replication.leave(), SHUTDOWN_HANDOVER_MS);
+      // Held heartbeats are answered (decided on the groups as they are now), not cut off.
+      await within(host.releaseHeld(), SHUTDOWN_HANDOVER_MS);
+      await new Promise((resolve) => setImmediate(resolve));
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       forwarder?.close();

@@ -11,6 +11,7 @@ import { GroupDeletion } from './group-deletion.js';
 import { GroupLoader } from './group-loader.js';
 import { SingleReplicaOwnership, type Ownership } from './group-ownership.js';
 import { GroupTable } from './group-table.js';
+import { HeldHeartbeats } from './held-heartbeats.js';
 import { membershipConfigFrom } from './membership-config.js';
 import { OwnedGroups } from './owned-groups.js';
 import { Publication } from './publication.js';
@@ -39,6 +40,7 @@ export interface HostParts {
   readonly deletion: GroupDeletion;
   readonly recovery: Recovery;
   readonly sweeper: DeadlineSweep;
+  readonly holds: HeldHeartbeats;
   readonly verifier: VerifyLoop;
   readonly owned: OwnedGroups;
   readonly ownership: Ownership;
@@ -50,6 +52,10 @@ export function composeHost(options: GroupHostOptions): HostParts {
   const { store, settings, clock, metrics, logger } = options;
   const factory: ActorFactory = { config: membershipConfigFrom(settings), clock, logger };
   const ownership = options.ownership ?? new SingleReplicaOwnership(store, options.replicaId);
+  const holds = new HeldHeartbeats({
+    clock,
+    onCount: (held) => metrics.heldHeartbeats.set(held),
+  });
   // The sweep ticks through the committer (built below), which tells the sweep of deadlines.
   const sweeper: DeadlineSweep = new DeadlineSweep({
     clock,
@@ -59,8 +65,11 @@ export function composeHost(options: GroupHostOptions): HostParts {
     committer: { dispatch: (entry, event) => committer.dispatch(entry, event) },
     intervalMs: settings.membership['sweep-interval'],
   });
-  // A group leaving this replica: its timers stop.
-  const table = new GroupTable(metrics, (entry) => sweeper.forget(entry));
+  // A group leaving this replica: nothing held is answered from it, its timers stop.
+  const table = new GroupTable(metrics, (entry) => {
+    holds.wakeAll(entry);
+    sweeper.forget(entry);
+  });
   // A dropped group (deleted, or written by another owner) keeps no lease here either.
   const drop = (entry: GroupEntry) => {
     const current = table.isCurrent(entry);
@@ -70,7 +79,7 @@ export function composeHost(options: GroupHostOptions): HostParts {
   const run = <T>(entry: GroupEntry, work: () => Promise<T>) => table.run(entry, work);
   const entries = () => table.all();
   const guard = storeGuard(metrics);
-  const publication = new Publication(clock, metrics);
+  const publication = new Publication(clock, metrics, holds);
   const failClosed = new FailClosed({ store, clock, metrics, logger, publication });
   const refusal = new WriteRefusal({ store, guard, failClosed, drop, logger });
   const committer: Committer = new Committer({
@@ -109,6 +118,7 @@ export function composeHost(options: GroupHostOptions): HostParts {
       checkStore: () => guard(() => store.ping()),
     }),
     sweeper,
+    holds,
     verifier: new VerifyLoop({
       store,
       clock,

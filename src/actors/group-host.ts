@@ -1,12 +1,14 @@
 import { groupLogFields } from '../observability/logger.js';
 import { CoordinatorError, GroupMovedError } from '../errors.js';
 import { restoreGroupSnapshot } from '../machines/group-machine.js';
+import { holdLimitMs, mayStayHeld, tellsNothingNew } from '../machines/held-heartbeat.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
 import type { GroupRef, MigrationRecord } from '../machines/types.js';
 import { commandEvent, unwrap } from './commands.js';
 import { composeHost, type GroupHostOptions, type HostParts } from './compose-host.js';
 import { failedClosedAdminError } from './fail-closed.js';
 import { contextOf, groupOf, type GroupEntry } from './group-entry.js';
+import type { HoldEnd, TakenHold } from './held-heartbeats.js';
 import { snapshotOf } from './snapshots.js';
 import { statechartView } from './statechart-view.js';
 import type {
@@ -16,6 +18,7 @@ import type {
   GroupCoordinator,
   GroupSnapshot,
   GroupTransition,
+  HeartbeatHold,
   RecoveryRequest,
 } from './types.js';
 import {
@@ -44,6 +47,11 @@ export class GroupHost implements GroupCoordinator {
 
   private readonly parts: HostParts;
 
+  /** Held heartbeats being answered (see {@link releaseHeld}). */
+  private readonly holding = new Set<Promise<HeartbeatReply>>();
+  /** Set once the replica stops: no heartbeat is held any more. */
+  private holdsClosed = false;
+
   constructor(private readonly options: GroupHostOptions) {
     this.parts = composeHost(options);
   }
@@ -56,6 +64,7 @@ export class GroupHost implements GroupCoordinator {
   }
 
   async close(): Promise<void> {
+    await this.releaseHeld();
     for (const stop of this.stops.splice(0)) stop();
     await this.parts.owned.stop();
     this.parts.publication.releaseAll();
@@ -189,14 +198,88 @@ export class GroupHost implements GroupCoordinator {
 
   steadyHeartbeat(ref: GroupRef, request: HeartbeatRequest): HeartbeatReply | null {
     return this.parts.owned.withEntryNow(ref, (entry) =>
-      this.parts.committer.steady(entry, this.options.clock.now(), request),
+      // A member with a held heartbeat takes heartbeat(): the held one is decided first.
+      this.parts.holds.has(entry, request.memberId)
+        ? null
+        : this.parts.committer.steady(entry, this.options.clock.now(), request),
     );
   }
 
-  async heartbeat(ref: GroupRef, request: HeartbeatRequest): Promise<HeartbeatReply> {
-    return this.withEntry(ref, async (entry) => {
-      return this.parts.committer.heartbeat(entry, this.options.clock.now(), request);
+  async heartbeat(
+    ref: GroupRef,
+    request: HeartbeatRequest,
+    hold?: HeartbeatHold,
+  ): Promise<HeartbeatReply> {
+    const { clock } = this.options;
+    const { committer, holds } = this.parts;
+    const first = await this.withEntry(ref, async (entry) => {
+      // The member's earlier heartbeat is still held: it is decided first, in this turn.
+      const earlier = holds.take(entry, request.memberId);
+      if (earlier) await this.decideTaken(entry, earlier);
+      const now = clock.now();
+      const reply = await committer.heartbeat(entry, now, request);
+      const held = hold ? this.hold(entry, { ...request, heardAt: now }, reply, hold) : null;
+      return { reply, held };
     });
+    if (!first.held || !hold) return first.reply;
+    const held = first.held;
+    hold.onHeld?.();
+    const answer = (async () => {
+      const end = await held.ended;
+      if (end.kind === 'answered') return end.reply;
+      if (end.kind === 'failed') throw end.error;
+      // The caller went away: nobody to answer, nothing more to decide for it.
+      if (end.kind === 'cancelled' || hold.signal?.aborted) return first.reply;
+      // Decided again on the group as it is now, wherever it is served (never from memory a
+      // replica may no longer serve); its session still counts from its arrival.
+      return this.withEntry(ref, (entry) => committer.heartbeat(entry, clock.now(), held.request));
+    })();
+    this.holding.add(answer);
+    try {
+      return await answer;
+    } finally {
+      this.holding.delete(answer);
+    }
+  }
+
+  /**
+   * Answers every held heartbeat now, deciding each on the group as it is, and holds no new one
+   * (shutdown: before the connections are closed). Resolves when they are answered.
+   */
+  async releaseHeld(): Promise<void> {
+    this.holdsClosed = true;
+    this.parts.holds.wakeEverything();
+    await Promise.allSettled([...this.holding]);
+  }
+
+  /** Holds the reply to `request` when it tells nothing new and may stay held; else null. */
+  private hold(
+    entry: GroupEntry,
+    request: HeartbeatRequest,
+    reply: HeartbeatReply,
+    hold: HeartbeatHold,
+  ): { readonly ended: Promise<HoldEnd>; readonly request: HeartbeatRequest } | null {
+    if (this.holdsClosed || hold.waitMs <= 0 || !tellsNothingNew(request, reply)) return null;
+    const ctx = entry.actor.getSnapshot().context;
+    if (!mayStayHeld(ctx, request, this.options.clock.now())) return null;
+    const member = ctx.group.members[request.memberId];
+    if (!member) return null;
+    const forMs = holdLimitMs(hold.waitMs, member.sessionTimeoutMs);
+    const ended = this.parts.holds.hold(entry, request, forMs, hold.signal);
+    return ended && { ended, request };
+  }
+
+  /** Decides a held heartbeat taken out by a newer one of its member, and answers it. */
+  private async decideTaken(entry: GroupEntry, taken: TakenHold): Promise<void> {
+    try {
+      const now = this.options.clock.now();
+      taken.end({
+        kind: 'answered',
+        reply: await this.parts.committer.heartbeat(entry, now, taken.request),
+      });
+    } catch (error) {
+      taken.end({ kind: 'failed', error });
+    }
   }
 
   async observeVersion(ref: GroupRef, version: number, source: 'routing'): Promise<void> {

@@ -3,6 +3,7 @@ import type { Clock } from '../machines/clock.js';
 import { groupId, type GroupRef } from '../machines/types.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { GroupEntry } from './group-entry.js';
+import type { HeldHeartbeats } from './held-heartbeats.js';
 import type { GroupTransition } from './types.js';
 import { VersionWaiters } from './version-waiters.js';
 
@@ -10,7 +11,8 @@ type Listener = (transition: GroupTransition) => void;
 
 /**
  * What the world sees of a group once a state is committed: the published snapshot readers
- * get, the routing long polls, the events stream listeners and the member gauges.
+ * get, the routing long polls, the held heartbeats, the events stream listeners and the member
+ * gauges.
  */
 export class Publication {
   private readonly waiters: VersionWaiters;
@@ -19,6 +21,8 @@ export class Publication {
   constructor(
     clock: Clock,
     private readonly metrics: Pick<Metrics, 'members' | 'revokePending' | 'routingLongPolls'>,
+    /** The held heartbeats, told of every committed change of a group. */
+    private readonly holds?: Pick<HeldHeartbeats, 'changed'>,
   ) {
     this.waiters = new VersionWaiters(clock, (open) => metrics.routingLongPolls.set(open));
   }
@@ -31,6 +35,7 @@ export class Publication {
     // The rest depends on the group only, which a steady-state heartbeat leaves as it was.
     if (context.group === entry.observed) return;
     entry.observed = context.group;
+    this.holds?.changed(entry, context);
     this.waiters.notify(
       groupId(entry.ref),
       context.group.metadataVersion,

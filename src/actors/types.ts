@@ -68,6 +68,16 @@ export interface CommandOutcome {
   readonly migration: MigrationView | null;
 }
 
+/** A heartbeat's request to be held (`waitMs`, docs/protocol.md "Held heartbeats"). */
+export interface HeartbeatHold {
+  /** How long the reply may be held (validated; the host clamps it, see `holdLimitMs`). */
+  readonly waitMs: number;
+  /** Aborted when the caller went away: the hold ends and nothing more is decided for it. */
+  readonly signal?: AbortSignal;
+  /** Called when the reply is held: the heartbeat is decided, what follows is waiting. */
+  readonly onHeld?: () => void;
+}
+
 /** The actor system as the HTTP layer sees it: plain view objects, never the machine context. */
 export interface GroupCoordinator {
   /** How many groups this replica holds now. */
@@ -104,10 +114,19 @@ export interface GroupCoordinator {
   /**
    * The reply to a steady heartbeat (DESIGN.md §12) given at once, without a turn of the
    * group's mailbox, when that is what {@link heartbeat} would answer next; null otherwise
-   * (not steady, not served from memory here, or work queued): then ask {@link heartbeat}.
+   * (not steady, not served from memory here, work queued, or a heartbeat of the member held):
+   * then ask {@link heartbeat}.
    */
   steadyHeartbeat(ref: GroupRef, request: HeartbeatRequest): HeartbeatReply | null;
-  heartbeat(ref: GroupRef, request: HeartbeatRequest): Promise<HeartbeatReply>;
+  /**
+   * One heartbeat. With `hold`, a reply that would tell the member nothing new is held until
+   * something changes for the member or the wait is up (docs/protocol.md "Held heartbeats").
+   */
+  heartbeat(
+    ref: GroupRef,
+    request: HeartbeatRequest,
+    hold?: HeartbeatHold,
+  ): Promise<HeartbeatReply>;
   /** Brings a failed-closed group back: RESUME the stored metadata or RECREATE a new lifecycle. */
   recover(ref: GroupRef, request: RecoveryRequest): Promise<GroupView>;
   /** Follows a group's transitions; resolves with the unsubscribe function. */

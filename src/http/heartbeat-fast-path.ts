@@ -352,7 +352,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
           bodies.set(text, deepFreeze(heartbeat));
       }
       assertGroupPermitted(principal, params.stream, params.group);
-      answered = answerHeartbeat(services, principal, params, heartbeat);
+      answered = answerHeartbeat(services, principal, params, heartbeat, p.res);
     } catch (error) {
       fail(p, error, bytes);
       return;

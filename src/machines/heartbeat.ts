@@ -447,9 +447,21 @@ function refreshedLiveness(
     view.revoking.length === 0
       ? null
       : (previous?.revokeDeadline ?? now + member.rebalanceTimeoutMs);
+  // A held heartbeat decided after its arrival counts from its arrival, and never moves the
+  // session back behind what a later heartbeat gave.
+  let lastHeartbeatAt = now;
+  let sessionExpiresAt = now + member.sessionTimeoutMs;
+  if (request.heardAt !== undefined) {
+    const heardAt = Math.min(request.heardAt, now);
+    lastHeartbeatAt = Math.max(previous?.lastHeartbeatAt ?? heardAt, heardAt);
+    sessionExpiresAt = Math.max(
+      previous?.sessionExpiresAt ?? heardAt,
+      heardAt + member.sessionTimeoutMs,
+    );
+  }
   return {
-    lastHeartbeatAt: now,
-    sessionExpiresAt: now + member.sessionTimeoutMs,
+    lastHeartbeatAt,
+    sessionExpiresAt,
     revokeDeadline,
     reportedMetadataVersion: request.metadataVersion,
     reportedAssignmentEpoch: request.assignmentEpoch,

@@ -24,7 +24,16 @@ export interface HeartbeatRequest {
   readonly clientId?: string;
   readonly sessionTimeoutMs?: number;
   readonly rebalanceTimeoutMs?: number;
+  /**
+   * When the request arrived, for a held heartbeat decided again later (see `held-heartbeat.ts`):
+   * the member's session counts from its arrival, never from when it was answered. Set by the
+   * host, never read from the body.
+   */
+  readonly heardAt?: number;
 }
+
+/** Longest hold a heartbeat may ask for (`waitMs`, docs/protocol.md "Held heartbeats"). */
+export const MAX_HEARTBEAT_WAIT_MS = 60_000;
 
 /** Heartbeat outcomes, in the order DESIGN.md §5 decides them. */
 export const HEARTBEAT_OUTCOMES = [
@@ -57,4 +66,44 @@ export interface HeartbeatReply {
   /** Yours once another member lets go. */
   readonly pendingShards: readonly number[];
   readonly heartbeatIntervalMs: number;
+}
+
+/**
+ * Whether `reply` tells the member that sent `request` nothing it does not know already: `OK`
+ * or `REVOKE_PENDING` with the member's own epochs and versions, its `assignedShards` exactly
+ * the `currentAssignments` it reported, nothing to revoke or retire, and nothing reported in
+ * `revokeProgress`. (`pendingShards` may be non-empty: they follow from the versions the member
+ * sent, so it was told them already.) Only such a reply is held (docs/protocol.md "Held
+ * heartbeats"); the SDK asks again at once after any other.
+ */
+export function tellsNothingNew(
+  request: Pick<
+    HeartbeatRequest,
+    | 'memberEpoch'
+    | 'assignmentEpoch'
+    | 'metadataVersion'
+    | 'lifecycleId'
+    | 'currentAssignments'
+    | 'revokeProgress'
+  >,
+  reply: HeartbeatReply,
+): boolean {
+  return (
+    (reply.outcome === 'OK' || reply.outcome === 'REVOKE_PENDING') &&
+    reply.memberEpoch === request.memberEpoch &&
+    reply.assignmentEpoch === request.assignmentEpoch &&
+    reply.metadataVersion === request.metadataVersion &&
+    (request.lifecycleId === undefined || request.lifecycleId === reply.lifecycleId) &&
+    reply.revokeShards.length === 0 &&
+    reply.retireShards.length === 0 &&
+    request.revokeProgress.length === 0 &&
+    sameShards(reply.assignedShards, request.currentAssignments)
+  );
+}
+
+/** Whether `sorted` (ascending, no duplicates) and `reported` hold the same shards. */
+export function sameShards(sorted: readonly number[], reported: readonly number[]): boolean {
+  if (sorted.length !== reported.length) return false;
+  const given = [...reported].sort((a, b) => a - b);
+  return given.every((shard, i) => shard === sorted[i]);
 }

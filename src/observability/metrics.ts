@@ -123,6 +123,11 @@ export class Metrics {
     help: 'Routing long polls waiting for a newer metadata version',
     registers: [this.registry],
   });
+  readonly heldHeartbeats = new Gauge({
+    name: 'coord_held_heartbeats',
+    help: 'Heartbeats held open (waitMs) until their wait is up or their member must act',
+    registers: [this.registry],
+  });
   readonly groupsFailedClosed = new Counter({
     name: 'coord_groups_failed_closed_total',
     help: 'Groups that failed closed',

@@ -1,7 +1,7 @@
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import jwt from 'jsonwebtoken';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadSettings } from '../../src/config/load.js';
 import { HEARTBEAT_PATH } from '../../src/http/routes/consumer.js';
 import { createLogger } from '../../src/observability/logger.js';
@@ -523,6 +523,47 @@ describe('heartbeat fast path', () => {
       expect(errorOf(answer).code).toBe('VALIDATION_FAILED');
     }
   });
+
+  it(
+    'a held heartbeat (waitMs): both hold it and answer it alike when another member joins',
+    {
+      timeout: 15_000,
+    },
+    async () => {
+      const [held] = await Promise.all([createGroup(fast, 'held'), createGroup(plain, 'held')]);
+      const send = (c: RunningCoordinator, body: unknown) =>
+        ask(c, held, { headers: { ...JSON_TYPE, ...CONSUMER }, body: () => JSON.stringify(body) });
+      const heldNow = async (c: RunningCoordinator) =>
+        (await c.services.metrics.heldHeartbeats.get()).values[0]?.value ?? 0;
+      const requests = await Promise.all(
+        [fast, plain].map(async (c) => {
+          const joined = (await send(c, { ...JOIN, memberId: 'held' })).body as Record<
+            string,
+            number
+          >;
+          return {
+            ...JOIN,
+            memberId: 'held',
+            memberEpoch: joined.memberEpoch,
+            assignmentEpoch: joined.assignmentEpoch,
+            metadataVersion: joined.metadataVersion,
+            currentAssignments: [0, 1],
+            // Longer than the test may take: only the join below can end the hold in time.
+            waitMs: 20_000,
+          };
+        }),
+      );
+      const answers = Promise.all([send(fast, requests[0]), send(plain, requests[1])]);
+      for (const c of [fast, plain]) {
+        await vi.waitFor(async () => expect(await heldNow(c)).toBe(1), { timeout: 5_000 });
+      }
+      await Promise.all([fast, plain].map((c) => send(c, { ...JOIN, memberId: 'joiner' })));
+      const [a, b] = await answers;
+      expect([a.status, b.status, a.path, b.path]).toEqual([200, 200, 'fast', null]);
+      expect(comparable(a)).toEqual(comparable(b));
+      expect(a.body).toMatchObject({ outcome: 'REVOKE_PENDING', revokeShards: [1] });
+    },
+  );
 
   it('application/*+json with a charset and a query string are served by the fast path', async () => {
     const answer = await both(`${HB}?ignored=1`, {

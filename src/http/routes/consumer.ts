@@ -1,6 +1,7 @@
+import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { CoordinatorError } from '../../errors.js';
-import type { HeartbeatReply } from '../../machines/protocol.js';
+import { MAX_HEARTBEAT_WAIT_MS, type HeartbeatReply } from '../../machines/protocol.js';
 import type { Principal } from '../auth/roles.js';
 import { route } from '../route.js';
 import { errorSchema, groupParamsSchema } from '../schemas.js';
@@ -27,6 +28,8 @@ export const heartbeatBodySchema = z.object({
   clientId: z.string().max(256).optional(),
   sessionTimeoutMs: z.number().int().min(0).optional(),
   rebalanceTimeoutMs: z.number().int().min(0).optional(),
+  /** Hold the reply while it would tell nothing new, up to this long (docs/protocol.md). */
+  waitMs: z.number().int().min(0).max(MAX_HEARTBEAT_WAIT_MS).optional(),
 });
 
 export const heartbeatReplySchema = z.object({
@@ -63,10 +66,12 @@ export function answerHeartbeat(
   principal: Principal,
   params: z.infer<typeof groupParamsSchema>,
   body: z.infer<typeof heartbeatBodySchema>,
+  res: ServerResponse,
 ): HeartbeatReply | Promise<HeartbeatReply> {
   const { metrics, coordinator } = services;
   const startedAt = performance.now();
   const ref = { streamPrefix: params.stream, consumerGroup: params.group };
+  if (body.waitMs) return heldHeartbeat(services, principal, ref, body, res, startedAt);
   const request = { ...body, principal: principal.name };
   let steady: HeartbeatReply | null;
   try {
@@ -97,6 +102,53 @@ function counted(metrics: Services['metrics'], startedAt: number, error: unknown
   return error;
 }
 
+/**
+ * A heartbeat asking to be held (`waitMs`, docs/protocol.md "Held heartbeats"): always through
+ * `GroupCoordinator.heartbeat`, and timed until it is held (the wait is not the coordinator's
+ * work).
+ */
+function heldHeartbeat(
+  services: Services,
+  principal: Principal,
+  ref: { streamPrefix: string; consumerGroup: string },
+  body: z.infer<typeof heartbeatBodySchema>,
+  res: ServerResponse,
+  startedAt: number,
+): Promise<HeartbeatReply> {
+  const { metrics, coordinator } = services;
+  const { waitMs = 0, ...fields } = body;
+  let heldAfter: number | null = null;
+  const onHeld = () => {
+    heldAfter = secondsSince(startedAt);
+  };
+  return coordinator
+    .heartbeat(
+      ref,
+      { ...fields, principal: principal.name },
+      { waitMs, signal: closedSignal(res), onHeld },
+    )
+    .then(
+      (reply) => {
+        metrics.recordHeartbeat(reply.outcome, heldAfter ?? secondsSince(startedAt));
+        return reply;
+      },
+      (error: unknown) => {
+        const code = (error as { code?: string }).code ?? 'ERROR';
+        metrics.recordHeartbeat(code, heldAfter ?? secondsSince(startedAt));
+        throw error;
+      },
+    );
+}
+
+/** Aborted when the client goes away before its response was sent (a held heartbeat ends). */
+function closedSignal(res: ServerResponse): AbortSignal {
+  const controller = new AbortController();
+  res.once('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  return controller.signal;
+}
+
 export const consumerRoutes = [
   route({
     method: 'post',
@@ -120,10 +172,10 @@ export const consumerRoutes = [
       409: { description: 'A join beyond the member cap (GROUP_FULL)', schema: errorSchema },
       503: { description: 'Store down or group failed closed', schema: errorSchema },
     },
-    async handler({ params, body, principal, services }) {
+    async handler({ params, body, principal, services, res }) {
       // The role check has run, so there is a principal; the guard is for the type only.
       if (!principal) throw new CoordinatorError('UNAUTHENTICATED', 'no access token');
-      return { status: 200, body: await answerHeartbeat(services, principal, params, body) };
+      return { status: 200, body: await answerHeartbeat(services, principal, params, body, res) };
     },
   }),
 ];
