@@ -2,7 +2,12 @@ import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Redis } from 'ioredis';
-import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
+import {
+  tellsNothingNew,
+  type HeartbeatReply,
+  type HeartbeatRequest,
+} from '../machines/protocol.js';
+import type { HeartbeatHoldOptions } from './coordinator-client.js';
 import type { SealVersion } from './stream-seal.js';
 import {
   AuthenticationError,
@@ -35,6 +40,8 @@ export interface HeartbeatTransport {
     consumerGroup: string,
     request: HeartbeatRequest,
     timeoutMs?: number,
+    /** Held open (docs/protocol.md "Held heartbeats"); a transport may ignore it. */
+    hold?: HeartbeatHoldOptions,
   ): Promise<HeartbeatReply>;
 }
 
@@ -93,6 +100,16 @@ export interface ConsumerOptions {
    * @default none (not sent)
    */
   readonly clientId?: string;
+  /**
+   * Held heartbeats: while the member has nothing to report or act on, each heartbeat asks the
+   * coordinator (`waitMs`, the advised interval) to hold its reply until something changes for
+   * the member, and the next one goes out as soon as it is answered. A revoke, a grant or a
+   * fence then arrives in one round trip instead of at the next heartbeat; the heartbeat rate
+   * stays that of the advised interval. `false`: a heartbeat every advised interval, as a
+   * coordinator without held heartbeats expects.
+   * @default true
+   */
+  readonly holdHeartbeats?: boolean;
 }
 
 /** Why a consumer dropped all its shards at once. */
@@ -159,6 +176,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private loop: Promise<void> | null = null;
   private wake: (() => void) | null = null;
   private nudged = false;
+  /** Cancels the heartbeat held open now (null when none is). */
+  private held: AbortController | null = null;
   private watchdog: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: ConsumerOptions) {
@@ -243,36 +262,77 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private async run(joined: () => void, refused: (error: unknown) => void): Promise<void> {
     let failures = 0;
     let started = false;
+    /** The wait the next heartbeat asks for: the advised interval, while nothing is going on. */
+    let holdMs = 0;
     while (!this.closed) {
       const generation = this.generation;
       const sentAt = Date.now();
+      const request = this.request();
+      const held = holdMs > 0 && this.quiet() ? new AbortController() : null;
+      this.held = held;
       let wait = 0;
       try {
         const reply = await this.client.heartbeat(
           this.options.streamPrefix,
           this.options.consumerGroup,
-          this.request(),
+          request,
           Math.min(10_000, Math.max(1_000, this.sessionTimeoutMs / 4)),
+          held ? { waitMs: holdMs, signal: held.signal } : undefined,
         );
         failures = 0;
+        holdMs = 0;
         if (generation === this.generation && !this.closed) {
           this.answered(sentAt);
           wait = this.apply(reply);
+          if (this.options.holdHeartbeats !== false && this.mayHold(reply)) {
+            holdMs = reply.heartbeatIntervalMs;
+            // The next heartbeat (held) goes out at once, unless this one asked to be held and
+            // came back without news: then the coordinator could not hold it, and the next
+            // waits for the advised interval.
+            wait =
+              held && tellsNothingNew(request, reply)
+                ? Math.max(0, sentAt + reply.heartbeatIntervalMs - Date.now())
+                : 0;
+          }
         }
         if (!started) {
           started = true;
           joined();
         }
       } catch (error) {
-        if (!started && isRefusal(error)) {
-          this.closed = true;
-          refused(error);
-          return;
+        if (held?.signal.aborted) {
+          // Cancelled here (something to report, or closing): not a failure; ask again now.
+          wait = 0;
+        } else {
+          if (!started && isRefusal(error)) {
+            this.closed = true;
+            refused(error);
+            return;
+          }
+          holdMs = 0;
+          wait = this.failed(error, failures++, sentAt);
         }
-        wait = this.failed(error, failures++, sentAt);
+      } finally {
+        this.held = null;
       }
       if (!this.closed) await this.sleep(wait);
     }
+  }
+
+  /**
+   * Whether the heartbeat after `reply` may be held: it asked for nothing to be revoked or
+   * retired, and every local shard is running (nothing to report).
+   */
+  private mayHold(reply: HeartbeatReply): boolean {
+    if (reply.outcome !== 'OK' && reply.outcome !== 'REVOKE_PENDING') return false;
+    if (reply.revokeShards.length > 0 || reply.retireShards.length > 0) return false;
+    return this.quiet();
+  }
+
+  /** Every local shard is running: there is nothing to report. */
+  private quiet(): boolean {
+    for (const slot of this.slots.values()) if (slot.phase !== 'running') return false;
+    return true;
   }
 
   /** Acts on one reply; returns how long to wait before the next heartbeat. */
@@ -430,8 +490,12 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     return backoffDelay(attempt, quick, retryAfterMs);
   }
 
-  /** Cuts the wait before the next heartbeat short (now, or as soon as it begins). */
+  /**
+   * Cuts the wait before the next heartbeat short (now, or as soon as it begins); a heartbeat
+   * held open is cancelled, so the next one goes out at once.
+   */
   private nudge(): void {
+    this.held?.abort();
     if (this.wake) this.wake();
     else this.nudged = true;
   }

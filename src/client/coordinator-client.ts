@@ -87,6 +87,17 @@ export interface RequestOptions {
 
 export type { HeartbeatReply, HeartbeatRequest };
 
+/** A heartbeat held open (`waitMs`, docs/protocol.md "Held heartbeats"). */
+export interface HeartbeatHoldOptions {
+  /**
+   * How long the coordinator may hold the reply while it would tell nothing new (it answers at
+   * once when the member must act); it clamps this to at most 60 s and half the session.
+   */
+  readonly waitMs: number;
+  /** Cancels the held request (the consumer has something to report). */
+  readonly signal?: AbortSignal;
+}
+
 /** What a group is addressed by. */
 export interface GroupRef {
   readonly streamPrefix: string;
@@ -206,7 +217,10 @@ export class CoordinatorClient {
       });
       text = await res.text();
     } catch (error) {
-      if (this.current === at) this.current = (at + 1) % this.baseUrls.length;
+      // No answer: the next request tries the next replica (not when the caller cancelled).
+      if (this.current === at && !options.signal?.aborted) {
+        this.current = (at + 1) % this.baseUrls.length;
+      }
       const url = new URL(path, this.baseUrls[at]);
       throw CoordinatorUnreachableError.fromFetchError(
         `${url.origin}${url.pathname}`,
@@ -270,12 +284,25 @@ export class CoordinatorClient {
     consumerGroup: string,
     request: HeartbeatRequest,
     timeoutMs?: number,
+    hold?: HeartbeatHoldOptions,
   ): Promise<HeartbeatReply> {
+    const path = `${this.groupPath('consumer', streamPrefix, consumerGroup)}/heartbeat`;
+    if (!hold || hold.waitMs <= 0) {
+      return this.request('POST', path, request, {
+        retry: false,
+        ...(timeoutMs === undefined ? {} : { timeoutMs }),
+      });
+    }
+    // Held: the reply may come up to `waitMs` later, so the timeout runs from then.
     return this.request(
       'POST',
-      `${this.groupPath('consumer', streamPrefix, consumerGroup)}/heartbeat`,
-      request,
-      { retry: false, ...(timeoutMs === undefined ? {} : { timeoutMs }) },
+      path,
+      { ...request, waitMs: hold.waitMs },
+      {
+        retry: false,
+        timeoutMs: (timeoutMs ?? this.timeoutMs) + hold.waitMs,
+        ...(hold.signal ? { signal: hold.signal } : {}),
+      },
     );
   }
 

@@ -7,6 +7,7 @@ export {
   type ChangeMeta,
   type CoordinatorClientOptions,
   type GroupRef,
+  type HeartbeatHoldOptions,
   type HeartbeatReply,
   type HeartbeatRequest,
   type PasswordAuthOptions,

@@ -14,6 +14,7 @@ import {
   type ConsumerMessage,
   type ConsumerOptions,
   type FencedEvent,
+  type HeartbeatHoldOptions,
   type HeartbeatTransport,
 } from '../../src/client/index.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../../src/machines/protocol.js';
@@ -100,7 +101,7 @@ async function pendingCount(shard: number): Promise<number> {
 }
 
 function consumer(
-  coordinator: ScriptedCoordinator,
+  coordinator: HeartbeatTransport,
   handler: ConsumerOptions['handler'],
   extra: Partial<ConsumerOptions> = {},
 ): Consumer {
@@ -494,5 +495,118 @@ describe('a consumer whose membership is refused', () => {
     expect(errors[0]).toBeInstanceOf(ConflictError);
     await waitFor(() => coordinator.requests.length >= 6, { what: 'join retried' });
     expect(coordinator.last()).toMatchObject({ memberEpoch: 0, currentAssignments: [] });
+  });
+});
+
+/**
+ * A coordinator that holds held heartbeats (`waitMs`) until released or cancelled, and answers
+ * the others at once from the script; it records the wait each heartbeat asked for.
+ */
+class HoldingCoordinator implements HeartbeatTransport {
+  readonly requests: { body: HeartbeatRequest; waitMs: number | undefined }[] = [];
+  private release: (() => void) | null = null;
+  private fail: ((error: Error) => void) | null = null;
+  constructor(public script: Script) {}
+  async heartbeat(
+    _sp: string,
+    _cg: string,
+    request: HeartbeatRequest,
+    _timeoutMs?: number,
+    hold?: HeartbeatHoldOptions,
+  ): Promise<HeartbeatReply> {
+    this.requests.push({ body: structuredClone(request), waitMs: hold?.waitMs });
+    if (hold) {
+      await new Promise<void>((resolve, reject) => {
+        this.release = resolve;
+        this.fail = reject;
+        hold.signal?.addEventListener('abort', () => reject(new Error('aborted')));
+      });
+    }
+    const answer = this.script(request);
+    if (answer instanceof Error) throw answer;
+    return answer;
+  }
+  /** Answers the heartbeat held now (if any). */
+  answerHeld(): void {
+    this.release?.();
+    this.release = null;
+  }
+  /** Fails the heartbeat held now (no answer). */
+  failHeld(error: Error): void {
+    this.fail?.(error);
+    this.fail = null;
+  }
+}
+
+describe('held heartbeats', () => {
+  it('a consumer with nothing to report asks for the advised interval as waitMs; the next goes out when it is answered', async () => {
+    fresh();
+    const coordinator = new HoldingCoordinator(owns({ assignedShards: [0, 1] }));
+    const c = consumer(coordinator, recorder().handler);
+    await c.start();
+    await waitFor(() => coordinator.requests.length === 2, { what: 'the second heartbeat' });
+    // The join is not held; the heartbeat after it is, asking for the advised interval.
+    expect(coordinator.requests.map((r) => r.waitMs)).toEqual([undefined, 30]);
+    expect(coordinator.requests[1]?.body).toMatchObject({ currentAssignments: [0, 1] });
+    coordinator.answerHeld();
+    await waitFor(() => coordinator.requests.length === 3, { what: 'the next heartbeat' });
+    expect(coordinator.requests[2]?.waitMs).toBe(30);
+  });
+
+  it('after a heartbeat that did not ask to be held, the next goes out held at once', async () => {
+    fresh();
+    // A long advised interval: only a next heartbeat sent at once arrives within the test.
+    const steady = owns({ assignedShards: [0] });
+    const coordinator = new HoldingCoordinator((request) => ({
+      ...(steady(request) as HeartbeatReply),
+      heartbeatIntervalMs: 20_000,
+    }));
+    const c = consumer(coordinator, recorder().handler);
+    c.on('error', () => undefined);
+    await c.start();
+    await waitFor(() => coordinator.requests.length === 2, { what: 'a heartbeat held' });
+    // No answer: the retry does not ask to be held; its answer (nothing new) is followed by a
+    // held heartbeat at once, not after the 20 s interval.
+    coordinator.failHeld(new Error('connection reset'));
+    await waitFor(() => coordinator.requests.length === 4, { what: 'a held heartbeat again' });
+    expect(coordinator.requests.map((r) => r.waitMs)).toEqual([
+      undefined,
+      20_000,
+      undefined,
+      20_000,
+    ]);
+  });
+
+  it('close() cancels the held heartbeat and leaves at once', async () => {
+    fresh();
+    const coordinator = new HoldingCoordinator(owns({ assignedShards: [0] }));
+    const c = consumer(coordinator, recorder().handler);
+    await c.start();
+    await waitFor(() => coordinator.requests.length === 2, { what: 'a heartbeat held' });
+    consumers.splice(consumers.indexOf(c), 1);
+    await c.close();
+    expect(coordinator.requests.at(-1)?.body).toMatchObject({ memberEpoch: -1 });
+  });
+
+  it('a revoke is not held: draining, the consumer heartbeats at the advised interval', async () => {
+    fresh();
+    const coordinator = new HoldingCoordinator(owns({ assignedShards: [0, 1] }));
+    const c = consumer(coordinator, recorder().handler);
+    await c.start();
+    await waitFor(() => coordinator.requests.length === 2, { what: 'a heartbeat held' });
+    coordinator.script = owns({ assignedShards: [0], revokeShards: [1] }, 'REVOKE_PENDING');
+    const before = coordinator.requests.length;
+    coordinator.answerHeld();
+    await waitFor(() => coordinator.requests.length >= before + 3, { what: 'heartbeats' });
+    expect(coordinator.requests.slice(before).every((r) => r.waitMs === undefined)).toBe(true);
+  });
+
+  it('holdHeartbeats: false never asks for a wait', async () => {
+    fresh();
+    const coordinator = new HoldingCoordinator(owns({ assignedShards: [0] }));
+    const c = consumer(coordinator, recorder().handler, { holdHeartbeats: false });
+    await c.start();
+    await waitFor(() => coordinator.requests.length >= 5, { what: 'heartbeats' });
+    expect(coordinator.requests.every((r) => r.waitMs === undefined)).toBe(true);
   });
 });

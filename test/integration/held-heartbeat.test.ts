@@ -2,13 +2,14 @@
  * Held heartbeats (docs/protocol.md "Held heartbeats") over real HTTP on a real redis-server: a
  * steady heartbeat that asks for `waitMs` is held and answered the moment its member must act,
  * also through another replica; a held reply is never left hanging when its group moves, its
- * lease is lost or its replica stops.
+ * lease is lost or its replica stops; the SDK holds its heartbeats by default.
  *
  * The waits asked for are longer than the test's own timeout: a test passes only if the reply
  * came because something happened, never because the wait ran out.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Consumer, CoordinatorClient } from '../../src/client/index.js';
 import type { HeartbeatReply } from '../../src/machines/protocol.js';
 import { keyNames } from '../../src/store/keys.js';
 import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
@@ -272,6 +273,65 @@ describe('two replicas on one Redis', () => {
         },
         { what: 'the member served by the survivor with its epoch', timeoutMs: 10_000 },
       );
+    },
+  );
+});
+
+describe('the SDK holds its heartbeats', () => {
+  let c: TestCoordinator;
+  let streams: RedisServerHandle;
+  beforeAll(async () => {
+    streams = await startRedisServer();
+    // A steady member is told to heartbeat only every 25 s: a handoff within the test's
+    // timeout needs the coordinator to reach it at once.
+    c = await startTestCoordinator({
+      store: 'memory',
+      overrides: {
+        'membership.heartbeat-interval': '25s',
+        'membership.session-timeout': SESSION,
+      },
+    });
+  });
+  afterAll(async () => {
+    await c?.close();
+    await streams?.stop();
+  });
+
+  function consumer(sp: string, memberId: string): Consumer {
+    const client = new CoordinatorClient({ baseUrl: c.url, token: c.token('consumer') });
+    const one = new Consumer({
+      client,
+      redis: streams.url,
+      streamPrefix: sp,
+      consumerGroup: 'g',
+      memberId,
+      blockMs: 50,
+      sessionTimeoutMs: 60_000,
+      handler: async () => undefined,
+    });
+    one.on('error', () => undefined);
+    return one;
+  }
+
+  it(
+    'a consumer joining gets its shards without waiting for the others’ next heartbeat',
+    TEST_TIMEOUT,
+    async () => {
+      await createGroup(c, 'sdk-hold');
+      const a = consumer('sdk-hold', 'a');
+      const b = consumer('sdk-hold', 'b');
+      try {
+        await a.start();
+        await waitFor(() => a.shards().length === 4, { what: 'a owns every shard' });
+        await waitFor(async () => (await heldCount(c)) === 1, { what: "a's heartbeat held" });
+        await b.start();
+        await waitFor(() => a.shards().length === 2 && b.shards().length === 2, {
+          what: 'the shards shared',
+          timeoutMs: 10_000,
+        });
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+      }
     },
   );
 });
