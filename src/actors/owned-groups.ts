@@ -120,6 +120,7 @@ export class OwnedGroups {
     const creating = ownership
       .acquire(ref)
       .then(() => loader.create(ref, shardCount))
+      .then((entry) => this.servable(entry))
       .catch(async (error: unknown) => {
         await this.releaseUnheld(ref);
         throw error;
@@ -143,6 +144,10 @@ export class OwnedGroups {
   /** Hands the group over: no new work, the mailbox drains, the entry goes, the lease is given up. */
   async release(ref: GroupRef): Promise<void> {
     const { table, ownership } = this.options;
+    // A load or create in flight would otherwise add its entry after the lease was given up:
+    // an entry nobody renews or drops, answering GROUP_MOVED with no owner for good.
+    const inFlight = table.loading.get(groupId(ref));
+    if (inFlight) await inFlight.catch(() => undefined);
     const entry = table.get(ref);
     if (entry) {
       table.beginRelease(entry);
@@ -163,11 +168,22 @@ export class OwnedGroups {
     return ownership
       .acquire(ref)
       .then(() => loader.load(ref))
+      .then((entry) => this.servable(entry))
       .catch(async (error: unknown) => {
         // Not found, or not claimed: the lease taken for it must not stay held (and renewed).
         await this.releaseUnheld(ref);
         throw error;
       });
+  }
+
+  /**
+   * The entry just loaded or created, if its lease still allows serving it; otherwise (the
+   * lease was lost or handed over while it loaded) the entry goes and the caller forwards.
+   */
+  private servable(entry: GroupEntry): GroupEntry {
+    if (this.options.ownership.mayServe(entry.ref)) return entry;
+    if (this.options.table.get(entry.ref) === entry) this.options.table.remove(entry);
+    throw new GroupMovedError(null);
   }
 
   /** Gives the group's lease up unless an entry holds it (a failed load or create). */

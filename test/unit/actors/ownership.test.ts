@@ -141,3 +141,46 @@ describe('ownership: explicit entry lifecycle', () => {
     });
   });
 });
+
+describe('ownership: a hand-over during a load', () => {
+  it('waits for the load, so no entry is left behind that nobody renews or serves', async () => {
+    const rig = await ownedRig();
+    rig.faulty.hang('claimGroup');
+    const loading = rig.host.getGroup(REF);
+    await waitForCall(() => rig.faulty.count('claimGroup') === 1);
+    // The live set changed meanwhile: the group is handed over while its claim is in flight.
+    rig.ownership.owners.set(ID, 'replica-b');
+    const releasing = rig.host.release(REF);
+    rig.faulty.release();
+    await loading.catch(() => undefined);
+    await releasing;
+    expect(rig.ownership.log.at(-1)).toBe(`release ${ID}`);
+    // Nothing of the group stayed here: it is forwarded to its owner, named.
+    await expect(rig.host.getGroup(REF)).rejects.toMatchObject({
+      code: 'GROUP_MOVED',
+      details: { owner: 'replica-b' },
+    });
+  });
+
+  it('an entry whose lease was given up while it loaded is not kept: GROUP_MOVED to forward', async () => {
+    const rig = await ownedRig();
+    rig.faulty.hang('claimGroup');
+    const loading = rig.host.getGroup(REF);
+    await waitForCall(() => rig.faulty.count('claimGroup') === 1);
+    rig.ownership.unservable.add(ID); // the lease went while the claim was in flight
+    rig.faulty.release();
+    await expect(loading).rejects.toMatchObject({ code: 'GROUP_MOVED' });
+    rig.ownership.unservable.delete(ID);
+    rig.ownership.owners.set(ID, 'replica-b');
+    await expect(rig.host.getGroup(REF)).rejects.toMatchObject({
+      code: 'GROUP_MOVED',
+      details: { owner: 'replica-b' },
+    });
+  });
+});
+
+/** Lets queued promise work run until `done` holds (no timers: the store calls are in memory). */
+async function waitForCall(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 1_000 && !done(); i++) await Promise.resolve();
+  expect(done()).toBe(true);
+}
