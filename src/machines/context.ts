@@ -168,20 +168,7 @@ function graceLiveness(group: GroupState, memberId: string, now: number): Member
  * may change until it is recovered).
  */
 export function nextDeadline(ctx: GroupContext): number | null {
-  if (ctx.group.status === 'FAILED_CLOSED') return null;
-  let earliest = ctx.recomputeAt;
-  const consider = (at: number | null): void => {
-    if (at !== null && (earliest === null || at < earliest)) earliest = at;
-  };
-  for (const memberId of memberIds(ctx.group)) {
-    const live = ctx.liveness.get(memberId);
-    if (!live) continue;
-    consider(live.sessionExpiresAt);
-    consider(live.revokeDeadline);
-  }
-  const migration = ctx.group.activeMigration;
-  if (migration?.state === 'CONVERGED') consider(migration.rollbackAllowedUntil);
-  return earliest;
+  return earliestDeadlineOf(ctx, memberIds(ctx.group));
 }
 
 /**
