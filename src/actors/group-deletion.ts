@@ -29,7 +29,7 @@ export class GroupDeletion {
     if (group.status === 'FROZEN')
       throw new CoordinatorError('GROUP_FROZEN', 'the group is frozen');
     if (group.status === 'FAILED_CLOSED') throw failedClosedAdminError(entry);
-    const members = Object.keys(group.members).length;
+    const members = group.members.size;
     if (members > 0 && !options.force) {
       throw new CoordinatorError(
         'GROUP_HAS_MEMBERS',

@@ -262,7 +262,7 @@ export class GroupHost implements GroupCoordinator {
     if (this.holdsClosed || hold.waitMs <= 0 || !tellsNothingNew(request, reply)) return null;
     const ctx = entry.actor.getSnapshot().context;
     if (!mayStayHeld(ctx, request, this.options.clock.now())) return null;
-    const member = ctx.group.members[request.memberId];
+    const member = ctx.group.members.get(request.memberId);
     if (!member) return null;
     const forMs = holdLimitMs(hold.waitMs, member.sessionTimeoutMs);
     const ended = this.parts.holds.hold(entry, request, forMs, hold.signal);

@@ -41,7 +41,7 @@ export class Publication {
       context.group.metadataVersion,
       context.group.status === 'FAILED_CLOSED',
     );
-    const members = Object.keys(context.group.members).length;
+    const members = context.group.members.size;
     let revoking = 0;
     for (const shard of Object.values(context.group.shards)) {
       if (shard.state === 'revoking' || shard.state === 'retiring') revoking++;

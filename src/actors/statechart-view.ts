@@ -37,7 +37,8 @@ export function statechartView(snapshot: GroupSnapshot) {
     value: snapshot.stateValue,
     definition: group,
     mermaid: toMermaid(group, { current: activeStateIds(groupMachine.id, snapshot.stateValue) }),
-    members: Object.keys(context.group.members)
+    members: context.group.members
+      .keys()
       .sort()
       .map((memberId) => ({ memberId, state: memberState(context, memberId) })),
     departedMembers: context.departures.map((d) => ({ memberId: d.memberId, state: d.state })),

@@ -38,7 +38,7 @@ export function groupSummary(snapshot: GroupSnapshot) {
     lifecycleId: g.lifecycleId,
     status: g.status,
     phase: phaseOf(snapshot.stateValue),
-    memberCount: Object.keys(g.members).length,
+    memberCount: g.members.size,
     owner: snapshot.owner,
   };
 }
@@ -84,7 +84,8 @@ function targetOf(snapshot: GroupSnapshot, memberId: string): number[] {
 export function membersView(snapshot: GroupSnapshot) {
   const { group: g, liveness } = snapshot.context;
   return {
-    members: Object.values(g.members)
+    members: g.members
+      .values()
       .sort((a, b) => a.memberId.localeCompare(b.memberId))
       .map((m) => {
         const live = liveness.get(m.memberId);

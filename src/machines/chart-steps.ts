@@ -78,10 +78,7 @@ function departures(before: GroupContext, after: GroupContext): readonly MemberD
       continue;
     }
     const { memberId } = effect;
-    if (
-      Object.hasOwn(before.group.members, memberId) &&
-      !Object.hasOwn(after.group.members, memberId)
-    ) {
+    if (before.group.members.has(memberId) && !after.group.members.has(memberId)) {
       gone.push({ memberId, state: ENDS[effect.type], at: after.lastEventAt });
     }
   }

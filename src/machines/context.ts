@@ -7,7 +7,7 @@ import type { ErrorCode } from '../errors.js';
 import type { MembershipConfig } from './config.js';
 import type { ChartEventName } from './events.js';
 import type { MemberDeparture } from './member-machine.js';
-import { memberIds, ownedShards } from './group-state.js';
+import { memberIds, memberOf, ownedShards } from './group-state.js';
 import { LivenessTable } from './liveness.js';
 import { targetsAreStale } from './targets.js';
 import type { FailureReason, GroupState, MemberLiveness, MigrationKind } from './types.js';
@@ -146,7 +146,7 @@ export function createGroupContext(input: CreateGroupContextInput): GroupContext
 }
 
 function graceLiveness(group: GroupState, memberId: string, now: number): MemberLiveness {
-  const member = group.members[memberId];
+  const member = memberOf(group, memberId);
   const sessionTimeoutMs = member?.sessionTimeoutMs ?? 0;
   const revoking = ownedShards(group, memberId, 'revoking').length > 0;
   return {

@@ -46,25 +46,30 @@ export function retiringRecords(group: GroupState): readonly ShardRecord[] {
   }
   return records;
 }
-const memberLists = new WeakMap<GroupState, readonly string[]>();
+const memberLists = new WeakMap<GroupState['members'], readonly string[]>();
 
-/** Member ids in a stable order. */
+/** Member ids in a stable order (kept per members map: O(members) once per membership change). */
 export function memberIds(group: GroupState): readonly string[] {
-  let ids = memberLists.get(group);
+  let ids = memberLists.get(group.members);
   if (!ids) {
-    ids = Object.keys(group.members).sort(compareIds);
-    memberLists.set(group, ids);
+    ids = group.members.keys().sort(compareIds);
+    memberLists.set(group.members, ids);
   }
   return ids;
 }
 
+/** How many members the group has, in O(1). */
+export function memberCount(group: GroupState): number {
+  return group.members.size;
+}
+
 /** Whether `memberId` names a current member (false for null). */
 export function isMember(group: GroupState, memberId: string | null): boolean {
-  return memberId !== null && Object.hasOwn(group.members, memberId);
+  return memberId !== null && group.members.has(memberId);
 }
 
 export function memberOf(group: GroupState, memberId: string): MemberRecord | undefined {
-  return Object.hasOwn(group.members, memberId) ? group.members[memberId] : undefined;
+  return group.members.get(memberId);
 }
 
 /** What one member is told about the shards; the four lists are sorted and disjoint. */

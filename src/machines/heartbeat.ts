@@ -221,7 +221,7 @@ function join(ctx: GroupContext, request: HeartbeatRequest, now: number): GroupC
   };
   ctx.liveness.delete(memberId);
   const joined = withEffects(
-    { ...ctx, group: { ...released, members: { ...released.members, [memberId]: member } } },
+    { ...ctx, group: { ...released, members: released.members.set(memberId, member) } },
     { type: 'MEMBER_JOINED', memberId },
   );
   if (known) return joined;
@@ -331,7 +331,7 @@ function serveMember(
   const updated: GroupState = {
     ...shifted,
     memberEpochSeq: epoch,
-    members: { ...shifted.members, [memberId]: renewed },
+    members: shifted.members.set(memberId, renewed),
   };
   next = { ...next, group: updated };
   return succeed(next, answerMember(next, updated, renewed, epoch, request, now));

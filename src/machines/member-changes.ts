@@ -27,9 +27,8 @@ export function recompute(ctx: GroupContext): GroupContext {
 export function removeMember(ctx: GroupContext, memberId: string, now: number): GroupContext {
   if (!isMember(ctx.group, memberId)) return ctx;
   const released = releaseShardsOf(ctx.group, memberId, now);
-  const members = { ...released.members };
-  delete members[memberId];
   ctx.liveness.delete(memberId);
+  const members = released.members.delete(memberId);
   const group = handOverRetiring({ ...released, members }, memberId, now);
   return { ...ctx, group };
 }

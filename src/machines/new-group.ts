@@ -1,3 +1,4 @@
+import { PersistentMap } from './persistent-map.js';
 import type { GroupRef, GroupState, ShardRecord } from './types.js';
 
 /**
@@ -41,7 +42,7 @@ export function newGroupState(
     createdAt: options.now,
     updatedAt: options.now,
     shards,
-    members: {},
+    members: PersistentMap.empty(),
     activeMigration: null,
     migrations: [],
   };

@@ -3,6 +3,7 @@
  * The persisted shape (what goes into the metadata hash) is `GroupState`; liveness that
  * DESIGN.md §4 keeps out of the store lives in `MemberLiveness`.
  */
+import type { PersistentMap } from './persistent-map.js';
 
 /** Lifecycle status of a group, persisted in the metadata hash. */
 export type GroupStatus = 'ACTIVE' | 'FROZEN' | 'FAILED_CLOSED';
@@ -87,7 +88,8 @@ export interface GroupState {
   readonly updatedAt: number;
   /** Keyed by shard number. Shards >= shardCount may exist only while `retiring`. */
   readonly shards: Readonly<Record<number, ShardRecord>>;
-  readonly members: Readonly<Record<string, MemberRecord>>;
+  /** Keyed by member id; a persistent map, so a membership change copies no other member. */
+  readonly members: PersistentMap<MemberRecord>;
   readonly activeMigration: MigrationRecord | null;
   /** Finished migrations, newest first, capped. */
   readonly migrations: readonly MigrationRecord[];

@@ -1,3 +1,4 @@
+import { PersistentMap } from '../machines/persistent-map.js';
 import type {
   FailureReason,
   GroupState,
@@ -30,9 +31,9 @@ export function encodeGroup(state: GroupState): Record<string, string> {
   const fields = encodeHeader(state);
   for (const shard of Object.values(state.shards))
     fields[`${SHARD}${shard.shard}`] = encodeShard(shard);
-  for (const member of Object.values(state.members)) {
+  state.members.forEach((member) => {
     fields[`${MEMBER}${member.memberId}`] = encodeMember(member);
-  }
+  });
   return fields;
 }
 
@@ -79,7 +80,14 @@ export function diffGroups(before: GroupState, after: GroupState): FieldPatch {
   const set = patch.set as Record<string, string>;
   const del = [...patch.del];
   diffRecords(before.shards, after.shards, SHARD, encodeShard, set, del);
-  diffRecords(before.members, after.members, MEMBER, encodeMember, set, del);
+  // Members are a persistent map: only the records a change touched are visited.
+  PersistentMap.diff(before.members, after.members, (memberId, was, is) => {
+    if (is === undefined) del.push(`${MEMBER}${memberId}`);
+    else {
+      const encoded = encodeMember(is);
+      if (was === undefined || encodeMember(was) !== encoded) set[`${MEMBER}${memberId}`] = encoded;
+    }
+  });
   return { set, del };
 }
 
@@ -113,7 +121,7 @@ function num(fields: GroupFields, name: string): number {
 /** Decodes a metadata hash; throws on a hash that is not a group's metadata. */
 export function decodeGroup(fields: GroupFields): GroupState {
   const shards: Record<number, ShardRecord> = {};
-  const members: Record<string, MemberRecord> = {};
+  let members = PersistentMap.empty<MemberRecord>();
   for (const [name, value] of Object.entries(fields)) {
     if (name.startsWith(SHARD)) {
       const shard = Number(name.slice(SHARD.length));
@@ -123,7 +131,7 @@ export function decodeGroup(fields: GroupFields): GroupState {
       // Records written before members were bound to a principal carry none.
       const record = JSON.parse(value) as Omit<MemberRecord, 'memberId' | 'principal'> &
         Partial<Pick<MemberRecord, 'principal'>>;
-      members[memberId] = { memberId, ...record, principal: record.principal ?? null };
+      members = members.set(memberId, { memberId, ...record, principal: record.principal ?? null });
     }
   }
   const active = fields['migration:active'];

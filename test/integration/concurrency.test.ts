@@ -519,7 +519,7 @@ describe.each(['memory', 'redis'] as const)('concurrent traffic on the %s store'
         producersPaused: stored.state.producersPaused,
         storeRevision: stored.revision,
         shards: sortShards(Object.values(stored.state.shards)),
-        members: Object.keys(stored.state.members).sort(),
+        members: stored.state.members.keys().sort(),
       };
       const shown = {
         shardCount: group.shardCount,

@@ -8,6 +8,7 @@ import {
   LeaseNotHeldError,
   StoreUnavailableError,
 } from '../../src/errors.js';
+import { PersistentMap } from '../../src/machines/persistent-map.js';
 import type { GroupRef, MemberRecord, ShardRecord } from '../../src/machines/types.js';
 import type { FieldPatch, GroupFields } from '../../src/store/codec.js';
 import { compareMembers } from '../../src/store/group-paging.js';
@@ -126,7 +127,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
           failureReason: 'METADATA_LOST',
           producersPaused: true,
           shards: {},
-          members: {},
+          members: PersistentMap.empty(),
           activeMigration: null,
           migrations: [],
         });
@@ -147,10 +148,10 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
             since: 1,
           };
         }
-        const members: Record<string, MemberRecord> = {};
+        let members = PersistentMap.empty<MemberRecord>();
         for (let i = 0; i < 3000; i++) {
           const memberId = `member-${i}`;
-          members[memberId] = {
+          members = members.set(memberId, {
             memberId,
             principal: null,
             clientId: null,
@@ -159,7 +160,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
             sessionTimeoutMs: 45_000,
             rebalanceTimeoutMs: 60_000,
             joinedAt: 1,
-          };
+          });
         }
         const state = makeGroupState({ shardCount: 1024, shards, members, activeMigration: null });
         const ref = refOf(state);
@@ -173,11 +174,11 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
               '{"state":"released","owner":null,"ownerEpoch":null,"target":"member-0","since":2}',
             ]),
           ),
-          del: Object.keys(members).map((memberId) => `member:${memberId}`),
+          del: members.keys().map((memberId) => `member:${memberId}`),
         };
         expect(await store.commitGroup(ref, fence, 1, patch)).toBe(2);
         const loaded = await store.loadGroup(ref);
-        expect(loaded?.state.members).toEqual({});
+        expect(loaded?.state.members.size).toBe(0);
         expect(
           Object.values(loaded?.state.shards ?? {}).every((s) => s.target === 'member-0'),
         ).toBe(true);
@@ -204,7 +205,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
         const store = await openStore();
         const state = makeGroupState();
         const created = await store.createGroup(state);
-        (created.state.members as Record<string, unknown>)['m-9'] = {};
+        (created.state.shards as Record<number, unknown>)[99] = {};
         const exported = await store.exportGroup(refOf(state));
         (exported as Record<string, string>).shardCount = '99';
         expect((await store.loadGroup(refOf(state)))?.state).toEqual(state);
@@ -236,7 +237,7 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
         expect(await store.commitGroup(ref, fence, 2, { set: {}, del: [] })).toBe(3);
         const loaded = await store.loadGroup(ref);
         expect(loaded?.revision).toBe(3);
-        expect(loaded?.state.members['m-1']).toBeUndefined();
+        expect(loaded?.state.members.get('m-1')).toBeUndefined();
         expect(loaded?.state.shards[1]?.owner).toBe('m-2');
       });
 

@@ -1,5 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { GroupRef, GroupState, MigrationRecord } from '../../src/machines/types.js';
+import { PersistentMap } from '../../src/machines/persistent-map.js';
+import type {
+  GroupRef,
+  GroupState,
+  MemberRecord,
+  MigrationRecord,
+} from '../../src/machines/types.js';
 
 /** A fixed instant (2026-01-01T00:00:00Z) so fixtures compare equal across runs. */
 export const FIXTURE_TIME = Date.UTC(2026, 0, 1);
@@ -50,7 +56,7 @@ export function makeGroupState(overrides: Partial<GroupState> = {}): GroupState 
       2: { shard: 2, state: 'assigned', owner: 'm-2', ownerEpoch: 12, target: 'm-2', since },
       3: { shard: 3, state: 'released', owner: null, ownerEpoch: null, target: 'm-2', since },
     },
-    members: {
+    members: PersistentMap.from<MemberRecord>({
       'm-1': {
         memberId: 'm-1',
         principal: 'billing-service',
@@ -71,7 +77,7 @@ export function makeGroupState(overrides: Partial<GroupState> = {}): GroupState 
         rebalanceTimeoutMs: 60_000,
         joinedAt: FIXTURE_TIME - 60_000,
       },
-    },
+    }),
     activeMigration: makeMigration({
       state: 'IN_PROGRESS',
       convergedAt: null,

@@ -2,7 +2,8 @@
  * The metadata hash encoding of DESIGN.md §4, as far as it must stay readable across versions.
  */
 import { describe, expect, it } from 'vitest';
-import type { GroupState } from '../../src/machines/types.js';
+import type { GroupState, MemberRecord } from '../../src/machines/types.js';
+import { PersistentMap } from '../../src/machines/persistent-map.js';
 import {
   decodeGroup,
   diffFields,
@@ -17,8 +18,8 @@ describe('a member record keeps the principal that joined it', () => {
   it('round-trips the principal, bound or not', () => {
     const state = makeGroupState();
     const decoded = decodeGroup(encodeGroup(state));
-    expect(decoded.members['m-1']?.principal).toBe('billing-service');
-    expect(decoded.members['m-2']?.principal).toBeNull();
+    expect(decoded.members.get('m-1')?.principal).toBe('billing-service');
+    expect(decoded.members.get('m-2')?.principal).toBeNull();
     expect(decoded).toEqual(state);
   });
 
@@ -27,8 +28,8 @@ describe('a member record keeps the principal that joined it', () => {
     const old = JSON.parse(fields['member:m-1'] ?? '{}') as Record<string, unknown>;
     delete old.principal;
     const decoded = decodeGroup({ ...fields, 'member:m-1': JSON.stringify(old) });
-    expect(decoded.members['m-1']).toMatchObject({ memberId: 'm-1', memberEpoch: 11 });
-    expect(decoded.members['m-1']?.principal).toBeNull();
+    expect(decoded.members.get('m-1')).toMatchObject({ memberId: 'm-1', memberEpoch: 11 });
+    expect(decoded.members.get('m-1')?.principal).toBeNull();
   });
 });
 
@@ -42,16 +43,18 @@ describe('a write patch encodes only the records whose object changed, and equal
     const copied = {
       ...before,
       shards: Object.fromEntries(Object.entries(before.shards).map(([k, r]) => [k, { ...r }])),
-      members: { ...before.members },
+      members: PersistentMap.from(
+        before.members.entries().map(([k, m]): [string, MemberRecord] => [k, { ...m }]),
+      ),
     };
     expect(isEmptyPatch(diffGroups(before, copied))).toBe(true);
   });
 
   it('sets changed and added records and deletes removed ones, as the full diff does', () => {
-    const members = { ...before.members };
-    delete members['m-2'];
-    members['m-3'] = { ...before.members['m-1']!, memberId: 'm-3', principal: null };
-    members['m-1'] = { ...before.members['m-1']!, memberEpoch: 99 };
+    const members = before.members
+      .delete('m-2')
+      .set('m-3', { ...before.members.get('m-1')!, memberId: 'm-3', principal: null })
+      .set('m-1', { ...before.members.get('m-1')!, memberEpoch: 99 });
     const shards = { ...before.shards };
     delete shards[3];
     shards[0] = { ...before.shards[0]!, owner: 'm-3', ownerEpoch: 99 };

@@ -14,6 +14,7 @@ import type { GroupContext } from '../../src/machines/context.js';
 import { createGroupContext } from '../../src/machines/context.js';
 import { steadyHeartbeat } from '../../src/machines/heartbeat.js';
 import { LivenessTable } from '../../src/machines/liveness.js';
+import { PersistentMap } from '../../src/machines/persistent-map.js';
 import type { GroupEvent } from '../../src/machines/events.js';
 import { groupMachine, restoreGroupSnapshot } from '../../src/machines/group-machine.js';
 import {
@@ -24,7 +25,12 @@ import {
 import { newGroupState } from '../../src/machines/new-group.js';
 import { expectedStateValue, membershipPhase } from '../../src/machines/phases.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../../src/machines/protocol.js';
-import type { GroupState, RevokeProgress, ShardRecord } from '../../src/machines/types.js';
+import type {
+  GroupState,
+  MemberRecord,
+  RevokeProgress,
+  ShardRecord,
+} from '../../src/machines/types.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const config: MembershipConfig = defaultMembershipConfig;
@@ -101,7 +107,7 @@ class Simulation {
 
   heartbeat(member: SimMember, request: HeartbeatRequest): HeartbeatReply | null {
     const before = this.ctx.group;
-    const owner = before.members[request.memberId]?.principal;
+    const owner = before.members.get(request.memberId)?.principal;
     // The hot path's O(1) decision (DESIGN.md §12): when it calls a heartbeat steady, the
     // chart's road must agree, byte for byte, and change nothing in the group or the chart.
     const stateBefore = this.actor.getSnapshot().value;
@@ -201,7 +207,7 @@ class Simulation {
       case 'wild': {
         if (!member) return;
         const { group } = this.ctx;
-        const known = group.members[member.id];
+        const known = group.members.get(member.id);
         const epoch = {
           current: known?.memberEpoch ?? command.randomEpoch,
           previous: known?.previousEpoch ?? command.randomEpoch,
@@ -275,8 +281,8 @@ class Simulation {
     const running = this.members.filter((m) => m.running);
     return (
       membershipPhase(this.ctx) === (running.length === 0 ? 'empty' : 'stable') &&
-      Object.keys(group.members).length === running.length &&
-      running.every((m) => m.last?.outcome === 'OK' && group.members[m.id] !== undefined) &&
+      group.members.size === running.length &&
+      running.every((m) => m.last?.outcome === 'OK' && group.members.get(m.id) !== undefined) &&
       (group.activeMigration?.state !== 'IN_PROGRESS' || this.waitingForConsumers())
     );
   }
@@ -289,7 +295,7 @@ class Simulation {
     const { group } = this.ctx;
     const removed = Object.values(group.shards).filter((r) => r.shard >= group.shardCount);
     return (
-      Object.keys(group.members).length === 0 &&
+      group.members.size === 0 &&
       removed.length > 0 &&
       removed.every((r) => r.state === 'retiring' && r.owner === null)
     );
@@ -535,11 +541,11 @@ describe('the invariant checker catches each kind of violation (so a clean run m
   });
 
   it('MONOTONIC_VERSIONS: a version or a member epoch going down', () => {
-    const m0 = base.group.members['m-0'];
+    const m0 = base.group.members.get('m-0');
     const group: GroupState = {
       ...base.group,
       metadataVersion: 0,
-      members: { ...base.group.members, 'm-0': { ...m0!, memberEpoch: 0 } },
+      members: base.group.members.set('m-0', { ...m0!, memberEpoch: 0 }),
     };
     const found = checkInvariants(base, { ...base, group }).filter(
       (v) => v.invariant === 'MONOTONIC_VERSIONS',
@@ -571,7 +577,11 @@ describe('the invariant checker catches each kind of violation (so a clean run m
     const group = withShard(base.group, { ...retiring, owner: null });
     expect(checkGroupState({ ...base, group }).map((v) => v.invariant)).toEqual(['SINGLE_OWNER']);
     // Shards 0 and 1 have no record, so they read as released.
-    const nobody = { ...group, members: {}, shards: { 2: { ...retiring, owner: null } } };
+    const nobody = {
+      ...group,
+      members: PersistentMap.empty<MemberRecord>(),
+      shards: { 2: { ...retiring, owner: null } },
+    };
     const empty = { ...base, group: nobody, liveness: new LivenessTable() };
     expect(checkGroupState(empty)).toEqual([]);
   });
@@ -582,8 +592,7 @@ describe('the invariant checker catches each kind of violation (so a clean run m
     expect(checkGroupState(prev)).toEqual([]);
     const moved = withShard(base.group, { ...retiring, owner: 'm-1' });
     expect(names(prev, { ...prev, group: moved })).toContain('RELEASE_BEFORE_GRANT');
-    const members = { ...moved.members };
-    delete members['m-0'];
+    const members = moved.members.delete('m-0');
     expect(names(prev, { ...prev, group: { ...moved, members } })).not.toContain(
       'RELEASE_BEFORE_GRANT',
     );

@@ -119,7 +119,7 @@ describe('a shard is granted to a new owner only after the previous owner report
     const revoking = h.beat('m-a');
     expect(revoking.memberEpoch).toBe(h.ctx.group.memberEpochSeq);
     expect(revoking.memberEpoch).toBeGreaterThan(before);
-    expect(h.ctx.group.members['m-a']).toMatchObject({
+    expect(h.ctx.group.members.get('m-a')).toMatchObject({
       memberEpoch: revoking.memberEpoch,
       previousEpoch: before,
     });
@@ -155,7 +155,7 @@ describe('a member still revoking when rebalanceTimeoutMs passes is fenced and i
       h.beat('m-a'); // alive, but never DONE
       h.tick();
     }
-    expect(h.ctx.group.members['m-a']).toBeDefined();
+    expect(h.ctx.group.members.get('m-a')).toBeDefined();
     h.clock.advance(1_000);
     h.tick();
     expect(h.effects).toContainEqual({
@@ -163,7 +163,7 @@ describe('a member still revoking when rebalanceTimeoutMs passes is fenced and i
       memberId: 'm-a',
       reason: 'REBALANCE_TIMEOUT',
     });
-    expect(h.ctx.group.members['m-a']).toBeUndefined();
+    expect(h.ctx.group.members.get('m-a')).toBeUndefined();
     expect(shard(h, 1)).toMatchObject({ state: 'released', owner: null, target: 'm-b' });
 
     expect(h.beat('m-b')).toMatchObject({ outcome: 'OK', assignedShards: [0, 1] });
@@ -187,11 +187,11 @@ describe('a member silent for sessionTimeoutMs expires', () => {
       h.beat('m-a');
       h.tick();
     }
-    expect(h.ctx.group.members['m-b']).toBeDefined();
+    expect(h.ctx.group.members.get('m-b')).toBeDefined();
     h.clock.set(expiresAt);
     h.tick();
     expect(h.effects).toContainEqual({ type: 'MEMBER_EXPIRED', memberId: 'm-b' });
-    expect(h.ctx.group.members['m-b']).toBeUndefined();
+    expect(h.ctx.group.members.get('m-b')).toBeUndefined();
     expect(h.beat('m-a')).toMatchObject({ outcome: 'OK', assignedShards: [0, 1, 2, 3] });
   });
 });
@@ -215,7 +215,7 @@ describe('a member leaving with memberEpoch -1 is removed and its shards release
       pendingShards: [],
     });
     expect(h.effects).toContainEqual({ type: 'MEMBER_LEFT', memberId: 'm-b' });
-    expect(h.ctx.group.members['m-b']).toBeUndefined();
+    expect(h.ctx.group.members.get('m-b')).toBeUndefined();
     expect(h.ctx.liveness.get('m-b')).toBeUndefined();
     expect(h.ctx.recomputeAt).toBeNull();
     expect(h.ctx.group.assignmentEpoch).toBe(epoch + 1);
@@ -276,7 +276,7 @@ describe('a heartbeat answered FENCED_MEMBER_EPOCH changes nothing in the group'
       source: 'heartbeat',
       field: 'memberEpoch',
       reported: 7,
-      stored: h.ctx.group.members['m-a']?.memberEpoch,
+      stored: h.ctx.group.members.get('m-a')?.memberEpoch,
     });
     expect(h.ctx.signals?.count).toBe(1);
   });
@@ -287,7 +287,7 @@ describe('a heartbeat answered FENCED_MEMBER_EPOCH changes nothing in the group'
     h.beat('m-a', { done: true }); // shard 1 released: m-a owns only 0 now
     const reply = expectNoChange(h, () =>
       h.beat('m-a', {
-        memberEpoch: h.ctx.group.members['m-a']?.previousEpoch ?? 0,
+        memberEpoch: h.ctx.group.members.get('m-a')?.previousEpoch ?? 0,
         currentAssignments: [0, 1],
       }),
     );
@@ -351,13 +351,13 @@ describe('a join with memberEpoch 0 is always accepted, also for a member id tha
     expect(again.memberEpoch).toBeGreaterThan(first.memberEpoch);
     expect(again.assignedShards).toEqual([0, 1]);
     expect(shard(h, 0)?.ownerEpoch).toBe(again.memberEpoch);
-    expect(h.ctx.group.members['m-a']?.previousEpoch).toBeNull();
+    expect(h.ctx.group.members.get('m-a')?.previousEpoch).toBeNull();
   });
 
   it('clamps the requested timeouts to the configured bounds', () => {
     const h = new Harness();
     h.join('m-a', { sessionTimeoutMs: 1, rebalanceTimeoutMs: 10 * 60 * 60_000 });
-    expect(h.ctx.group.members['m-a']).toMatchObject({
+    expect(h.ctx.group.members.get('m-a')).toMatchObject({
       sessionTimeoutMs: h.config.minSessionTimeoutMs,
       rebalanceTimeoutMs: h.config.maxRebalanceTimeoutMs,
     });
@@ -371,7 +371,7 @@ describe('a member belongs to the principal that joined it', () => {
   it('a heartbeat, join or leave for a live member from another principal gets MEMBER_ID_IN_USE and changes nothing', () => {
     const h = twoMembersMidRebalance();
     h.join('m-c', OWNER);
-    expect(h.ctx.group.members['m-c']?.principal).toBe('svc-billing');
+    expect(h.ctx.group.members.get('m-c')?.principal).toBe('svc-billing');
     h.settleRecompute();
     const held = h.beat('m-c', OWNER);
     for (const memberEpoch of [held.memberEpoch, 0, -1]) {
@@ -396,21 +396,21 @@ describe('a member belongs to the principal that joined it', () => {
     h.join('m-a', OWNER);
     h.beat('m-a', { ...OWNER, memberEpoch: -1 });
     expect(h.join('m-a', INTRUDER).outcome).toBe('OK');
-    expect(h.ctx.group.members['m-a']?.principal).toBe('svc-intruder');
+    expect(h.ctx.group.members.get('m-a')?.principal).toBe('svc-intruder');
 
     h.clock.advance(h.config.sessionTimeoutMs);
     h.tick();
-    expect(h.ctx.group.members['m-a']).toBeUndefined();
+    expect(h.ctx.group.members.get('m-a')).toBeUndefined();
     expect(h.join('m-a', OWNER).outcome).toBe('OK');
   });
 
   it('a member stored before members were bound answers any principal, and its next join binds it', () => {
     const h = new Harness();
     h.join('m-a'); // no principal: as a record written before the binding existed
-    expect(h.ctx.group.members['m-a']?.principal).toBeNull();
+    expect(h.ctx.group.members.get('m-a')?.principal).toBeNull();
     expect(h.beat('m-a', OWNER).outcome).toBe('OK');
     h.join('m-a', OWNER);
-    expect(h.ctx.group.members['m-a']?.principal).toBe('svc-billing');
+    expect(h.ctx.group.members.get('m-a')?.principal).toBe('svc-billing');
     expect(h.attempt('m-a', INTRUDER)).toMatchObject({ ok: false, code: 'MEMBER_ID_IN_USE' });
   });
 });
@@ -429,7 +429,7 @@ describe('a join beyond max-members-per-group gets GROUP_FULL', () => {
     expect(h.join('m-a').outcome).not.toBe('FENCED_MEMBER_EPOCH');
     h.beat('m-b', { memberEpoch: -1 });
     expect(h.join('m-c').outcome).toBeDefined();
-    expect(Object.keys(h.ctx.group.members).sort()).toEqual(['m-a', 'm-c']);
+    expect(h.ctx.group.members.keys().sort()).toEqual(['m-a', 'm-c']);
   });
 });
 
@@ -545,7 +545,7 @@ describe('a coordinationVersion outside the supported range is refused', () => {
       code: 'UNSUPPORTED_COORDINATION_VERSION',
       details: { min: 1, max: 1 },
     });
-    expect(h.ctx.group.members).toEqual({});
+    expect(h.ctx.group.members.size).toBe(0);
   });
 });
 
@@ -566,7 +566,7 @@ describe('a restored context gives every member a full session timeout of grace'
     });
     h.clock.advance(29_999);
     h.tick();
-    expect(Object.keys(h.ctx.group.members).sort()).toEqual(['m-1', 'm-2']);
+    expect(h.ctx.group.members.keys().sort()).toEqual(['m-1', 'm-2']);
     expect(h.actor.getSnapshot().value).toMatchObject({ membership: { rebalancing: 'revoking' } });
   });
 

@@ -691,7 +691,7 @@ describe('FAIL_CLOSED stops the group: heartbeats get GROUP_FAILED_CLOSED, admin
     const group = h.ctx.group;
     const beat = h.heartbeat({
       memberId: 'm-a',
-      memberEpoch: h.ctx.group.members['m-a']?.memberEpoch ?? 0,
+      memberEpoch: h.ctx.group.members.get('m-a')?.memberEpoch ?? 0,
       assignmentEpoch: group.assignmentEpoch,
       metadataVersion: group.metadataVersion,
       currentAssignments: [],

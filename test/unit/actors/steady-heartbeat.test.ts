@@ -72,7 +72,7 @@ describe('a steady heartbeat is answered from memory with the bytes of the full 
     expect(rig.faulty.count('commitGroup')).toBe(writes);
     expect(contextOf(rig).liveness.get('m-a')).toMatchObject({
       lastHeartbeatAt: rig.clock.now(),
-      sessionExpiresAt: rig.clock.now() + contextOf(rig).group.members['m-a']!.sessionTimeoutMs,
+      sessionExpiresAt: rig.clock.now() + contextOf(rig).group.members.get('m-a')!.sessionTimeoutMs,
     });
   });
 
@@ -146,7 +146,7 @@ describe('liveness lives outside the context and is undone with a refused write'
     const live = contextOf(rig).liveness.get('m-b');
     rig.faulty.fail('commitGroup', { times: 1 });
     await expect(fullRoad(rig, { ...requestOf(rig, 'm-b'), memberEpoch: -1 })).rejects.toThrow();
-    expect(contextOf(rig).group.members['m-b']).toBeDefined();
+    expect(contextOf(rig).group.members.get('m-b')).toBeDefined();
     expect(contextOf(rig).liveness.get('m-b')).toBe(live);
   });
 });
