@@ -53,7 +53,8 @@ export function applyEffects(
         logger.info('migration rolled back', { ...group, ...effect });
         break;
       default:
-        logger.debug('group effect', { ...group, ...effect });
+        // winston formats a line before its transports filter it by level: ask first.
+        if (logger.isDebugEnabled()) logger.debug('group effect', { ...group, ...effect });
         break;
     }
   }

@@ -21,6 +21,14 @@ export function compareIds(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** The ids without duplicates, in {@link compareIds} order (as given when they already are). */
+function sortedUnique(ids: readonly string[]): readonly string[] {
+  for (let i = 1; i < ids.length; i++) {
+    if (!(ids[i - 1]! < ids[i]!)) return [...new Set(ids)].sort(compareIds);
+  }
+  return ids;
+}
+
 /**
  * Target owner of every shard `0..shardCount-1`; an empty map when there are no members.
  *
@@ -30,7 +38,7 @@ export function compareIds(a: string, b: string): number {
  * and the unowned shards are handed out, lowest shard first, to members in id order.
  */
 export function assignTargets(input: AssignInput): Map<number, string> {
-  const members = [...new Set(input.members)].sort(compareIds);
+  const members = sortedUnique(input.members);
   const result = new Map<number, string>();
   const shardCount = Math.max(0, Math.floor(input.shardCount));
   if (members.length === 0 || shardCount === 0) return result;

@@ -5,6 +5,7 @@
  * writes nothing).
  */
 import { compareIds } from './assignor.js';
+import { keep, kept } from './kept.js';
 import type { GroupState, MemberRecord, ShardRecord } from './types.js';
 
 function releasedShard(shard: number, since: number): ShardRecord {
@@ -16,46 +17,86 @@ export function shardAt(group: GroupState, shard: number): ShardRecord {
   return group.shards[shard] ?? releasedShard(shard, group.createdAt);
 }
 
+/**
+ * What is derived from a group's shards alone, kept per shards object: groups are immutable
+ * values, and a change that leaves the shards alone (a join, a leave of a member owning
+ * nothing, an epoch bump) keeps the very shards object, so these are not rebuilt for it. The
+ * shard count and creation time (what a missing record reads as) are part of the key.
+ */
+interface ShardsDerived {
+  readonly shardCount: number;
+  readonly createdAt: number;
+  all?: readonly ShardRecord[];
+  retiring?: readonly ShardRecord[];
+  index?: Map<string, MemberShards>;
+  /** The membership phase as the shards alone say it (`phases.ts`). */
+  phase?: ShardPhase;
+  /** Shards revoking or retiring (the `revoke_pending` gauge). */
+  revokePending?: number;
+}
+
+/** What the shards alone say of a group with members (`phases.ts` adds a pending recompute). */
+export type ShardPhase = 'revoking' | 'granting' | 'stable';
+
+const DERIVED = Symbol('derived from the shards');
+
+/** The derived values of `group.shards` for this shard count (created empty when missing). */
+export function shardsDerived(group: GroupState): ShardsDerived {
+  const derived = kept<ShardsDerived>(group.shards, DERIVED);
+  if (
+    derived !== undefined &&
+    derived.shardCount === group.shardCount &&
+    derived.createdAt === group.createdAt
+  ) {
+    return derived;
+  }
+  return keep(group.shards, DERIVED, { shardCount: group.shardCount, createdAt: group.createdAt });
+}
+
 /** Every shard record, in shard order: `0..shardCount-1` plus any (retiring) shard above. */
 export function allShards(group: GroupState): readonly ShardRecord[] {
-  // Groups are immutable values, so the list can be kept per group object: the hot path (a
-  // steady-state heartbeat and the statechart's guards) asks for it several times per event.
-  let shards = shardLists.get(group);
-  if (!shards) {
+  // The hot path (a steady-state heartbeat and the statechart's guards) asks for it several
+  // times per event: it is kept per shards object.
+  const derived = shardsDerived(group);
+  if (!derived.all) {
     const numbers = new Set<number>();
     for (let shard = 0; shard < group.shardCount; shard++) numbers.add(shard);
     for (const record of Object.values(group.shards)) numbers.add(record.shard);
-    shards = [...numbers].sort((a, b) => a - b).map((shard) => shardAt(group, shard));
-    shardLists.set(group, shards);
+    derived.all = [...numbers].sort((a, b) => a - b).map((shard) => shardAt(group, shard));
   }
-  return shards;
+  return derived.all;
 }
 
-const shardLists = new WeakMap<GroupState, readonly ShardRecord[]>();
-const retiringLists = new WeakMap<GroupState, readonly ShardRecord[]>();
+/** How many shards are revoking or retiring (kept per shards object). */
+export function revokePendingCount(group: GroupState): number {
+  const derived = shardsDerived(group);
+  if (derived.revokePending === undefined) {
+    let count = 0;
+    for (const record of Object.values(group.shards)) {
+      if (record.state === 'revoking' || record.state === 'retiring') count++;
+    }
+    derived.revokePending = count;
+  }
+  return derived.revokePending;
+}
 
 /**
- * The retiring shard records, in shard order, kept per group object like {@link allShards}:
+ * The retiring shard records, in shard order, kept per shards object like {@link allShards}:
  * a heartbeat looks at these (usually none) instead of scanning every shard.
  */
 export function retiringRecords(group: GroupState): readonly ShardRecord[] {
-  let records = retiringLists.get(group);
-  if (!records) {
-    records = allShards(group).filter((record) => record.state === 'retiring');
-    retiringLists.set(group, records);
-  }
-  return records;
+  const derived = shardsDerived(group);
+  derived.retiring ??= allShards(group).filter((record) => record.state === 'retiring');
+  return derived.retiring;
 }
-const memberLists = new WeakMap<GroupState['members'], readonly string[]>();
+const MEMBER_IDS = Symbol('member ids');
 
 /** Member ids in a stable order (kept per members map: O(members) once per membership change). */
 export function memberIds(group: GroupState): readonly string[] {
-  let ids = memberLists.get(group.members);
-  if (!ids) {
-    ids = group.members.keys().sort(compareIds);
-    memberLists.set(group.members, ids);
-  }
-  return ids;
+  return (
+    kept<readonly string[]>(group.members, MEMBER_IDS) ??
+    keep(group.members, MEMBER_IDS, group.members.keys().sort(compareIds))
+  );
 }
 
 /** How many members the group has, in O(1). */
@@ -72,77 +113,61 @@ export function memberOf(group: GroupState, memberId: string): MemberRecord | un
   return group.members.get(memberId);
 }
 
-/** What one member is told about the shards; the four lists are sorted and disjoint. */
+/**
+ * What one member is told about the shards; the four lists are sorted and disjoint. The lists
+ * are shared and frozen (kept per shards object): a steady heartbeat answers with them as they
+ * are, allocating nothing.
+ */
 export interface MemberShards {
-  readonly assigned: number[];
-  readonly revoking: number[];
-  readonly retiring: number[];
+  readonly assigned: readonly number[];
+  readonly revoking: readonly number[];
+  readonly retiring: readonly number[];
   /** Target is this member but someone else owns it or it is not granted yet. */
-  readonly pending: number[];
+  readonly pending: readonly number[];
 }
+
+const EMPTY_LIST: readonly never[] = Object.freeze([]);
 
 export const NO_SHARDS: MemberShards = Object.freeze({
-  assigned: [],
-  revoking: [],
-  retiring: [],
-  pending: [],
+  assigned: EMPTY_LIST,
+  revoking: EMPTY_LIST,
+  retiring: EMPTY_LIST,
+  pending: EMPTY_LIST,
 });
 
-/** A member's view of the shards (DESIGN.md §5 response lists). */
+/** A member's view of the shards (DESIGN.md §5 response lists), in O(1). */
 export function memberShards(group: GroupState, memberId: string): MemberShards {
-  const index = shardIndex(group).get(memberId);
-  if (!index) return { assigned: [], revoking: [], retiring: [], pending: [] };
-  const numbers = (records: readonly ShardRecord[]) => records.map((r) => r.shard);
-  return {
-    assigned: numbers(index.assigned),
-    revoking: numbers(index.revoking),
-    retiring: numbers(index.retiring),
-    pending: [...index.pending],
-  };
+  return shardIndex(group).get(memberId) ?? NO_SHARDS;
 }
 
-/** Shards `memberId` owns in `state`, as the group's index keeps them (no copy: read only). */
-export function ownedShardsView(
+/** The shard numbers `memberId` owns in `state`, in shard order (shared: do not change). */
+export function ownedShardNumbers(
   group: GroupState,
   memberId: string,
   state: Exclude<ShardRecord['state'], 'released'>,
-): readonly ShardRecord[] {
-  return shardIndex(group).get(memberId)?.[state] ?? NO_RECORDS;
+): readonly number[] {
+  const index = shardIndex(group).get(memberId);
+  return index === undefined ? EMPTY_LIST : index[state];
 }
 
-/** The shards targeting `memberId` that it does not own (yet), from the index (no copy). */
-export function pendingShardsView(group: GroupState, memberId: string): readonly number[] {
-  return shardIndex(group).get(memberId)?.pending ?? NO_NUMBERS;
-}
-
-const NO_RECORDS: readonly ShardRecord[] = Object.freeze([]);
-const NO_NUMBERS: readonly number[] = Object.freeze([]);
-
-/** Shards `memberId` owns in `state`. */
+/**
+ * Shards `memberId` owns in `state`. (A record filed under another shard's number, which the
+ * invariant guard refuses as SINGLE_OWNER, is looked up under the number it names.)
+ */
 export function ownedShards(
   group: GroupState,
   memberId: string,
   state: ShardRecord['state'],
 ): ShardRecord[] {
-  const index = shardIndex(group).get(memberId);
-  if (!index || state === 'released') return [];
-  return [...index[state]];
+  if (state === 'released') return [];
+  return ownedShardNumbers(group, memberId, state).map((shard) => shardAt(group, shard));
 }
 
-interface MemberIndex {
-  readonly assigned: ShardRecord[];
-  readonly revoking: ShardRecord[];
-  readonly retiring: ShardRecord[];
-  readonly pending: number[];
-}
-
-const shardIndexes = new WeakMap<GroupState, Map<string, MemberIndex>>();
-
-/** Every member's shards in one pass over the group, kept per (immutable) group object. */
-function shardIndex(group: GroupState): Map<string, MemberIndex> {
-  let index = shardIndexes.get(group);
-  if (index) return index;
-  const built = new Map<string, MemberIndex>();
+/** Every member's shards in one pass over the shards, kept per shards object. */
+function shardIndex(group: GroupState): Map<string, MemberShards> {
+  const derived = shardsDerived(group);
+  if (derived.index) return derived.index;
+  const built = new Map<string, Mutable<MemberShards>>();
   const of = (memberId: string) => {
     let entry = built.get(memberId);
     if (!entry) {
@@ -153,18 +178,32 @@ function shardIndex(group: GroupState): Map<string, MemberIndex> {
   };
   for (const record of allShards(group)) {
     if (record.owner !== null && record.state !== 'released')
-      of(record.owner)[record.state].push(record);
+      (of(record.owner)[record.state] as number[]).push(record.shard);
     if (
       record.target !== null &&
       record.target !== record.owner &&
       record.shard < group.shardCount
     ) {
-      of(record.target).pending.push(record.shard);
+      (of(record.target).pending as number[]).push(record.shard);
     }
   }
-  index = built;
-  shardIndexes.set(group, index);
-  return index;
+  // Kept for the life of the shards object (of the group, at steady state) and handed out as
+  // they are: frozen lists of their exact size, one shared empty list for the empty ones.
+  for (const entry of built.values()) {
+    entry.assigned = compact(entry.assigned);
+    entry.revoking = compact(entry.revoking);
+    entry.retiring = compact(entry.retiring);
+    entry.pending = compact(entry.pending);
+    Object.freeze(entry);
+  }
+  derived.index = built;
+  return built;
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+function compact(list: readonly number[]): readonly number[] {
+  return list.length === 0 ? EMPTY_LIST : Object.freeze(list.slice());
 }
 
 /** Applies changed shard records; returns `group` itself when `changes` is empty. */

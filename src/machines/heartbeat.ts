@@ -16,12 +16,10 @@ import {
   released,
   NO_SHARDS,
   isMember,
-  memberIds,
+  memberCount,
   memberOf,
   memberShards,
   ownedShards,
-  ownedShardsView,
-  pendingShardsView,
   releaseShardsOf,
   shardAt,
   withShards,
@@ -33,7 +31,7 @@ import { rollbackAllowed } from './migration-view.js';
 import { retiringStep, type RetiringStep } from './retiring.js';
 import type { VersionReport } from './rollback-signals.js';
 import { recordRollbackSignal, versionsAhead } from './rollback-signals.js';
-import type { GroupState, MemberLiveness, MemberRecord, ShardRecord } from './types.js';
+import type { GroupState, MemberRecord, RevokeProgress, ShardRecord } from './types.js';
 import { groupId } from './types.js';
 
 /** Decides one heartbeat on a context whose event has begun (see `applyHeartbeat`). */
@@ -159,7 +157,7 @@ function belongsToCaller(group: GroupState, request: HeartbeatRequest): boolean 
 
 /** Whether a join of `memberId` would take the group beyond its member cap. */
 function isFullFor(group: GroupState, maxMembers: number, memberId: string): boolean {
-  return !isMember(group, memberId) && memberIds(group).length >= maxMembers;
+  return !isMember(group, memberId) && memberCount(group) >= maxMembers;
 }
 
 /** Step 1: answer with the stored values; nothing about the member changes (retry-safe). */
@@ -206,7 +204,7 @@ function join(ctx: GroupContext, request: HeartbeatRequest, now: number): GroupC
   const { config } = ctx;
   const memberId = request.memberId;
   const known = memberOf(ctx.group, memberId);
-  const hadMembers = memberIds(ctx.group).length > 0;
+  const hadMembers = memberCount(ctx.group) > 0;
   const released = known ? releaseShardsOf(ctx.group, memberId, now) : ctx.group;
   const member: MemberRecord = {
     memberId,
@@ -353,10 +351,11 @@ const EMPTY_PLAN: MemberStepPlan = {
 };
 
 /**
- * Plans step 5 b–d from the member's own shards (the index kept per group object), never
+ * Plans step 5 b–d from the member's own shards (the index kept per shards object), never
  * from a scan of every shard: its revoking shards it finished, its assigned shards whose
  * target moved, the released shards targeting it (among its pending ones, plus any it just
- * released whose target came back to it), and its retiring shards.
+ * released whose target came back to it), and its retiring shards. A steady heartbeat's plan
+ * (null) allocates nothing.
  */
 function planMemberStep(
   group: GroupState,
@@ -364,16 +363,16 @@ function planMemberStep(
   request: HeartbeatRequest,
   now: number,
 ): MemberStepPlan | null {
-  // Allocated only when the member's step changes something (a steady heartbeat: never).
+  const view = memberShards(group, memberId);
   let changes: Map<number, ShardRecord> | null = null;
   let grants: ShardRecord[] | null = null;
-  const revoking = ownedShardsView(group, memberId, 'revoking');
-  if (revoking.length > 0) {
+  if (view.revoking.length > 0) {
     const done = new Set(
       request.revokeProgress.filter((p) => p.state === 'DONE').map((p) => p.shard),
     );
     const listed = new Set(request.currentAssignments);
-    for (const record of revoking) {
+    for (const shard of view.revoking) {
+      const record = shardAt(group, shard);
       if (done.has(record.shard) || !listed.has(record.shard)) {
         const free = released(record, now);
         (changes ??= new Map()).set(record.shard, free);
@@ -381,14 +380,15 @@ function planMemberStep(
       }
     }
   }
-  for (const record of ownedShardsView(group, memberId, 'assigned')) {
+  for (const shard of view.assigned) {
+    const record = shardAt(group, shard);
     if (record.target !== null && record.target !== memberId) {
       (changes ??= new Map()).set(record.shard, { ...record, state: 'revoking', since: now });
     }
   }
   // Pending shards target this member and are owned by someone else or by nobody; the
   // released ones are granted now (all of them lie below shardCount).
-  for (const shard of pendingShardsView(group, memberId)) {
+  for (const shard of view.pending) {
     const record = shardAt(group, shard);
     if (record.state === 'released') (grants ??= []).push(record);
   }
@@ -419,10 +419,7 @@ function answerMember(
 ): HeartbeatReply {
   const memberId = member.memberId;
   const view = memberShards(group, memberId);
-  ctx.liveness.set(
-    memberId,
-    refreshedLiveness(ctx.liveness.get(memberId), member, request, view, now),
-  );
+  refreshLiveness(ctx, member, request, view, now);
   const blocked = view.revoking.length > 0 || view.pending.length > 0;
   return replyOf(
     ctx,
@@ -434,15 +431,22 @@ function answerMember(
   );
 }
 
-function refreshedLiveness(
-  previous: MemberLiveness | undefined,
+/**
+ * Refreshes the member's liveness from its heartbeat. The revoke deadline runs from the first
+ * revoke and is not extended by later ones, so a member that keeps being handed revokes cannot
+ * stall a rebalance for ever. The lists of the last heartbeat are kept when they did not
+ * change, or the member's shard list when they are what it was told (shared, frozen): a steady
+ * heartbeat keeps nothing of its request (what outlives a request ends up in the old
+ * generation).
+ */
+function refreshLiveness(
+  ctx: GroupContext,
   member: MemberRecord,
   request: HeartbeatRequest,
   view: MemberShards,
   now: number,
-): MemberLiveness {
-  // The revoke deadline runs from the first revoke and is not extended by later ones, so a
-  // member that keeps being handed revokes cannot stall a rebalance for ever.
+): void {
+  const previous = ctx.liveness.get(member.memberId);
   const revokeDeadline =
     view.revoking.length === 0
       ? null
@@ -459,15 +463,22 @@ function refreshedLiveness(
       heardAt + member.sessionTimeoutMs,
     );
   }
-  return {
+  ctx.liveness.refresh(
+    member.memberId,
     lastHeartbeatAt,
     sessionExpiresAt,
     revokeDeadline,
-    reportedMetadataVersion: request.metadataVersion,
-    reportedAssignmentEpoch: request.assignmentEpoch,
-    currentAssignments: [...request.currentAssignments],
-    revokeProgress: [...request.revokeProgress],
-  };
+    request.metadataVersion,
+    request.assignmentEpoch,
+    sameNumbers(previous?.currentAssignments, request.currentAssignments)
+      ? previous!.currentAssignments
+      : sameNumbers(view.assigned, request.currentAssignments)
+        ? view.assigned
+        : listOf(request.currentAssignments),
+    sameProgress(previous?.revokeProgress, request.revokeProgress)
+      ? previous!.revokeProgress
+      : listOf(request.revokeProgress),
+  );
 }
 
 function replyOf(
@@ -479,18 +490,65 @@ function replyOf(
   waiting: boolean,
 ): HeartbeatReply {
   const { group, config } = ctx;
-  return {
+  return new Reply(
     outcome,
     memberId,
     memberEpoch,
-    assignmentEpoch: group.assignmentEpoch,
-    metadataVersion: group.metadataVersion,
-    lifecycleId: group.lifecycleId,
-    shardCount: group.shardCount,
-    assignedShards: view.assigned,
-    revokeShards: view.revoking,
-    retireShards: view.retiring,
-    pendingShards: view.pending,
-    heartbeatIntervalMs: waiting ? config.rebalanceHeartbeatIntervalMs : config.heartbeatIntervalMs,
-  };
+    group.assignmentEpoch,
+    group.metadataVersion,
+    group.lifecycleId,
+    group.shardCount,
+    view.assigned,
+    view.revoking,
+    view.retiring,
+    view.pending,
+    waiting ? config.rebalanceHeartbeatIntervalMs : config.heartbeatIntervalMs,
+  );
+}
+
+/**
+ * A heartbeat reply: plain data, its fields in the order of the wire format. Built by a
+ * constructor rather than an object literal on purpose: V8 moves the allocation site of a
+ * literal whose objects tend to live long (a reply stays in the group's context until its next
+ * event) to the old generation, and every steady reply would then be old-generation garbage.
+ */
+class Reply implements HeartbeatReply {
+  constructor(
+    readonly outcome: HeartbeatOutcome,
+    readonly memberId: string,
+    readonly memberEpoch: number,
+    readonly assignmentEpoch: number,
+    readonly metadataVersion: number,
+    readonly lifecycleId: string,
+    readonly shardCount: number,
+    readonly assignedShards: readonly number[],
+    readonly revokeShards: readonly number[],
+    readonly retireShards: readonly number[],
+    readonly pendingShards: readonly number[],
+    readonly heartbeatIntervalMs: number,
+  ) {}
+}
+
+const NOTHING: readonly never[] = Object.freeze([]);
+
+/** A copy of `list` (one shared empty list for every empty one). */
+function listOf<T>(list: readonly T[]): readonly T[] {
+  return list.length === 0 ? NOTHING : [...list];
+}
+
+function sameNumbers(a: readonly number[] | undefined, b: readonly number[]): boolean {
+  if (a === undefined || a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function sameProgress(
+  a: readonly RevokeProgress[] | undefined,
+  b: readonly RevokeProgress[],
+): boolean {
+  if (a === undefined || a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    if (a[i]!.shard !== b[i]!.shard || a[i]!.state !== b[i]!.state) return false;
+  }
+  return true;
 }

@@ -3,7 +3,10 @@
  * the reducer and over random event sequences by the property tests.
  */
 import type { Effect, GroupContext } from './context.js';
-import { allShards, isMember, memberIds, memberOf, shardAt } from './group-state.js';
+import { compareIds } from './assignor.js';
+import { allShards, isMember, memberCount, memberIds, memberOf, shardAt } from './group-state.js';
+import { keep, kept } from './kept.js';
+import { PersistentMap } from './persistent-map.js';
 import type { GroupState } from './types.js';
 
 export type InvariantName =
@@ -30,17 +33,19 @@ export interface Violation {
 export function checkGroupState(ctx: GroupContext): Violation[] {
   // Each state is checked as the `next` of one step and again as the `prev` of the following
   // one: the answer is kept per (immutable) group object, so a change pays one pass, not two.
-  const known = checkedStates.get(ctx.group);
+  const known = kept<CheckedState>(ctx.group, CHECKED);
   if (known && known.recomputeAt === ctx.recomputeAt) return [...known.violations];
   const violations = computeGroupStateViolations(ctx);
-  checkedStates.set(ctx.group, { recomputeAt: ctx.recomputeAt, violations });
+  keep(ctx.group, CHECKED, { recomputeAt: ctx.recomputeAt, violations });
   return [...violations];
 }
 
-const checkedStates = new WeakMap<
-  GroupState,
-  { readonly recomputeAt: number | null; readonly violations: readonly Violation[] }
->();
+interface CheckedState {
+  readonly recomputeAt: number | null;
+  readonly violations: readonly Violation[];
+}
+
+const CHECKED = Symbol('checked state invariants');
 
 function computeGroupStateViolations(ctx: GroupContext): Violation[] {
   const { group } = ctx;
@@ -117,42 +122,131 @@ export function checkInvariants(prev: GroupContext, next: GroupContext): Violati
     if (was && is) monotonic(`memberEpoch of ${memberId}`, was.memberEpoch, is.memberEpoch);
   }
   if (before === after) return violations;
-  const shards = new Set([...allShards(before), ...allShards(after)].map((r) => r.shard));
-  for (const shard of shards) {
-    const was = shardAt(before, shard);
-    const is = shardAt(after, shard);
-    const inherited =
-      was.state === 'retiring' && is.state === 'retiring' && !isMember(after, was.owner);
-    if (was.owner !== null && is.owner !== null && was.owner !== is.owner && !inherited) {
-      violations.push({
-        invariant: 'RELEASE_BEFORE_GRANT',
-        detail: `shard ${shard} moved from ${was.owner} to ${is.owner} without being released`,
-      });
-    }
-    if (
-      was.state === 'released' &&
-      is.state === 'revoking' &&
-      after.assignmentEpoch === before.assignmentEpoch
-    ) {
-      violations.push({
-        invariant: 'NO_RELEASED_TO_REVOKING',
-        detail: `shard ${shard} went released → revoking within assignment epoch ${after.assignmentEpoch}`,
-      });
-    }
+  // Every shard either group counts or files a record under (a record filed under another
+  // shard's number is a SINGLE_OWNER violation of its own).
+  const shards = new Set<number>();
+  for (let shard = 0; shard < Math.max(before.shardCount, after.shardCount); shard++) {
+    shards.add(shard);
+  }
+  for (const key of [...Object.keys(before.shards), ...Object.keys(after.shards)]) {
+    shards.add(Number(key));
+  }
+  for (const shard of [...shards].sort((a, b) => a - b)) {
+    violations.push(...shardStepViolations(before, after, shard));
   }
   return violations;
 }
 
 /**
- * Accepts `next` unless the step introduces a violation `prev` did not already have; then the
- * step is rejected: `prev` is kept, the command fails with INTERNAL and each new violation is
- * an effect (the host counts them in `coord_invariant_violations_total`). Violations inherited
- * from a state loaded that way are not held against every later event.
+ * The violations of the step `prev` → `next` that `prev` did not already have: those of
+ * {@link checkInvariants} less those of {@link checkGroupState} on `prev`, in the same order,
+ * at the cost of what the step changed (DESIGN.md §12: a join costs no pass over every member
+ * and shard):
+ * - the state invariants are not checked again when the step cannot break any: the same shards
+ *   object and shard count, no member removed, members before and after (so the rules that
+ *   apply only while members exist applied before too), and no pending recompute ended (so
+ *   target coverage was already required). Then every owner and target that is not a member
+ *   after the step was not one before either: each violation of `next` is one of `prev`;
+ * - the step invariants look only at members and shards whose records changed: a record kept
+ *   as it was keeps its owner, state and epoch.
+ */
+export function freshViolations(prev: GroupContext, next: GroupContext): Violation[] {
+  const steps = stepViolations(prev.group, next.group);
+  if (keepsStateInvariants(prev, next)) return steps;
+  const inherited = new Set(checkGroupState(prev).map(key));
+  return [...checkGroupState(next).filter((v) => !inherited.has(key(v))), ...steps];
+}
+
+function keepsStateInvariants(prev: GroupContext, next: GroupContext): boolean {
+  const before = prev.group;
+  const after = next.group;
+  if (before.shards !== after.shards || before.shardCount !== after.shardCount) return false;
+  if (before.createdAt !== after.createdAt || memberCount(before) === 0) return false;
+  if (prev.recomputeAt !== null && next.recomputeAt === null) return false;
+  if (before.members === after.members) return true;
+  let removed = false;
+  PersistentMap.diff(before.members, after.members, (_memberId, _was, is) => {
+    if (is === undefined) removed = true;
+  });
+  return !removed;
+}
+
+/** The step part of {@link checkInvariants}, from the changed records only. */
+function stepViolations(before: GroupState, after: GroupState): Violation[] {
+  const violations: Violation[] = [];
+  const monotonic = (name: string, was: number, is: number): void => {
+    if (is < was) {
+      violations.push({
+        invariant: 'MONOTONIC_VERSIONS',
+        detail: `${name} went from ${was} to ${is}`,
+      });
+    }
+  };
+  monotonic('metadataVersion', before.metadataVersion, after.metadataVersion);
+  monotonic('assignmentEpoch', before.assignmentEpoch, after.assignmentEpoch);
+  monotonic('memberEpochSeq', before.memberEpochSeq, after.memberEpochSeq);
+  const lowered: string[] = [];
+  PersistentMap.diff(before.members, after.members, (memberId, was, is) => {
+    if (was && is && is.memberEpoch < was.memberEpoch) lowered.push(memberId);
+  });
+  for (const memberId of lowered.sort(compareIds)) {
+    const was = memberOf(before, memberId)!;
+    const is = memberOf(after, memberId)!;
+    monotonic(`memberEpoch of ${memberId}`, was.memberEpoch, is.memberEpoch);
+  }
+  if (before === after || before.shards === after.shards) return violations;
+  const changed = new Set<number>();
+  for (const key of Object.keys(after.shards)) {
+    const shard = Number(key);
+    if (before.shards[shard] !== after.shards[shard]) changed.add(shard);
+  }
+  for (const key of Object.keys(before.shards)) {
+    const shard = Number(key);
+    if (before.shards[shard] !== after.shards[shard]) changed.add(shard);
+  }
+  // A shard without a record on either side reads as released, no owner: nothing to check.
+  for (const shard of [...changed].sort((a, b) => a - b)) {
+    violations.push(...shardStepViolations(before, after, shard));
+  }
+  return violations;
+}
+
+/** RELEASE_BEFORE_GRANT and NO_RELEASED_TO_REVOKING of one shard over a step. */
+function shardStepViolations(before: GroupState, after: GroupState, shard: number): Violation[] {
+  const violations: Violation[] = [];
+  const was = shardAt(before, shard);
+  const is = shardAt(after, shard);
+  const inherited =
+    was.state === 'retiring' && is.state === 'retiring' && !isMember(after, was.owner);
+  if (was.owner !== null && is.owner !== null && was.owner !== is.owner && !inherited) {
+    violations.push({
+      invariant: 'RELEASE_BEFORE_GRANT',
+      detail: `shard ${shard} moved from ${was.owner} to ${is.owner} without being released`,
+    });
+  }
+  if (
+    was.state === 'released' &&
+    is.state === 'revoking' &&
+    after.assignmentEpoch === before.assignmentEpoch
+  ) {
+    violations.push({
+      invariant: 'NO_RELEASED_TO_REVOKING',
+      detail: `shard ${shard} went released → revoking within assignment epoch ${after.assignmentEpoch}`,
+    });
+  }
+  return violations;
+}
+
+/**
+ * Accepts `next` unless the step introduces a violation `prev` did not already have
+ * ({@link freshViolations}); then the step is rejected: `prev` is kept, the command fails with
+ * INTERNAL and each new violation is an effect (the host counts them in
+ * `coord_invariant_violations_total`). Violations inherited from a state loaded that way are
+ * not held against every later event.
  */
 export function guardInvariants(prev: GroupContext, next: GroupContext): GroupContext {
   if (next.group === prev.group && next.recomputeAt === prev.recomputeAt) return next;
-  const inherited = new Set(checkGroupState(prev).map(key));
-  const fresh = checkInvariants(prev, next).filter((v) => !inherited.has(key(v)));
+  const fresh = freshViolations(prev, next);
   if (fresh.length === 0) return next;
   const effects: Effect[] = fresh.map((v) => ({ type: 'INVARIANT_VIOLATION', ...v }));
   return {

@@ -9,12 +9,14 @@
  * undoes to its mark with {@link undo}; journals nest, and only changes made while one is open
  * are recorded, so a steady heartbeat outside any journal records nothing.
  */
-import type { MemberLiveness } from './types.js';
+import type { MemberLiveness, RevokeProgress } from './types.js';
 
 type Undo = readonly [memberId: string, previous: MemberLiveness | undefined];
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 export class LivenessTable {
-  private readonly entries = new Map<string, MemberLiveness>();
+  /** Typed mutable for {@link refresh}, which alone writes into a record. */
+  private readonly entries = new Map<string, Mutable<MemberLiveness>>();
   private journal: Undo[] | null = null;
   private depth = 0;
   /** The earliest deadline of the records set (or restored) since {@link takeEarliestSet}. */
@@ -53,15 +55,59 @@ export class LivenessTable {
     return earliest;
   }
 
+  /**
+   * A member's heartbeat, as {@link set} with these values; when no journal is open (a steady
+   * heartbeat) written into the record the member has, in place, allocating nothing: a
+   * heartbeat leaves no garbage that outlives it (DESIGN.md §12). Whoever read the record
+   * before sees the refresh.
+   */
+  refresh(
+    memberId: string,
+    lastHeartbeatAt: number,
+    sessionExpiresAt: number,
+    revokeDeadline: number | null,
+    reportedMetadataVersion: number,
+    reportedAssignmentEpoch: number,
+    currentAssignments: readonly number[],
+    revokeProgress: readonly RevokeProgress[],
+  ): void {
+    const current = this.entries.get(memberId);
+    if (this.journal !== null || current === undefined) {
+      this.set(memberId, {
+        lastHeartbeatAt,
+        sessionExpiresAt,
+        revokeDeadline,
+        reportedMetadataVersion,
+        reportedAssignmentEpoch,
+        currentAssignments,
+        revokeProgress,
+      });
+      return;
+    }
+    current.lastHeartbeatAt = lastHeartbeatAt;
+    current.sessionExpiresAt = sessionExpiresAt;
+    current.revokeDeadline = revokeDeadline;
+    current.reportedMetadataVersion = reportedMetadataVersion;
+    current.reportedAssignmentEpoch = reportedAssignmentEpoch;
+    current.currentAssignments = currentAssignments;
+    current.revokeProgress = revokeProgress;
+    this.noteDeadlines(current);
+  }
+
   delete(memberId: string): void {
     if (!this.entries.has(memberId)) return;
     this.remember(memberId);
     this.entries.delete(memberId);
   }
 
-  /** Every member's liveness, as a plain record (monitoring and tests; O(members)). */
+  /**
+   * Every member's liveness as it is now, as a plain record of copies (monitoring and tests;
+   * O(members)): records are refreshed in place, so a later heartbeat does not change it.
+   */
   toRecord(): Record<string, MemberLiveness> {
-    return Object.fromEntries(this.entries);
+    const record: Record<string, MemberLiveness> = {};
+    for (const [memberId, live] of this.entries) record[memberId] = { ...live };
+    return record;
   }
 
   /** Opens (or nests in) a journal; returns the mark {@link undo} goes back to. */

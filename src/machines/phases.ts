@@ -4,7 +4,7 @@
  * from any context lands in the right state, and tests compare them with the actual state.
  */
 import type { GroupContext } from './context.js';
-import { allShards, memberIds } from './group-state.js';
+import { allShards, memberCount, shardsDerived, type ShardPhase } from './group-state.js';
 import type { GroupState } from './types.js';
 
 export type LifecyclePhase = 'active' | 'frozen' | 'failedClosed';
@@ -52,21 +52,19 @@ export function migrationPhase(group: GroupState): MigrationPhase {
  * pending; `stable` otherwise. Retiring shards belong to migrations and are not looked at.
  */
 export function membershipPhase(ctx: GroupContext): MembershipPhase {
-  // Each guard of the chart asks after every event; the answer only depends on the (immutable)
-  // group and recomputeAt, so it is kept per group object.
-  const cached = phases.get(ctx.group);
-  if (cached && cached.recomputeAt === ctx.recomputeAt) return cached.phase;
-  const phase = computeMembershipPhase(ctx);
-  phases.set(ctx.group, { recomputeAt: ctx.recomputeAt, phase });
-  return phase;
+  const { group } = ctx;
+  if (memberCount(group) === 0) return 'empty';
+  // Each guard of the chart asks after every event: what the shards say is kept per shards
+  // object, so an event that leaves them alone (a join) does not scan them again.
+  const shards = shardsDerived(group);
+  shards.phase ??= shardPhase(group);
+  if (shards.phase === 'revoking') return 'revoking';
+  return shards.phase === 'granting' || ctx.recomputeAt !== null ? 'granting' : 'stable';
 }
 
-const phases = new WeakMap<GroupState, { recomputeAt: number | null; phase: MembershipPhase }>();
-
-function computeMembershipPhase(ctx: GroupContext): MembershipPhase {
-  const { group } = ctx;
-  if (memberIds(group).length === 0) return 'empty';
-  let granting = ctx.recomputeAt !== null;
+/** `revoking`, `granting` or `stable` as the shards alone say (no pending recompute counted). */
+function shardPhase(group: GroupState): ShardPhase {
+  let granting = false;
   for (const record of allShards(group)) {
     if (record.state === 'revoking') return 'revoking';
     if (record.state === 'retiring' || record.shard >= group.shardCount) continue;
