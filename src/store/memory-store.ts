@@ -65,7 +65,7 @@ export class MemoryStore implements Store {
       const fence = this.issueFence(this.highestFence + 1);
       this.hashes.set(
         key,
-        new Map([...Object.entries(fields), ['fence', String(fence)], ['storeRevision', '1']]),
+        storedHash([...Object.entries(fields), ['fence', String(fence)], ['storeRevision', '1']]),
       );
       this.register(ref);
       return { state: decodeGroup(fields), revision: 1, fence };
@@ -88,7 +88,7 @@ export class MemoryStore implements Store {
     return settle(() => {
       assertPatchAllowed(patch);
       const hash = this.writableHash(ref, fence, expectedRevision);
-      for (const [name, value] of Object.entries(patch.set)) hash.set(name, value);
+      for (const [name, value] of Object.entries(patch.set)) hash.set(...storedField(name, value));
       for (const name of patch.del) hash.delete(name);
       return bumpRevision(hash);
     });
@@ -207,7 +207,7 @@ export class MemoryStore implements Store {
     return settle(() => {
       assertImportable(ref, fields);
       this.issueFence(fenceOf(fields.fence));
-      this.hashes.set(this.keys.metadata(ref), new Map(Object.entries(fields)));
+      this.hashes.set(this.keys.metadata(ref), storedHash(Object.entries(fields)));
       this.register(ref);
     });
   }
@@ -291,6 +291,37 @@ export class MemoryStore implements Store {
     }
     return { found: false, index: low };
   }
+}
+
+/**
+ * The field as kept for the life of the group, in as little memory as the same text can take:
+ * names other than member records (the header's and `shard:<n>`, the same in every group) are
+ * one shared string each, and values are flat strings (JSON.stringify builds its result out of
+ * parts, V8 cons strings, that take about twice the memory).
+ */
+function storedField(name: string, value: string): [string, string] {
+  return [name.startsWith('member:') ? name : interned(name), flat(value)];
+}
+
+function storedHash(fields: ReadonlyArray<readonly [string, string]>): Map<string, string> {
+  return new Map(fields.map(([name, value]) => storedField(name, value)));
+}
+
+const names = new Map<string, string>();
+
+function interned(name: string): string {
+  let kept = names.get(name);
+  if (kept === undefined) {
+    kept = name;
+    names.set(name, name);
+  }
+  return kept;
+}
+
+function flat(value: string): string {
+  if (value.length < 16) return value;
+  const copy = Buffer.from(value, 'utf8').toString('utf8');
+  return copy === value ? copy : value;
 }
 
 function revisionOf(hash: Map<string, string>): number {
