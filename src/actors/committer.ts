@@ -56,7 +56,7 @@ export class Committer {
 
   /** The reply to a steady heartbeat, decided in O(1) (no chart, no write); null: not steady. */
   steady(entry: GroupEntry, now: number, request: HeartbeatRequest): HeartbeatReply | null {
-    const ctx = entry.actor.getSnapshot().context;
+    const ctx = entry.snapshot().context;
     const steady = steadyHeartbeat(ctx, request, now);
     // Its member's deadlines moved (later, normally): O(1) for the timers.
     if (steady !== null)

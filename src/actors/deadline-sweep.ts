@@ -8,6 +8,12 @@ import type { Stale } from './mailbox.js';
 import { forEachSlice } from './slices.js';
 import { TimerWheel, type WheelSlot } from './timer-wheel.js';
 
+/**
+ * How long a group's actor stays started after it was last asked for. A steady group needs no
+ * actor (its heartbeats are answered from the snapshot), and one costs about 4 KB of heap.
+ */
+export const PARK_AFTER_MS = 10_000;
+
 /** Groups whose deadlines are looked at in one turn of the event loop. */
 const CHECK_SLICE = 500;
 /** Groups ticked in one turn of the event loop. */
@@ -95,7 +101,9 @@ export class DeadlineSweep {
   }
 
   /**
-   * Ticks every actor whose earliest deadline has passed; resolves when they are done. Groups
+   * Ticks every actor whose earliest deadline has passed, and parks the actors of groups idle
+   * for {@link PARK_AFTER_MS} (their snapshot stays; the next event starts them again);
+   * resolves when they are done. Groups
    * are looked at {@link CHECK_SLICE} per turn of the event loop and ticked
    * {@link TICK_SLICE} per turn (a tick runs the chart), so a sweep over many groups never
    * holds the loop for long.
@@ -104,12 +112,22 @@ export class DeadlineSweep {
     const { clock, entries, run, committer } = this.options;
     const now = clock.now();
     const due: GroupEntry[] = [];
+    const idle: GroupEntry[] = [];
     await forEachSlice(entries(), CHECK_SLICE, (entry) => {
       if (this.isDue(entry, now)) due.push(entry);
+      else if (!entry.parked && now - entry.lastActiveAt >= PARK_AFTER_MS) idle.push(entry);
     });
     const ticks: Array<Promise<unknown>> = [];
     await forEachSlice(due, TICK_SLICE, (entry) => {
       ticks.push(run(entry, () => committer.dispatch(entry, { type: 'TICK', now: clock.now() })));
+    });
+    // Idle groups hold no actor: parked in their mailbox, unless asked for meanwhile.
+    await forEachSlice(idle, TICK_SLICE, (entry) => {
+      ticks.push(
+        run(entry, async () => {
+          if (clock.now() - entry.lastActiveAt >= PARK_AFTER_MS) entry.park();
+        }),
+      );
     });
     await Promise.allSettled(ticks);
   }
@@ -117,7 +135,7 @@ export class DeadlineSweep {
   /** Reads the group's deadlines whole and waits for the earliest (the caller holds its mailbox, or it is new). */
   track(entry: GroupEntry): void {
     if (!this.started) return;
-    this.waitFor(entry, nextDeadline(entry.actor.getSnapshot().context));
+    this.waitFor(entry, nextDeadline(entry.snapshot().context));
   }
 
   /**
@@ -146,7 +164,7 @@ export class DeadlineSweep {
 
   /** Whether a deadline of `entry` has passed; its members are looked at only if one may have. */
   private isDue(entry: GroupEntry, now: number): boolean {
-    const ctx = entry.actor.getSnapshot().context;
+    const ctx = entry.snapshot().context;
     // Taken on every look, so that what it reports is what was refreshed since the last one.
     const refreshed = ctx.liveness.takeEarliestSet();
     const known = this.bounds.get(entry);
@@ -176,7 +194,7 @@ export class DeadlineSweep {
   private async check(entry: GroupEntry): Promise<void> {
     const { clock, run, committer, logger, intervalMs } = this.options;
     await run(entry, async () => {
-      const deadline = nextDeadline(entry.actor.getSnapshot().context);
+      const deadline = nextDeadline(entry.snapshot().context);
       if (deadline !== null && deadline <= clock.now()) {
         try {
           await committer.dispatch(entry, { type: 'TICK', now: clock.now() });

@@ -55,7 +55,7 @@ export class FailClosed {
     const pending = entry.unrecorded;
     if (!pending) return;
     const { store, clock, logger } = this.options;
-    const { group, signals } = entry.actor.getSnapshot().context;
+    const { group, signals } = entry.snapshot().context;
     try {
       // Merged with an earlier record: its first reason and the highest evidence are kept.
       const earlier = await store.readFailure(entry.ref);

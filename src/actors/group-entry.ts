@@ -24,7 +24,25 @@ export type EntryPhase = 'loading' | 'owned' | 'releasing' | 'dropped';
 export interface GroupEntry {
   readonly ref: GroupRef;
   phase: EntryPhase;
+  /**
+   * The group's actor. An idle group's actor is parked (see {@link park}): asking for it
+   * starts one again from the snapshot it left, as a load from the store would
+   * (`restoreGroupSnapshot`).
+   */
   actor: GroupActor;
+  /** The actor's current snapshot, without starting a parked actor. */
+  snapshot(): ActorSnapshot;
+  /**
+   * Stops the actor and keeps only its snapshot (DESIGN.md §12: an idle group holds no actor,
+   * about 4 KB each). The caller holds the mailbox.
+   */
+  park(): void;
+  /** Whether the actor is parked. */
+  readonly parked: boolean;
+  /** When the actor was last asked for (clock time), to park idle ones. */
+  readonly lastActiveAt: number;
+  /** Stops the actor for good (the entry is dropped). */
+  stopActor(): void;
   /** The group last written (or read): write patches are taken against it. */
   persisted: GroupState;
   revision: number;
@@ -85,27 +103,81 @@ export function contextOf(factory: ActorFactory, stored: StoredGroup): GroupCont
 
 /** A fresh entry for a group as stored, its actor started. */
 export function newEntry(factory: ActorFactory, stored: StoredGroup): GroupEntry {
-  return {
-    ref: { streamPrefix: stored.state.streamPrefix, consumerGroup: stored.state.consumerGroup },
-    phase: 'loading',
-    actor: startActor(factory, contextOf(factory, stored)),
-    persisted: stored.state,
-    revision: stored.revision,
-    fence: stored.fence,
-    mailbox: new Mailbox(),
-    observed: null,
-    counts: { members: 0, revoking: 0 },
-    lastValue: '',
-    floor: null,
-    deleting: false,
-    unrecorded: null,
-    published: null,
-  };
+  return new Entry(factory, stored);
+}
+
+class Entry implements GroupEntry {
+  readonly ref: GroupRef;
+  phase: EntryPhase = 'loading';
+  persisted: GroupState;
+  revision: number;
+  fence: number;
+  readonly mailbox = new Mailbox();
+  observed: GroupContext['group'] | null = null;
+  counts = { members: 0, revoking: 0 };
+  lastValue = '';
+  published: ActorSnapshot | null = null;
+  unrecorded: GroupEntry['unrecorded'] = null;
+  deleting = false;
+  floor: Evidence | null = null;
+  lastActiveAt: number;
+  private live: GroupActor | null;
+  /** The snapshot a parked actor left; null while it runs. */
+  private rest: ActorSnapshot | null = null;
+
+  constructor(
+    private readonly factory: ActorFactory,
+    stored: StoredGroup,
+  ) {
+    this.ref = {
+      streamPrefix: stored.state.streamPrefix,
+      consumerGroup: stored.state.consumerGroup,
+    };
+    this.persisted = stored.state;
+    this.revision = stored.revision;
+    this.fence = stored.fence;
+    this.live = startActor(factory, contextOf(factory, stored));
+    this.lastActiveAt = factory.clock.now();
+  }
+
+  get actor(): GroupActor {
+    this.lastActiveAt = this.factory.clock.now();
+    if (this.live === null) {
+      this.live = startActor(this.factory, this.rest!.context);
+      this.rest = null;
+    }
+    return this.live;
+  }
+
+  set actor(actor: GroupActor) {
+    this.lastActiveAt = this.factory.clock.now();
+    this.live = actor;
+    this.rest = null;
+  }
+
+  get parked(): boolean {
+    return this.live === null;
+  }
+
+  snapshot(): ActorSnapshot {
+    return this.live !== null ? this.live.getSnapshot() : this.rest!;
+  }
+
+  park(): void {
+    if (this.live === null || this.live.getSnapshot().status !== 'active') return;
+    this.rest = this.live.getSnapshot();
+    this.live.stop();
+    this.live = null;
+  }
+
+  stopActor(): void {
+    this.live?.stop();
+  }
 }
 
 /** The group as the entry's actor holds it now. */
 export function groupOf(entry: GroupEntry): GroupContext['group'] {
-  return entry.actor.getSnapshot().context.group;
+  return entry.snapshot().context.group;
 }
 
 export function isFailedClosed(entry: GroupEntry): boolean {

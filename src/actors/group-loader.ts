@@ -95,7 +95,7 @@ export class GroupLoader {
     const existing = table.get(ref);
     if (existing) return existing;
     const entry = table.add(newEntry(factory, stored));
-    publication.observe(entry, entry.actor.getSnapshot().context);
+    publication.observe(entry, entry.snapshot().context);
     this.options.deadlines?.track(entry);
     return entry;
   }

@@ -63,7 +63,7 @@ export class GroupTable {
   remove(entry: GroupEntry): void {
     if (!this.isCurrent(entry)) return;
     entry.phase = 'dropped';
-    entry.actor.stop();
+    entry.stopActor();
     this.entries.delete(groupId(entry.ref));
     this.metrics.groupsOwned.set(this.entries.size);
     this.metrics.members.dec(entry.counts.members);
@@ -79,7 +79,7 @@ export class GroupTable {
   /** Drops every entry (shutdown). */
   clear(): void {
     for (const entry of this.all()) entry.phase = 'dropped';
-    for (const entry of this.entries.values()) entry.actor.stop();
+    for (const entry of this.entries.values()) entry.stopActor();
     for (const entry of this.entries.values()) this.onLeave(entry);
     this.entries.clear();
     this.metrics.groupsOwned.set(0);

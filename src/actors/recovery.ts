@@ -41,7 +41,7 @@ export class Recovery {
   async recover(entry: GroupEntry, request: RecoveryRequest): Promise<void> {
     const { store, guard, logger } = this.options;
     const { ref } = entry;
-    const before = entry.actor.getSnapshot().context;
+    const before = entry.snapshot().context;
     if (before.group.status !== 'FAILED_CLOSED') {
       throw new CoordinatorError(
         'GROUP_NOT_FAILED_CLOSED',
@@ -154,6 +154,6 @@ export class Recovery {
     entry.revision = stored.revision;
     entry.fence = stored.fence;
     entry.floor = null;
-    publication.observe(entry, entry.actor.getSnapshot().context);
+    publication.observe(entry, entry.snapshot().context);
   }
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { unwrap } from '../../../src/actors/commands.js';
+import { PARK_AFTER_MS } from '../../../src/actors/deadline-sweep.js';
 import { groupOf } from '../../../src/actors/group-entry.js';
 import { TimerWheel } from '../../../src/actors/timer-wheel.js';
 import { LivenessTable } from '../../../src/machines/liveness.js';
@@ -249,5 +250,65 @@ describe('deadline timers: a deadline fires when it comes, not a sweep interval 
     rig.clock.advance(SESSION_TIMEOUT * 2);
     await flush();
     expect(members(rig)).toEqual(['m1']);
+  });
+});
+
+describe('deadline sweep: an idle group holds no actor', () => {
+  const longSession = async () => {
+    const rig = partsRig();
+    const entry = await rig.owned.create(REF, 4);
+    const request = { ...joinRequest('m1'), sessionTimeoutMs: 3_600_000 };
+    const joined = unwrap(
+      await rig.committer.dispatch(entry, { type: 'HEARTBEAT', now: rig.clock.now(), request }),
+    ) as HeartbeatReply;
+    return { ...rig, entry, joined };
+  };
+
+  it('parks the actor of a group idle for PARK_AFTER_MS, keeping its snapshot', async () => {
+    const rig = await longSession();
+    rig.clock.advance(PARK_AFTER_MS - 1);
+    await rig.sweeper.sweep();
+    expect(rig.entry.parked).toBe(false);
+    const before = rig.entry.snapshot();
+    rig.clock.advance(1);
+    await rig.sweeper.sweep();
+    expect(rig.entry.parked).toBe(true);
+    expect(rig.entry.snapshot()).toBe(before);
+  });
+
+  it('a steady heartbeat is answered from the parked snapshot without starting the actor', async () => {
+    const rig = await longSession();
+    const steady = nextRequest('m1', rig.joined);
+    const first = await rig.committer.heartbeat(rig.entry, rig.clock.now(), steady);
+    rig.clock.advance(PARK_AFTER_MS);
+    await rig.sweeper.sweep();
+    expect(rig.entry.parked).toBe(true);
+    const reply = await rig.committer.heartbeat(rig.entry, rig.clock.now(), steady);
+    expect(reply).toEqual(first);
+    expect(rig.entry.parked).toBe(true);
+  });
+
+  it('the next event starts the actor again in the state it was parked in', async () => {
+    const rig = await longSession();
+    rig.clock.advance(PARK_AFTER_MS);
+    await rig.sweeper.sweep();
+    const parked = rig.entry.snapshot();
+    const joined = unwrap(
+      await rig.committer.dispatch(rig.entry, {
+        type: 'HEARTBEAT',
+        now: rig.clock.now(),
+        request: { ...joinRequest('m2'), sessionTimeoutMs: 3_600_000 },
+      }),
+    ) as HeartbeatReply;
+    expect(joined.memberEpoch).toBeGreaterThan(rig.joined.memberEpoch);
+    expect(rig.entry.parked).toBe(false);
+    expect(groupOf(rig.entry).members.keys().sort()).toEqual(['m1', 'm2']);
+    // Restored, the chart was where the parked snapshot said, and moved on from there.
+    expect(parked.value).toEqual({ lifecycle: 'active', membership: 'stable', migration: 'idle' });
+    expect(rig.entry.snapshot().value).toEqual({
+      lifecycle: 'active',
+      membership: { rebalancing: 'granting' },
+      migration: 'idle',
+    });
   });
 });
