@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { CoordinatorError } from '../errors.js';
 import type { Clock } from '../machines/clock.js';
 import type { GroupContext } from '../machines/context.js';
@@ -10,7 +11,14 @@ import type { Store } from '../store/store.js';
 import { unwrap } from './commands.js';
 import type { DeadlineSweep } from './deadline-sweep.js';
 import { applyEffects } from './effects.js';
-import { startActor, type ActorFactory, type GroupEntry, type GroupEvent } from './group-entry.js';
+import {
+  startActor,
+  type ActorFactory,
+  type ActorSnapshot,
+  type GroupEntry,
+  type GroupEvent,
+} from './group-entry.js';
+import type { Settled } from './mailbox.js';
 import type { Publication } from './publication.js';
 import type { StoreGuard } from './store-guard.js';
 import type { WriteRefusal } from './write-refusal.js';
@@ -28,18 +36,67 @@ export interface CommitterOptions {
   readonly deadlines?: Pick<DeadlineSweep, 'noteChanges' | 'noteMember'>;
 }
 
+/** A heartbeat's reply and the time it was decided at (a held heartbeat counts from it). */
+export interface DecidedReply {
+  readonly reply: HeartbeatReply;
+  readonly now: number;
+}
+
+/** What one step of a batch does, given the context as the steps before it left it. */
+type BatchStep<T> = (
+  context: GroupContext,
+) =>
+  | { readonly answer: T }
+  | { readonly event: GroupEvent; readonly answer: (after: GroupContext) => T };
+
+/** What a step of a batch did before the write: its answer, or what it threw. */
+type Ran<T> =
+  | {
+      readonly ok: true;
+      readonly answer: () => T;
+      /** The event the step sent and the snapshot right after it; null when answered from memory. */
+      readonly sent: { readonly event: GroupEvent; readonly snapshot: ActorSnapshot } | null;
+    }
+  | { readonly ok: false; readonly error: unknown };
+
 /**
- * Runs one event through a group's actor and persists what it changed: ONE fenced,
+ * How long a batch runs its steps before it lets the event loop serve others (other groups'
+ * heartbeats): the group's mailbox stays held meanwhile, so nothing of this group interleaves.
+ */
+const SLICE_MS = 2;
+
+const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * Runs events through a group's actor and persists what they changed: ONE fenced,
  * revision-checked write before anyone is answered. A refused write rebuilds the actor from
- * the last persisted state, as if the event never happened. The caller holds the mailbox.
+ * the last persisted state, as if the events never happened. The caller holds the mailbox.
+ *
+ * Heartbeats that queued up on a group together (a burst of joins) run as one batch: each in
+ * turn through the chart, then one write for all of them, then their answers (DESIGN.md §12:
+ * n joins are one write, not n, and the join debounce keeps them to one recompute).
  */
 export class Committer {
   constructor(private readonly options: CommitterOptions) {}
 
   /**
+   * The answer from memory to a heartbeat that changes nothing but its member's liveness
+   * (refreshed), decided in O(1) in the size of the group (no chart, no write), or null (see
+   * `steadyHeartbeat`). The caller holds the mailbox, or knows it idle: nothing else runs on
+   * the group.
+   */
+  steady(entry: GroupEntry, now: number, request: HeartbeatRequest): HeartbeatReply | null {
+    const ctx = entry.snapshot().context;
+    const steady = steadyHeartbeat(ctx, request, now);
+    // Its member's deadlines moved (later, normally): O(1) for the timers.
+    if (steady !== null)
+      this.options.deadlines?.noteMember(entry, ctx.liveness.get(request.memberId));
+    return steady;
+  }
+
+  /**
    * A heartbeat (DESIGN.md §12): one that changes nothing but its member's liveness is
-   * answered from memory, decided in O(1) in the size of the group before the chart is asked
-   * (no macrostep, no write, nothing to publish); any other takes the chart's road through
+   * answered from memory ({@link steady}); any other takes the chart's road through
    * {@link dispatch}, which answers a steady heartbeat with the same reply.
    */
   async heartbeat(
@@ -54,47 +111,126 @@ export class Committer {
     ) as HeartbeatReply;
   }
 
-  /** The reply to a steady heartbeat, decided in O(1) (no chart, no write); null: not steady. */
-  steady(entry: GroupEntry, now: number, request: HeartbeatRequest): HeartbeatReply | null {
-    const ctx = entry.snapshot().context;
-    const steady = steadyHeartbeat(ctx, request, now);
-    // Its member's deadlines moved (later, normally): O(1) for the timers.
-    if (steady !== null)
-      this.options.deadlines?.noteMember(entry, ctx.liveness.get(request.memberId));
-    return steady;
+  /**
+   * Heartbeats of one group, in arrival order (DESIGN.md §12), each answered with the time it
+   * was decided at. Those that change nothing but their member's liveness are answered from
+   * memory ({@link steady}) as long as no heartbeat before them in the batch changed anything.
+   * From the first that does, each takes its turn (the chart's road, or from memory on the
+   * state the ones before it left), what they changed is written once, and all of them are
+   * answered after that write (or all get its error: none of their changes happened).
+   */
+  async heartbeats(
+    entry: GroupEntry,
+    requests: readonly HeartbeatRequest[],
+  ): Promise<Array<Settled<DecidedReply>>> {
+    const { clock } = this.options;
+    const answered: Array<Settled<DecidedReply>> = [];
+    for (const request of requests) {
+      const now = clock.now();
+      const steady = this.steady(entry, now, request);
+      if (steady === null) break;
+      answered.push({ ok: true, value: { reply: steady, now } });
+    }
+    if (answered.length === requests.length) return answered;
+    const steps = requests
+      .slice(answered.length)
+      .map((request): BatchStep<DecidedReply> => (context) => {
+        const now = clock.now();
+        const steady = steadyHeartbeat(context, request, now);
+        if (steady !== null) return { answer: { reply: steady, now } };
+        return {
+          event: { type: 'HEARTBEAT', now, request },
+          answer: (after) => ({ reply: unwrap(after) as HeartbeatReply, now }),
+        };
+      });
+    return [...answered, ...(await this.commitSteps(entry, steps))];
   }
 
   /** Resolves with the context after the event and after its write committed. */
   async dispatch(entry: GroupEntry, event: GroupEvent): Promise<GroupContext> {
+    const [outcome] = await this.commitSteps(entry, [
+      () => ({ event, answer: (after: GroupContext) => after }),
+    ]);
+    if (!outcome) throw new CoordinatorError('INTERNAL', 'the event gave no outcome');
+    if (!outcome.ok) throw outcome.error;
+    // The context as published: after the write, with its revision.
+    return entry.actor.getSnapshot().context;
+  }
+
+  /** Runs `steps` in turn, then ONE write for what they changed; settles each after it. */
+  private async commitSteps<T>(
+    entry: GroupEntry,
+    steps: ReadonlyArray<BatchStep<T>>,
+  ): Promise<Array<Settled<T>>> {
     const before = entry.actor.getSnapshot().context;
-    // Liveness is kept outside the context (machines/liveness.ts): what the event changed in
-    // it is undone with the event when the actor fails or the write is refused.
+    // Liveness is kept outside the context (machines/liveness.ts): what the steps changed in
+    // it is undone with them when the actor fails or the write is refused.
     const mark = before.liveness.begin();
     try {
-      return await this.run(entry, event, before, mark);
+      const ran = await this.runSteps(entry, steps);
+      return await this.commit(entry, before, mark, ran, steps.length);
     } finally {
       before.liveness.end();
     }
   }
 
-  private async run(
+  private async runSteps<T>(
     entry: GroupEntry,
-    event: GroupEvent,
+    steps: ReadonlyArray<BatchStep<T>>,
+  ): Promise<Array<Ran<T>>> {
+    const { factory } = this.options;
+    const ran: Array<Ran<T>> = [];
+    let sliceStart = performance.now();
+    for (const step of steps) {
+      if (performance.now() - sliceStart > SLICE_MS) {
+        await yieldToLoop();
+        sliceStart = performance.now();
+      }
+      const context = entry.actor.getSnapshot().context;
+      const liveness = context.liveness;
+      const mark = liveness.begin();
+      try {
+        const decided = step(context);
+        if (!('event' in decided)) {
+          ran.push({ ok: true, answer: () => decided.answer, sent: null });
+          continue;
+        }
+        entry.actor.send(decided.event);
+        const snapshot = entry.actor.getSnapshot();
+        if (snapshot.status !== 'active') {
+          liveness.undo(mark);
+          entry.actor = startActor(factory, context);
+          ran.push({
+            ok: false,
+            error: new CoordinatorError(
+              'INTERNAL',
+              'the group actor failed; it was rebuilt from the last persisted state',
+            ),
+          });
+          continue;
+        }
+        ran.push({
+          ok: true,
+          answer: () => decided.answer(snapshot.context),
+          sent: { event: decided.event, snapshot },
+        });
+      } finally {
+        liveness.end();
+      }
+    }
+    return ran;
+  }
+
+  /** The one write of a batch, then the answers, effects and publication of each step. */
+  private async commit<T>(
+    entry: GroupEntry,
     before: GroupContext,
     mark: number,
-  ): Promise<GroupContext> {
+    ran: ReadonlyArray<Ran<T>>,
+    count: number,
+  ): Promise<Array<Settled<T>>> {
     const { factory, clock, store, guard, metrics, logger, publication } = this.options;
-    entry.actor.send(event);
-    const snapshot = entry.actor.getSnapshot();
-    if (snapshot.status !== 'active') {
-      before.liveness.undo(mark);
-      entry.actor = startActor(factory, before);
-      throw new CoordinatorError(
-        'INTERNAL',
-        'the group actor failed; it was rebuilt from the last persisted state',
-      );
-    }
-    const after = snapshot.context;
+    const after = entry.actor.getSnapshot().context;
     // A failed-closed group is never written: lost metadata is not recreated, restored metadata
     // stays as the operator put it (DESIGN.md §7).
     if (after.group !== before.group && after.group.status !== 'FAILED_CLOSED') {
@@ -109,20 +245,35 @@ export class Committer {
             }),
           );
         } catch (error) {
-          // Nothing was written: forget the event, as if it never happened.
+          // Nothing was written: forget the steps, as if they never happened.
           before.liveness.undo(mark);
           entry.actor.stop();
           entry.actor = startActor(factory, before);
-          throw await this.options.refusal.explain(entry, event.type, error);
+          const first = ran.find((r) => r.ok && r.sent !== null);
+          const eventType = first?.ok ? (first.sent?.event.type ?? '') : '';
+          const explained = await this.options.refusal.explain(entry, eventType, error);
+          return Array.from({ length: count }, () => ({ ok: false as const, error: explained }));
         }
         entry.persisted = { ...after.group, updatedAt: now };
         entry.actor.send({ type: 'PERSISTED', revision: entry.revision, updatedAt: now });
       }
     }
-    applyEffects(after.effects, metrics, logger, entry.ref);
+    const sent = ran.flatMap((r) => (r.ok && r.sent !== null ? [r.sent] : []));
+    sent.forEach(({ snapshot }, i) => {
+      applyEffects(snapshot.context.effects, metrics, logger, entry.ref);
+      // Each transition is announced; the last one with the state as published (observe).
+      if (i < sent.length - 1) publication.announceStep(entry, snapshot);
+    });
     const latest = entry.actor.getSnapshot().context;
     this.options.deadlines?.noteChanges(entry, latest, before.liveness.changedSince(mark));
     publication.observe(entry, latest);
-    return latest;
+    return ran.map((r) => {
+      if (!r.ok) return { ok: false, error: r.error };
+      try {
+        return { ok: true, value: r.answer() };
+      } catch (error) {
+        return { ok: false, error };
+      }
+    });
   }
 }

@@ -9,6 +9,7 @@ import { composeHost, type GroupHostOptions, type HostParts } from './compose-ho
 import { failedClosedAdminError } from './fail-closed.js';
 import { contextOf, groupOf, type GroupEntry } from './group-entry.js';
 import type { HoldEnd, TakenHold } from './held-heartbeats.js';
+import type { Settled } from './mailbox.js';
 import { snapshotOf } from './snapshots.js';
 import { statechartView } from './statechart-view.js';
 import type {
@@ -33,6 +34,21 @@ import {
 } from './views.js';
 
 export type { GroupHostOptions } from './compose-host.js';
+
+/** The kind of the heartbeat batches in a group's mailbox. */
+const HEARTBEATS = { kind: 'heartbeats' };
+
+/** A heartbeat waiting in its group's batch: the request and how it may be held. */
+interface HeartbeatItem {
+  readonly request: HeartbeatRequest;
+  readonly hold: HeartbeatHold | undefined;
+}
+
+/** A heartbeat decided in a batch: its reply, and its hold when it is held. */
+interface DecidedHeartbeat {
+  readonly reply: HeartbeatReply;
+  readonly held: { readonly ended: Promise<HoldEnd>; readonly request: HeartbeatRequest } | null;
+}
 
 /**
  * The actor system (DESIGN.md §2): one XState actor per group, composed of one-job parts
@@ -211,16 +227,15 @@ export class GroupHost implements GroupCoordinator {
     hold?: HeartbeatHold,
   ): Promise<HeartbeatReply> {
     const { clock } = this.options;
-    const { committer, holds } = this.parts;
-    const first = await this.withEntry(ref, async (entry) => {
-      // The member's earlier heartbeat is still held: it is decided first, in this turn.
-      const earlier = holds.take(entry, request.memberId);
-      if (earlier) await this.decideTaken(entry, earlier);
-      const now = clock.now();
-      const reply = await committer.heartbeat(entry, now, request);
-      const held = hold ? this.hold(entry, { ...request, heardAt: now }, reply, hold) : null;
-      return { reply, held };
-    });
+    const { committer } = this.parts;
+    // Heartbeats that queue up on the group while it is busy are decided together when its
+    // turn comes, with one write for all they changed (heartbeatBatch).
+    const first = await this.parts.owned.withEntryBatch(
+      ref,
+      HEARTBEATS,
+      { request, hold },
+      this.runHeartbeats,
+    );
     if (!first.held || !hold) return first.reply;
     const held = first.held;
     hold.onHeld?.();
@@ -260,13 +275,66 @@ export class GroupHost implements GroupCoordinator {
     hold: HeartbeatHold,
   ): { readonly ended: Promise<HoldEnd>; readonly request: HeartbeatRequest } | null {
     if (this.holdsClosed || hold.waitMs <= 0 || !tellsNothingNew(request, reply)) return null;
-    const ctx = entry.actor.getSnapshot().context;
+    const ctx = entry.snapshot().context;
     if (!mayStayHeld(ctx, request, this.options.clock.now())) return null;
     const member = ctx.group.members.get(request.memberId);
     if (!member) return null;
     const forMs = holdLimitMs(hold.waitMs, member.sessionTimeoutMs);
     const ended = this.parts.holds.hold(entry, request, forMs, hold.signal);
     return ended && { ended, request };
+  }
+
+  private readonly runHeartbeats = (entry: GroupEntry, items: readonly HeartbeatItem[]) =>
+    this.heartbeatBatch(entry, items);
+
+  /**
+   * The heartbeats that queued up on a group, decided in arrival order (the group's mailbox is
+   * held): in runs of consecutive heartbeats decided together (`Committer.heartbeats`: one
+   * write for what they changed). A run ends before a member's second heartbeat and before a
+   * heartbeat whose member has one held, which is decided first, on the group as the heartbeats
+   * before it left it: each member's heartbeats are decided one after another, as they came.
+   */
+  private async heartbeatBatch(
+    entry: GroupEntry,
+    items: readonly HeartbeatItem[],
+  ): Promise<Array<Settled<DecidedHeartbeat>>> {
+    const { committer, holds } = this.parts;
+    const results: Array<Settled<DecidedHeartbeat>> = [];
+    let run: HeartbeatItem[] = [];
+    const inRun = new Set<string>();
+    const decideRun = async () => {
+      if (run.length === 0) return;
+      const decided = await committer.heartbeats(
+        entry,
+        run.map((item) => item.request),
+      );
+      decided.forEach((outcome, i) => {
+        const { request, hold } = run[i]!;
+        if (!outcome.ok) {
+          results.push(outcome);
+          return;
+        }
+        const { reply, now } = outcome.value;
+        const held = hold ? this.hold(entry, { ...request, heardAt: now }, reply, hold) : null;
+        results.push({ ok: true, value: { reply, held } });
+      });
+      run = [];
+      inRun.clear();
+    };
+    for (const item of items) {
+      const { memberId } = item.request;
+      if (inRun.has(memberId)) await decideRun();
+      // The member's earlier heartbeat is still held: it is decided first, in this turn.
+      const earlier = holds.take(entry, memberId);
+      if (earlier) {
+        await decideRun();
+        await this.decideTaken(entry, earlier);
+      }
+      run.push(item);
+      inRun.add(memberId);
+    }
+    await decideRun();
+    return results;
   }
 
   /** Decides a held heartbeat taken out by a newer one of its member, and answers it. */

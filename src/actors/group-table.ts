@@ -1,7 +1,7 @@
 import { groupId, type GroupRef } from '../machines/types.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { EntryPhase, GroupEntry } from './group-entry.js';
-import type { Stale } from './mailbox.js';
+import type { Settled, Stale } from './mailbox.js';
 
 /**
  * The groups this replica holds, and where each is in its lifecycle (loading, owned,
@@ -74,6 +74,19 @@ export class GroupTable {
   /** Runs `work` alone on the group; {@link STALE} if the entry was dropped meanwhile. */
   run<T>(entry: GroupEntry, work: () => Promise<T>): Promise<T | Stale> {
     return entry.mailbox.run(() => this.isCurrent(entry), work);
+  }
+
+  /**
+   * Adds `item` to the group's batch of `kind` (see `Mailbox.batch`); {@link STALE} if the entry
+   * was dropped before the batch ran.
+   */
+  runBatch<I, R>(
+    entry: GroupEntry,
+    kind: object,
+    item: I,
+    process: (items: readonly I[]) => Promise<ReadonlyArray<Settled<R>>>,
+  ): Promise<R | Stale> {
+    return entry.mailbox.batch(kind, () => this.isCurrent(entry), item, process);
   }
 
   /** Drops every entry (shutdown). */

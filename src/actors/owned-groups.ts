@@ -5,7 +5,7 @@ import type { GroupLoader } from './group-loader.js';
 import type { Ownership } from './group-ownership.js';
 import type { GroupTable } from './group-table.js';
 import { failedClosedAdminError } from './fail-closed.js';
-import { STALE, type Stale } from './mailbox.js';
+import { STALE, type Settled, type Stale } from './mailbox.js';
 
 /** Where a group is served from, as this replica sees it. */
 export type GroupLookup =
@@ -70,16 +70,96 @@ export class OwnedGroups {
    * (lease lost, written by another owner, group deleted) comes back here and the group is
    * looked up again: run on the group as it is now, or `GROUP_MOVED` to forward.
    */
-  async withEntry<T>(ref: GroupRef, work: (entry: GroupEntry) => Promise<T>): Promise<T> {
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const entry = await this.entry(ref);
-      // Checked again when the work's turn comes: the lease deadline may have passed meanwhile.
-      const result: T | Stale = await this.options.table.run<T | Stale>(entry, () =>
-        this.options.ownership.mayServe(ref) ? work(entry) : Promise.resolve(STALE),
+  withEntry<T>(ref: GroupRef, work: (entry: GroupEntry) => Promise<T>): Promise<T> {
+    // A group served here is queued at once, so work reaches its mailbox in the order it was
+    // asked for (heartbeats take the same road, see withEntryBatch).
+    const held = this.served(ref);
+    if (held) {
+      return this.runOn(held, ref, work).then((result) =>
+        result !== STALE ? result : this.lookUpAndRun(ref, work, 1),
       );
+    }
+    return this.lookUpAndRun(ref, work, 0);
+  }
+
+  private async lookUpAndRun<T>(
+    ref: GroupRef,
+    work: (entry: GroupEntry) => Promise<T>,
+    attempts: number,
+  ): Promise<T> {
+    for (let attempt = attempts; attempt < 3; attempt++) {
+      const result = await this.runOn(await this.entry(ref), ref, work);
       if (result !== STALE) return result;
     }
     throw new StoreUnavailableError(`group ${groupId(ref)} changed owner repeatedly; try again`);
+  }
+
+  private runOn<T>(
+    entry: GroupEntry,
+    ref: GroupRef,
+    work: (entry: GroupEntry) => Promise<T>,
+  ): Promise<T | Stale> {
+    // Checked again when the work's turn comes: the lease deadline may have passed meanwhile.
+    return this.options.table.run<T | Stale>(entry, () =>
+      this.options.ownership.mayServe(ref) ? work(entry) : Promise.resolve(STALE),
+    );
+  }
+
+  /** The entry of a group this replica serves now, found without waiting; else undefined. */
+  private served(ref: GroupRef): GroupEntry | undefined {
+    if (this.closing) return undefined;
+    const held = this.options.table.get(ref);
+    return held?.phase === 'owned' && this.options.ownership.mayServe(ref) ? held : undefined;
+  }
+
+  /**
+   * Like {@link withEntry} for one item of a batch of `kind` (heartbeats): items that queue up on
+   * the group together are processed together by `process`, alone on the entry.
+   */
+  withEntryBatch<I, R>(
+    ref: GroupRef,
+    kind: object,
+    item: I,
+    process: (entry: GroupEntry, items: readonly I[]) => Promise<ReadonlyArray<Settled<R>>>,
+  ): Promise<R> {
+    // The usual case, a group served here, without the asynchronous lookup (a steady
+    // heartbeat's road: every promise it saves is one less to collect).
+    const held = this.served(ref);
+    if (held) {
+      return this.batchOn(held, ref, kind, item, process).then((result) =>
+        result !== STALE ? result : this.lookUpAndBatch(ref, kind, item, process, 1),
+      );
+    }
+    return this.lookUpAndBatch(ref, kind, item, process, 0);
+  }
+
+  private async lookUpAndBatch<I, R>(
+    ref: GroupRef,
+    kind: object,
+    item: I,
+    process: (entry: GroupEntry, items: readonly I[]) => Promise<ReadonlyArray<Settled<R>>>,
+    attempts: number,
+  ): Promise<R> {
+    for (let attempt = attempts; attempt < 3; attempt++) {
+      const result = await this.batchOn(await this.entry(ref), ref, kind, item, process);
+      if (result !== STALE) return result;
+    }
+    throw new StoreUnavailableError(`group ${groupId(ref)} changed owner repeatedly; try again`);
+  }
+
+  private batchOn<I, R>(
+    entry: GroupEntry,
+    ref: GroupRef,
+    kind: object,
+    item: I,
+    process: (entry: GroupEntry, items: readonly I[]) => Promise<ReadonlyArray<Settled<R>>>,
+  ): Promise<R | Stale> {
+    return this.options.table.runBatch<I, R | Stale>(entry, kind, item, (items) =>
+      // Checked again when the batch's turn comes: the lease deadline may have passed meanwhile.
+      this.options.ownership.mayServe(ref)
+        ? process(entry, items)
+        : Promise.resolve(items.map(() => ({ ok: true as const, value: STALE }))),
+    );
   }
 
   /**

@@ -1,8 +1,9 @@
 import type { GroupContext } from '../machines/context.js';
 import type { Clock } from '../machines/clock.js';
+import { memberCount, revokePendingCount } from '../machines/group-state.js';
 import { groupId, type GroupRef } from '../machines/types.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { GroupEntry } from './group-entry.js';
+import type { ActorSnapshot, GroupEntry } from './group-entry.js';
 import type { HeldHeartbeats } from './held-heartbeats.js';
 import type { GroupTransition } from './types.js';
 import { VersionWaiters } from './version-waiters.js';
@@ -30,8 +31,10 @@ export class Publication {
   /** Keeps the gauges, long polls and event listeners in step with the context. */
   observe(entry: GroupEntry, context: GroupContext): void {
     // What readers see: only states whose write has committed (observe runs after the commit).
-    entry.published = entry.actor.getSnapshot();
-    if (this.listeners.has(groupId(entry.ref))) this.announce(entry, context);
+    entry.published = entry.snapshot();
+    if (this.listeners.has(groupId(entry.ref))) {
+      this.announce(entry, entry.published.value, context);
+    }
     // The rest depends on the group only, which a steady-state heartbeat leaves as it was.
     if (context.group === entry.observed) return;
     entry.observed = context.group;
@@ -41,11 +44,8 @@ export class Publication {
       context.group.metadataVersion,
       context.group.status === 'FAILED_CLOSED',
     );
-    const members = context.group.members.size;
-    let revoking = 0;
-    for (const shard of Object.values(context.group.shards)) {
-      if (shard.state === 'revoking' || shard.state === 'retiring') revoking++;
-    }
+    const members = memberCount(context.group);
+    const revoking = revokePendingCount(context.group);
     this.metrics.members.inc(members - entry.counts.members);
     this.metrics.revokePending.inc(revoking - entry.counts.revoking);
     entry.counts = { members, revoking };
@@ -59,7 +59,7 @@ export class Publication {
       set = new Set();
       this.listeners.set(id, set);
     }
-    if (set.size === 0) entry.lastValue = JSON.stringify(entry.actor.getSnapshot().value);
+    if (set.size === 0) entry.lastValue = JSON.stringify(entry.snapshot().value);
     set.add(listener);
     const listeners = set;
     return () => {
@@ -78,8 +78,17 @@ export class Publication {
     this.waiters.releaseAll();
   }
 
-  private announce(entry: GroupEntry, context: GroupContext): void {
-    const value = entry.actor.getSnapshot().value;
+  /**
+   * Announces one committed step of a batch to the events stream listeners, with the state and
+   * effects right after it (the batch's last step is announced by {@link observe}).
+   */
+  announceStep(entry: GroupEntry, snapshot: ActorSnapshot): void {
+    if (this.listeners.has(groupId(entry.ref))) {
+      this.announce(entry, snapshot.value, snapshot.context);
+    }
+  }
+
+  private announce(entry: GroupEntry, value: ActorSnapshot['value'], context: GroupContext): void {
     const json = JSON.stringify(value);
     const changed = json !== entry.lastValue;
     entry.lastValue = json;
