@@ -3,7 +3,7 @@ import { Cluster, Redis } from 'ioredis';
 import { LeaseManager } from '../../src/actors/ownership/lease.js';
 import type { LeaseManagerOptions } from '../../src/actors/ownership/lease.js';
 import { LeaseNotHeldError } from '../../src/errors.js';
-import { ManualClock } from '../../src/machines/clock.js';
+import { ManualClock, systemClock } from '../../src/machines/clock.js';
 import type { GroupRef } from '../../src/machines/types.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { keyNames } from '../../src/store/keys.js';
@@ -187,6 +187,62 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
     expect((await pending)?.value).toBe(b.leases.status(REF)?.value);
     expect(failedAttempts).toBe(1);
     expect(await leaseCount(b.metrics, 'acquired')).toBe(1);
+  });
+
+  it('a retry waits only until the lease held elsewhere expires (a dead owner), not the full jittered delay', async () => {
+    const prefix = randomKeyPrefix();
+    // The owner died holding the lease: nobody renews or releases it; 300 ms are left of it.
+    const key = keyNames(prefix).lease(REF);
+    await server.client().set(key, 'a-dead-replica', 'PX', 300);
+    const delays: number[] = [];
+    const b = replica(prefix, {
+      // The real timers, recording the delay of each retry.
+      clock: {
+        ...systemClock,
+        after: (ms, fn) => {
+          delays.push(ms);
+          return systemClock.after(ms, fn);
+        },
+      },
+      acquireAttempts: 2,
+      acquireRetryMs: 60_000,
+    });
+    const lease = await b.leases.acquire(REF);
+    expect(lease).not.toBeNull();
+    expect(await server.client().get(key)).toBe(lease?.value);
+    // The retry was scheduled at the key's remaining time (≤ 300 ms) + a 5 ms margin, where the
+    // jittered base delay would have been 60–120 s (the next timer is the renewal).
+    expect(delays[0]).toBeGreaterThan(0);
+    expect(delays[0]).toBeLessThanOrEqual(305);
+  });
+
+  it('a retry after the lease was released meanwhile goes at once', async () => {
+    const prefix = randomKeyPrefix();
+    const a = replica(prefix);
+    await a.leases.acquire(REF);
+    const delays: number[] = [];
+    let released = false;
+    const b = replica(prefix, {
+      clock: {
+        ...systemClock,
+        after: (ms, fn) => {
+          delays.push(ms);
+          return systemClock.after(ms, fn);
+        },
+      },
+      acquireAttempts: 2,
+      acquireRetryMs: 60_000,
+      // Drawn after the failed attempt, before the key's remaining time is read: the old owner
+      // hands the group over in between.
+      random: () => {
+        void a.leases.release(REF).then(() => (released = true));
+        return 0;
+      },
+    });
+    const lease = await b.leases.acquire(REF);
+    expect(released).toBe(true);
+    expect(lease).not.toBeNull();
+    expect(delays[0]).toBe(0); // then the renewal's timer
   });
 
   it('gives up after its attempts while another replica holds the lease', async () => {

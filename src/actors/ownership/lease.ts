@@ -11,6 +11,9 @@ import type { Metrics } from '../../observability/metrics.js';
 /** Values of `coord_lease_changes_total{event}` (DESIGN.md §11). */
 export type LeaseEvent = 'acquired' | 'renewed-failed' | 'lost' | 'released';
 
+/** Past a held lease's expiry, how long an acquire retry waits before trying (timer slack). */
+const EXPIRY_MARGIN_MS = 5;
+
 /** Share of the TTL a lease is served from memory after its last acquire or renew (§8). */
 export const SERVE_FRACTION = 0.8;
 
@@ -31,7 +34,10 @@ export interface LeaseManagerOptions {
   readonly monotonicNow?: () => number;
   /** Acquire attempts before giving up for now. @default 3 */
   readonly acquireAttempts?: number;
-  /** Base delay between attempts; each waits base × (1 + random). @default ttlMs / 10 */
+  /**
+   * Base delay between attempts; each waits base × (1 + random), or only until the lease held
+   * elsewhere expires when that comes sooner. @default ttlMs / 10
+   */
   readonly acquireRetryMs?: number;
   /** @default Math.random */
   readonly random?: () => number;
@@ -162,9 +168,27 @@ export class LeaseManager {
       } catch {
         if (attempt >= this.attempts) return null;
       }
-      const delay = Math.round(this.retryMs * (1 + this.random()));
+      const delay = await this.retryDelay(key);
       await new Promise<void>((resolve) => this.clock.after(delay, resolve));
     }
+  }
+
+  /**
+   * How long to wait before the next attempt: the jittered base delay, or less when the lease
+   * runs out sooner. A dead owner's lease is then taken within a few ms of its expiry rather than
+   * up to one base delay (2 × TTL / 10) later; a lease handed over (deleted) is retried at once.
+   */
+  private async retryDelay(key: string): Promise<number> {
+    const base = Math.round(this.retryMs * (1 + this.random()));
+    let remaining: number;
+    try {
+      remaining = await (this.options.clients[0] as Redis | Cluster).pttl(key);
+    } catch {
+      return base; // Redis does not answer: the next attempt will say so too.
+    }
+    if (remaining === -2) return 0; // gone since the attempt
+    if (remaining < 0) return base; // no expiry: not a lease of ours to reason about
+    return Math.min(base, remaining + EXPIRY_MARGIN_MS);
   }
 
   private scheduleRenew(lease: HeldLease): void {
