@@ -3,7 +3,7 @@ import { Cluster, Redis } from 'ioredis';
 import { LeaseManager } from '../../src/actors/ownership/lease.js';
 import type { LeaseManagerOptions } from '../../src/actors/ownership/lease.js';
 import { LeaseNotHeldError } from '../../src/errors.js';
-import { ManualClock, systemClock } from '../../src/machines/clock.js';
+import { ManualClock, systemClock, type Clock } from '../../src/machines/clock.js';
 import type { GroupRef } from '../../src/machines/types.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { keyNames } from '../../src/store/keys.js';
@@ -22,6 +22,17 @@ const REF: GroupRef = { streamPrefix: 'orders', consumerGroup: 'billing' };
 async function leaseCount(metrics: Metrics, event: string): Promise<number> {
   const metric = await metrics.leaseChanges.get();
   return metric.values.find((value) => value.labels.event === event)?.value ?? 0;
+}
+
+/** The real timers, recording the delay each `after` is asked for. */
+function recordingClock(delays: number[]): Clock {
+  return {
+    ...systemClock,
+    after: (ms, fn) => {
+      delays.push(ms);
+      return systemClock.after(ms, fn);
+    },
+  };
 }
 
 describe('group leases on a real redis-server (DESIGN.md §8)', () => {
@@ -196,14 +207,7 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
     await server.client().set(key, 'a-dead-replica', 'PX', 300);
     const delays: number[] = [];
     const b = replica(prefix, {
-      // The real timers, recording the delay of each retry.
-      clock: {
-        ...systemClock,
-        after: (ms, fn) => {
-          delays.push(ms);
-          return systemClock.after(ms, fn);
-        },
-      },
+      clock: recordingClock(delays),
       acquireAttempts: 2,
       acquireRetryMs: 60_000,
     });
@@ -223,13 +227,7 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
     const delays: number[] = [];
     let released = false;
     const b = replica(prefix, {
-      clock: {
-        ...systemClock,
-        after: (ms, fn) => {
-          delays.push(ms);
-          return systemClock.after(ms, fn);
-        },
-      },
+      clock: recordingClock(delays),
       acquireAttempts: 2,
       acquireRetryMs: 60_000,
       // Drawn after the failed attempt, before the key's remaining time is read: the old owner
