@@ -12,7 +12,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Consumer, CoordinatorClient } from '../../src/client/index.js';
 import type { HeartbeatReply } from '../../src/machines/protocol.js';
 import { keyNames } from '../../src/store/keys.js';
-import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  startTestCoordinator,
+  startTestReplica,
+  type TestCoordinator,
+} from '../support/coordinator.js';
 import { SimulatedMember } from '../support/members.js';
 import {
   randomKeyPrefix,
@@ -164,16 +169,7 @@ describe('two replicas on one Redis', () => {
   const replicas = new Map<string, TestCoordinator>();
 
   async function start(id: string): Promise<TestCoordinator> {
-    const c = await startTestCoordinator({
-      store: 'redis',
-      redisUrl: redis.url,
-      overrides: {
-        'store.key-prefix': prefix,
-        'replica.id': id,
-        'lease.ttl': '1500ms',
-        'membership.session-timeout': SESSION,
-      },
-    });
+    const c = await startTestReplica(redis.url, prefix, id, SESSION);
     replicas.set(id, c);
     return c;
   }

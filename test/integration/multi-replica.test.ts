@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyNames } from '../../src/store/keys.js';
-import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { CHANGE, startTestReplica, type TestCoordinator } from '../support/coordinator.js';
 import { heartbeatOf, SimulatedMember } from '../support/members.js';
 import {
   randomKeyPrefix,
@@ -19,16 +19,7 @@ describe('several replicas on one Redis', () => {
   const replicas = new Map<string, TestCoordinator>();
 
   async function start(id: string): Promise<TestCoordinator> {
-    const c = await startTestCoordinator({
-      store: 'redis',
-      redisUrl: redis.url,
-      overrides: {
-        'store.key-prefix': prefix,
-        'replica.id': id,
-        'lease.ttl': '1500ms',
-        'membership.session-timeout': '30s',
-      },
-    });
+    const c = await startTestReplica(redis.url, prefix, id, '30s');
     replicas.set(id, c);
     return c;
   }

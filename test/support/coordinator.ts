@@ -130,6 +130,28 @@ export async function startTestCoordinator(
   };
 }
 
+/**
+ * One replica of several on one redis-server (DESIGN.md §8): the shared key prefix, its own
+ * replica id, a short lease (1.5 s) so that moves are quick, and the given session timeout.
+ */
+export function startTestReplica(
+  redisUrl: string,
+  keyPrefix: string,
+  replicaId: string,
+  sessionTimeout: string,
+): Promise<TestCoordinator> {
+  return startTestCoordinator({
+    store: 'redis',
+    redisUrl,
+    overrides: {
+      'store.key-prefix': keyPrefix,
+      'replica.id': replicaId,
+      'lease.ttl': '1500ms',
+      'membership.session-timeout': sessionTimeout,
+    },
+  });
+}
+
 /** The change fields every admin mutation needs. */
 export const CHANGE = { requestedBy: 'test-suite', reason: 'integration test' };
 
