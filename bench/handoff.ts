@@ -377,7 +377,7 @@ export async function handoff(ctx: BenchContext): Promise<Row[]> {
     }
   }
 
-  // KCL-style crash: three workers, one SIGKILLed at a random point of the taker cycle.
+  // KCL-style crash: three workers, one SIGKILLed at a random moment of the taker interval.
   {
     const prefix = 'kcl:crash';
     await seedLeases(redis, prefix, ['a', 'b', 'c'], kclDefaults.failoverMs);
@@ -393,7 +393,7 @@ export async function handoff(ctx: BenchContext): Promise<Row[]> {
         kclDefaults.failoverMs + kclDefaults.takerIntervalMs + 5_000,
       );
       ctx.log(
-        `  KCL-style crash (killed ${fmt(phase)} ms into the survivors' taker cycle): shards running again after ${fmtMs(t.lastMs)} ms ` +
+        `  KCL-style crash (killed ${fmt(phase)} ms after steady state; each worker's taker at its own phase): shards running again after ${fmtMs(t.lastMs)} ms ` +
           `(bounds: failover ${kclDefaults.failoverMs} ms .. failover + taker interval ${kclDefaults.failoverMs + kclDefaults.takerIntervalMs} ms)`,
       );
       kclCrashMs = t.lastMs;

@@ -21,7 +21,14 @@ import type { Redis } from 'ioredis';
  *     processing the shard (KCL shuts the record processor down with reason ZOMBIE). The new
  *     owner starts at once: KCL has no revoke-first handoff, so both may process the shard for up
  *     to one renewer interval;
- *   - at start a worker picks up the leases it already owns (KCL's `LeaseRenewer.initialize`).
+ *   - at start a worker picks up the leases it already owns (KCL's `LeaseRenewer.initialize`);
+ *   - expired leases are taken in random order and a stolen lease is a random one of the most
+ *     loaded worker's (KCL shuffles both "so workers don't all try to contend for the same
+ *     leases"); and the workers' taker timers are not in step: real workers start at different
+ *     times, while the bench starts them together, so each worker's periodic taker starts at a
+ *     random phase of the interval. Without these, two survivors of a crash ran their takers in
+ *     the same millisecond, both tried the same expired leases in shard order, and half the
+ *     leases stayed free for another whole taker interval.
  */
 
 export interface KclOptions {
@@ -46,6 +53,16 @@ const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then
 const STEAL = `if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end`;
 
+/** A copy of `items` in random order (Fisher–Yates). */
+function shuffled<T>(items: readonly T[]): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
+}
+
 export const leaseKey = (prefix: string, shard: number) => `${prefix}:lease:${shard}`;
 
 /** One KCL-style worker: a lease renewer and a lease taker on timers. */
@@ -56,6 +73,7 @@ export class KclWorker {
   private readonly maxSteals: number;
   private readonly held = new Set<number>();
   private readonly timers: NodeJS.Timeout[] = [];
+  private phase: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: KclOptions) {
     this.failoverMs = options.failoverMs ?? 10_000;
@@ -82,11 +100,16 @@ export class KclWorker {
       );
     };
     await this.take();
-    loop(this.takerIntervalMs, () => this.take());
     loop(this.renewerIntervalMs, () => this.renew());
+    // As if this worker had started at another moment than the others (see the header).
+    this.phase = setTimeout(
+      () => loop(this.takerIntervalMs, () => this.take()),
+      Math.random() * this.takerIntervalMs,
+    );
   }
 
   stop(): void {
+    clearTimeout(this.phase);
     for (const t of this.timers.splice(0)) clearInterval(t);
   }
 
@@ -140,7 +163,7 @@ export class KclWorker {
     const need = target - mine;
     if (need <= 0) return;
     if (free.length > 0) {
-      for (const shard of free.slice(0, need)) {
+      for (const shard of shuffled(free).slice(0, need)) {
         const ok = await this.options.redis.set(this.key(shard), me, 'PX', this.failoverMs, 'NX');
         if (ok === 'OK') this.acquired(shard);
       }
@@ -151,7 +174,7 @@ export class KclWorker {
     for (const [owner, n] of counts) if (owner !== me && n > most) [victim, most] = [owner, n];
     if (victim === null || most <= target) return;
     const theirs = owners.flatMap((owner, shard) => (owner === victim ? [shard] : []));
-    for (const shard of theirs.slice(0, Math.min(need, this.maxSteals))) {
+    for (const shard of shuffled(theirs).slice(0, Math.min(need, this.maxSteals))) {
       const ok = (await this.options.redis.eval(
         STEAL,
         1,
