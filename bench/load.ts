@@ -14,6 +14,14 @@ export interface LoadOptions {
   /** Connection i sends `requests[i % requests.length]` again and again. */
   readonly requests: readonly Buffer[];
   readonly durationMs: number;
+  /**
+   * Open loop at this many requests/s over all connections (the rate split evenly, each
+   * connection's sends spaced `connections / rate` apart and staggered): a response that comes
+   * late delays that connection's next send, and its latency is counted from when the request
+   * was due, not from when it went out (no coordinated omission, as wrk2 measures). Unset: the
+   * closed loop, each connection sending again as soon as it has its answer.
+   */
+  readonly ratePerSecond?: number;
 }
 
 export interface LoadResult {
@@ -48,6 +56,10 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   let deadline = 0n;
   let inFlight = 0;
   let onIdle: (() => void) | null = null;
+  let started = 0n;
+  const onIdleIfDone = () => {
+    if (inFlight === 0) onIdle?.();
+  };
 
   const sockets = await Promise.all(
     Array.from(
@@ -61,15 +73,42 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     ),
   );
 
+  const rate = options.ratePerSecond;
+  /** With a rate: ns between two sends of one connection. */
+  const periodNs = rate ? BigInt(Math.round((options.connections / rate) * 1e9)) : 0n;
+  const timers = new Set<NodeJS.Timeout>();
   const loops = sockets.map((socket, i) => {
     const request = options.requests[i % options.requests.length];
     if (!request) throw new Error('no request to send');
     let pending: Buffer | null = null;
     let sentAt = 0n;
-    const send = () => {
+    /** With a rate: when this connection's next request is due. */
+    let dueAt = 0n;
+    const write = () => {
       inFlight++;
-      sentAt = process.hrtime.bigint();
       socket.write(request);
+    };
+    const send = () => {
+      if (!rate) {
+        sentAt = process.hrtime.bigint();
+        write();
+        return;
+      }
+      if (dueAt === 0n) dueAt = started + (periodNs * BigInt(i)) / BigInt(options.connections);
+      else dueAt += periodNs;
+      sentAt = dueAt; // latency counts from when it was due
+      const waitNs = dueAt - process.hrtime.bigint();
+      if (waitNs <= 0n) return write();
+      if (dueAt > deadline) return onIdleIfDone();
+      const timer = setTimeout(
+        () => {
+          timers.delete(timer);
+          if (running) write();
+          else onIdleIfDone();
+        },
+        Number(waitNs / 1_000_000n),
+      );
+      timers.add(timer);
     };
     socket.removeAllListeners('error');
     socket.on('error', () => {
@@ -99,7 +138,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
           statuses.set(status, (statuses.get(status) ?? 0) + 1);
         }
         if (running && now < deadline) send();
-        else if (inFlight === 0) onIdle?.();
+        else onIdleIfDone();
         if (buffer.length === total) {
           pending = null;
           return;
@@ -110,7 +149,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     return send;
   });
 
-  const started = process.hrtime.bigint();
+  started = process.hrtime.bigint();
   deadline = started + BigInt(options.durationMs) * 1_000_000n;
   running = true;
   for (const send of loops) send();
@@ -125,6 +164,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
       };
     });
   }
+  for (const timer of timers) clearTimeout(timer);
   for (const socket of sockets) socket.destroy();
 
   const sorted = Float64Array.from(latenciesUs).sort();

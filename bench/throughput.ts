@@ -125,6 +125,35 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
   const coordRps = rps(`${best}/coordinator`);
   const bareP99 = med(`${best}/bare`, (r) => r.p99Ms);
   const coordP99 = med(`${best}/coordinator`, (r) => r.p99Ms);
+  // Latency at a fixed rate, half of bare's closed-loop ceiling (the throughput goal), open loop
+  // with the raw generator: saturated, every closed-loop request also waits behind the other 63,
+  // so p99 there says as much about the machine's load as about the server.
+  const fixedRate = Math.round(bareRps / 2);
+  const fixed = new Map<string, LoadResult[]>();
+  for (let round = 1; round <= rounds; round++) {
+    const line: string[] = [];
+    for (const t of targets) {
+      const r = await runLoad({
+        host: '127.0.0.1',
+        port: t.port,
+        connections,
+        requests: requestBytes(t.port, path, members),
+        durationMs,
+        ratePerSecond: fixedRate,
+      });
+      const bad = [...r.statuses].filter(([status]) => status < 200 || status > 299);
+      if (bad.length > 0 || r.socketErrors > 0)
+        throw new Error(
+          `fixed rate/${t.key}: non-2xx ${JSON.stringify(bad)}, socket errors ${r.socketErrors}`,
+        );
+      fixed.set(t.key, [...(fixed.get(t.key) ?? []), r]);
+      line.push(
+        `${t.key} ${fmt(r.requestsPerSecond)}/s p50 ${fmt(r.p50Ms, 1)} p99 ${fmt(r.p99Ms, 1)} ms`,
+      );
+    }
+    ctx.log(`  fixed rate ${fmt(fixedRate)}/s, round ${round}/${rounds}: ${line.join(', ')}`);
+  }
+  const fixedP99 = (key: string) => median((fixed.get(key) ?? []).map((r) => r.p99Ms));
   const heartbeats = [...results]
     .filter(([k]) => k.endsWith('/coordinator'))
     .reduce((n, [, rs]) => n + rs.reduce((m, r) => m + r.completed, 0), 0);
@@ -155,12 +184,21 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
     },
     {
       bench: 'throughput',
-      metric: `heartbeat p99 ms, 64 conns (${best})`,
+      metric: `heartbeat p99 ms, 64 conns saturated (${best})`,
       value: fmt(coordP99, 1),
       baseline: `bare ${fmt(bareP99, 1)}`,
       ratio: `${(coordP99 / bareP99).toFixed(1)} x`,
       goal: '<= 10 ms',
       verdict: verdict(coordP99 <= 10),
+    },
+    {
+      bench: 'throughput',
+      metric: `heartbeat p99 ms at 0.5 x bare = ${fmt(fixedRate)}/s, 64 conns (raw, open loop)`,
+      value: fmt(fixedP99('coordinator'), 1),
+      baseline: `bare ${fmt(fixedP99('bare'), 1)}`,
+      ratio: `${(fixedP99('coordinator') / fixedP99('bare')).toFixed(1)} x`,
+      goal: '<= 10 ms',
+      verdict: verdict(fixedP99('coordinator') <= 10),
     },
     {
       bench: 'throughput',
