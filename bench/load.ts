@@ -106,7 +106,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
           if (running) write();
           else onIdleIfDone();
         },
-        Number(waitNs / 1_000_000n),
+        Math.ceil(Number(waitNs) / 1e6),
       );
       timers.add(timer);
     };
