@@ -43,17 +43,24 @@ export async function scaling(ctx: BenchContext): Promise<Row[]> {
   ];
 }
 
-/** 10,000 groups / 100,000 members on one host: RSS ≤ 1 GiB, throughput ≥ 0.8 × the small case. */
-export async function capacity(ctx: BenchContext): Promise<Row[]> {
+/**
+ * The capacity case in the embedded mode's shape (informational, no goal verdict: the goal is
+ * measured on the replica as deployed, bench/capacity.ts): one GroupHost with a MemoryStore,
+ * which holds every group's data in the same heap, no HTTP, heartbeats called directly. Its ratio
+ * compares a heartbeat with all state in cache (10 members cycled) against one with 100,000
+ * members cycled (cache misses): the cost of memory latency at that size, not of HTTP serving.
+ */
+export async function capacityEmbedded(ctx: BenchContext): Promise<Row[]> {
   const rounds = ctx.quick ? 3 : 5;
-  const groups = 10_000;
+  const groups = ctx.quick ? 2_000 : 10_000;
   ctx.log(
-    `  in-process (MemoryStore, no HTTP: building 100k members over HTTP takes too long), ${groups.toLocaleString('en-US')} groups ` +
+    `  embedded mode, in-process (GroupHost + MemoryStore, no HTTP): ${groups.toLocaleString('en-US')} groups ` +
       `x 10 members x 16 shards vs 1 group of that shape; 64 heartbeats in flight; ${rounds} interleaved rounds of 1.5 s`,
   );
   const result = await runToResult<
     Rates & {
       rss: { start: number; small: number; large: number; end: number };
+      heapUsedMiB: number;
       buildMs: number;
       members: number;
     }
@@ -66,28 +73,38 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
   const small = median(result.rates.small);
   const large = median(result.rates.large);
   const rssMiB = Math.max(result.rss.large, result.rss.end);
+  const label = `${groups.toLocaleString('en-US')} groups / ${result.members.toLocaleString('en-US')} members`;
   return [
     {
       bench: 'capacity',
-      metric: `RSS MiB, ${groups.toLocaleString('en-US')} groups / ${result.members.toLocaleString('en-US')} members`,
+      metric: `embedded (MemoryStore, in-process): RSS MiB, ${label}`,
       value: fmt(rssMiB),
       baseline: `1 group: ${fmt(result.rss.small)}`,
       ratio: '-',
-      goal: '<= 1,024 MiB',
-      verdict: verdict(rssMiB <= 1024),
+      goal: '- (info)',
+      verdict: '-',
     },
     {
       bench: 'capacity',
-      metric: 'steady heartbeats/s at that size (in-process)',
+      metric: 'embedded: heap used MiB after gc at that size',
+      value: fmt(result.heapUsedMiB),
+      baseline: '-',
+      ratio: '-',
+      goal: '- (info)',
+      verdict: '-',
+    },
+    {
+      bench: 'capacity',
+      metric: 'embedded: direct heartbeats/s at that size, no HTTP',
       value: fmt(large),
       baseline: `1 group: ${fmt(small)}`,
       ratio: `${(large / small).toFixed(2)} x`,
-      goal: '>= 0.8 x',
-      verdict: verdict(large / small >= 0.8),
+      goal: '- (info)',
+      verdict: '-',
     },
     {
       bench: 'capacity',
-      metric: 'time to build that state in-process, s',
+      metric: 'embedded: building that state in-process, s',
       value: fmt(result.buildMs / 1000, 1),
       baseline: '-',
       ratio: '-',

@@ -3,7 +3,8 @@ import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { benchContext, type Benchmark } from './context.js';
 import { handoff, replicaKill } from './handoff.js';
-import { capacity, scaling } from './in-process.js';
+import { capacity } from './capacity.js';
+import { capacityEmbedded, scaling } from './in-process.js';
 import { joins } from './joins.js';
 import { cleanup, here, type Row } from './support.js';
 import { throughput } from './throughput.js';
@@ -20,6 +21,7 @@ const BENCHMARKS: Record<string, Benchmark> = {
   scaling,
   joins,
   capacity,
+  'capacity-embedded': capacityEmbedded,
   handoff,
   replica: replicaKill,
 };

@@ -179,8 +179,14 @@ export async function post(port: number, path: string, token: string, body: unkn
   return { status: res.status, text: await res.text() };
 }
 
-export async function createGroup(port: number, stream: string, group: string, shards: number) {
-  const created = await post(port, '/coord/v1/admin/groups', WRITE_TOKEN, {
+export async function createGroup(
+  port: number,
+  stream: string,
+  group: string,
+  shards: number,
+  send: typeof post = post,
+) {
+  const created = await send(port, '/coord/v1/admin/groups', WRITE_TOKEN, {
     streamPrefix: stream,
     consumerGroup: group,
     shardCount: shards,

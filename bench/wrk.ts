@@ -36,6 +36,43 @@ export function wrkScript(path: string, token: string, bodies: readonly string[]
   return file;
 }
 
+/**
+ * Writes a wrk Lua script that cycles through `requests` (each its own path and body) as POSTs
+ * with the token, starting at the index given as the script's first argument. The requests go
+ * in a data file of their own, one `path<TAB>body` a line, read once by `init`: a Lua table
+ * constructor of 100,000 strings would pass LuaJIT's limit on constants per function.
+ */
+export function wrkRequestsScript(
+  token: string,
+  requests: ReadonlyArray<{ readonly path: string; readonly body: string }>,
+): string {
+  const dir = mkdtempSync(join(tmpdir(), 'coord-bench-wrk-'));
+  const data = join(dir, 'requests.tsv');
+  const file = join(dir, 'requests.lua');
+  writeFileSync(data, requests.map((r) => `${r.path}\t${r.body}\n`).join(''));
+  const lua = [
+    'local requests = {}',
+    'local i = 0',
+    'wrk.method = "POST"',
+    'wrk.headers["Content-Type"] = "application/json"',
+    `wrk.headers["Authorization"] = ${JSON.stringify(`Bearer ${token}`)}`,
+    'init = function(args)',
+    `  for line in io.lines(${JSON.stringify(data)}) do`,
+    '    local tab = line:find("\t", 1, true)',
+    '    requests[#requests + 1] = wrk.format("POST", line:sub(1, tab - 1), nil, line:sub(tab + 1))',
+    '  end',
+    '  i = (tonumber(args[1]) or 0) % #requests',
+    'end',
+    'request = function()',
+    '  i = i % #requests + 1',
+    '  return requests[i]',
+    'end',
+    '',
+  ].join('\n');
+  writeFileSync(file, lua);
+  return file;
+}
+
 function toMs(value: string, unit: string): number {
   const n = Number(value);
   return unit === 'us' ? n / 1_000 : unit === 's' ? n * 1_000 : unit === 'm' ? n * 60_000 : n;
@@ -47,6 +84,8 @@ export function runWrk(options: {
   script: string;
   connections: number;
   durationMs: number;
+  /** Arguments handed to the script's `init`. */
+  args?: readonly string[];
 }): Promise<LoadResult> {
   const args = [
     '-t1',
@@ -56,6 +95,7 @@ export function runWrk(options: {
     '-s',
     options.script,
     `http://127.0.0.1:${options.port}/`,
+    ...(options.args ? ['--', ...options.args] : []),
   ];
   return new Promise((resolve, reject) => {
     const child = spawn(WRK, args, { stdio: ['ignore', 'pipe', 'inherit'] });

@@ -1,0 +1,394 @@
+import { readFileSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import type { HeartbeatReply } from '../src/machines/protocol.js';
+import type { BenchContext } from './context.js';
+import type { LoadResult } from './load.js';
+import {
+  CONSUMER_TOKEN,
+  applyReply,
+  createGroup,
+  fmt,
+  heartbeatBody,
+  heartbeatPath,
+  median,
+  sleep,
+  startCoordinator,
+  startRedis,
+  verdict,
+  type Child,
+  type MemberState,
+  type Row,
+} from './support.js';
+import { runWrk, wrkRequestsScript } from './wrk.js';
+
+/*
+ * Capacity of one replica as deployed (issue 10: 10,000 groups and 100,000 members on one
+ * replica in ≤ 1 GiB RSS, heartbeat throughput at that size ≥ 0.8 × the small case).
+ *
+ * Two coordinator child processes (dist/ under plain node, Redis store, each on its own
+ * redis-server, default settings): the large one gets 10,000 groups of 16 shards created through
+ * the admin API and 10 members in each joined and driven to steady state over HTTP (keep-alive,
+ * a bounded number of groups in flight); the small one holds one group of the same shape. The
+ * large process's RSS is read from /proc/<pid>/status (VmRSS) once steady and again after the
+ * rounds. Throughput: wrk (its own process, one thread, 64 connections) cycling through every
+ * member's steady heartbeat (its own path and body, in a shuffled order, from a random start
+ * each round), interleaved rounds small / large, medians, ratio. CPU time per heartbeat of each
+ * coordinator (/proc/<pid>/stat) is printed beside it, and the large replica's CPU use while no
+ * heartbeat arrives (lease renewals of its 10,000 groups, the registry, the sweeps).
+ */
+
+const SHARDS = 16;
+const MEMBERS_PER_GROUP = 10;
+const GOAL_GROUPS = 10_000;
+/** Groups being created and driven to steady state at once while building. */
+const GROUPS_IN_FLIGHT = 96;
+const SESSION_MS = 1_800_000;
+
+interface Group {
+  readonly stream: string;
+  readonly group: string;
+  readonly members: MemberState[];
+}
+
+/** Clock ticks per second of the times in /proc/<pid>/stat (USER_HZ, 100 on Linux). */
+const TICKS_PER_S = 100;
+
+/** VmRSS and VmHWM of a process in MiB (/proc/<pid>/status). */
+export function memoryOf(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) =>
+    Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1]);
+  return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
+}
+
+/** User + system CPU seconds a process has used (/proc/<pid>/stat). */
+function cpuSecondsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // The command name may hold spaces: fields count from after its closing parenthesis.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_S;
+}
+
+function newMembers(count: number): MemberState[] {
+  return Array.from({ length: count }, (_, i) => ({
+    memberId: `member-${String(i).padStart(5, '0')}`,
+    memberEpoch: 0,
+    assignmentEpoch: 0,
+    metadataVersion: 0,
+    currentAssignments: [],
+  }));
+}
+
+/**
+ * Keep-alive connections for building the state: node:http's client costs this process about
+ * half the CPU that fetch does, and the coordinator shares the two cores with it.
+ */
+const agent = new Agent({ keepAlive: true, maxSockets: GROUPS_IN_FLIGHT });
+
+/** POSTs `body` as JSON with the token over {@link agent}: the status and the reply's text. */
+function postKeepAlive(
+  port: number,
+  path: string,
+  token: string,
+  body: unknown,
+): Promise<{ status: number; text: string }> {
+  const payload = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: 'POST',
+        agent,
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(payload),
+          authorization: `Bearer ${token}`,
+        },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/** One heartbeat of `m` over HTTP, its reply applied; true if anything moved. */
+async function beat(port: number, g: Group, m: MemberState): Promise<boolean> {
+  const res = await postKeepAlive(
+    port,
+    heartbeatPath(g.stream, g.group),
+    CONSUMER_TOKEN,
+    heartbeatBody(m, m.memberEpoch === 0 ? { sessionTimeoutMs: SESSION_MS } : {}),
+  );
+  if (res.status !== 200) throw new Error(`heartbeat ${g.stream}: ${res.status} ${res.text}`);
+  return applyReply(m, JSON.parse(res.text) as HeartbeatReply);
+}
+
+/**
+ * Creates the group and beats its members one after the other, pass after pass, until every
+ * shard is owned and a whole pass moved nothing: each reply then repeats what its member holds,
+ * so nothing is left to move (the rounds are checked on a sample afterwards). One after the
+ * other, a member that gives shards up is heard before the others ask for them, so a group is
+ * steady in three passes (join, assignment, check). Members ask for the longest session (30 min) so that building
+ * never expires anyone. Returns the number of heartbeats sent.
+ */
+async function steadyGroup(port: number, g: Group): Promise<number> {
+  await createGroup(port, g.stream, g.group, SHARDS, postKeepAlive);
+  let sent = 0;
+  for (let pass = 0; pass < 200; pass++) {
+    let moved = false;
+    for (const m of g.members) {
+      const held = m.currentAssignments.length;
+      if (await beat(port, g, m)) moved = true;
+      sent++;
+      // Revoked shards are dropped at once, and said so at once (as the SDK's consumer does).
+      if (m.memberEpoch > 0 && m.currentAssignments.length < held) {
+        await beat(port, g, m);
+        sent++;
+      }
+    }
+    const owned = g.members.reduce((n, m) => n + m.currentAssignments.length, 0);
+    if (!moved && owned === SHARDS) return sent;
+    // A join's recompute is debounced (100 ms): give it the time before asking again.
+    if (pass === 0) await sleep(100);
+  }
+  throw new Error(`${g.stream}/${g.group}: no steady state`);
+}
+
+/** Builds `count` groups on the coordinator at `port`, printing progress. */
+export async function build(
+  ctx: BenchContext,
+  name: string,
+  port: number,
+  pid: number,
+  count: number,
+): Promise<{
+  groups: Group[];
+  ms: number;
+  heartbeats: number;
+  cpu: { coordinator: number; bench: number };
+}> {
+  const groups: Group[] = Array.from({ length: count }, (_, i) => ({
+    stream: `cap-${String(i).padStart(5, '0')}`,
+    group: 'g',
+    members: newMembers(MEMBERS_PER_GROUP),
+  }));
+  const started = Date.now();
+  const cpuFrom = cpuSecondsOf(pid);
+  const ownCpuFrom = process.cpuUsage();
+  let next = 0;
+  let done = 0;
+  let heartbeats = 0;
+  const progress =
+    count > 1
+      ? setInterval(() => {
+          const s = (Date.now() - started) / 1000;
+          ctx.log(
+            `  ${name}: ${fmt(done)} of ${fmt(count)} groups steady, ${fmt(heartbeats)} heartbeats ` +
+              `(${fmt(heartbeats / s)}/s), ${s.toFixed(0)} s`,
+          );
+        }, 10_000)
+      : null;
+  try {
+    await Promise.all(
+      Array.from({ length: Math.min(GROUPS_IN_FLIGHT, count) }, async () => {
+        while (next < count) {
+          const sent = await steadyGroup(port, groups[next++] as Group);
+          heartbeats += sent;
+          done++;
+        }
+      }),
+    );
+  } finally {
+    if (progress) clearInterval(progress);
+  }
+  const own = process.cpuUsage(ownCpuFrom);
+  return {
+    groups,
+    ms: Date.now() - started,
+    heartbeats,
+    cpu: { coordinator: cpuSecondsOf(pid) - cpuFrom, bench: (own.user + own.system) / 1e6 },
+  };
+}
+
+/** Fisher–Yates with a fixed seed: the same order every run, groups interleaved. */
+function shuffled<T>(items: readonly T[]): T[] {
+  const out = [...items];
+  let seed = 0x2545f491;
+  for (let i = out.length - 1; i > 0; i--) {
+    seed = (seed * 1103515245 + 12345) >>> 0;
+    const j = seed % (i + 1);
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
+}
+
+/** Each member's steady heartbeat as wrk sends it: its group's path and its body. */
+function steadyRequests(groups: readonly Group[]) {
+  return shuffled(
+    groups.flatMap((g) =>
+      g.members.map((m) => ({
+        path: heartbeatPath(g.stream, g.group),
+        body: JSON.stringify(heartbeatBody(m)),
+      })),
+    ),
+  );
+}
+
+/** Beats a sample of members once more: each must be answered OK with nothing moved. */
+async function checkSteady(port: number, groups: readonly Group[], sample: number) {
+  const picked = shuffled(groups.flatMap((g) => g.members.map((m) => [g, m] as const))).slice(
+    0,
+    sample,
+  );
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      while (next < picked.length) {
+        const [g, m] = picked[next++] as readonly [Group, MemberState];
+        if (await beat(port, g, m))
+          throw new Error(`${g.stream}/${m.memberId} was not steady after the rounds`);
+      }
+    }),
+  );
+}
+
+export async function capacity(ctx: BenchContext): Promise<Row[]> {
+  const groupCount = ctx.quick ? 2_000 : GOAL_GROUPS;
+  const rounds = ctx.quick ? 3 : 5;
+  const durationMs = 3_000;
+  const connections = 64;
+  const full = groupCount === GOAL_GROUPS;
+  const label = `${fmt(groupCount)} groups / ${fmt(groupCount * MEMBERS_PER_GROUP)} members`;
+  ctx.log(
+    `  one replica as deployed (dist/, Redis store, default settings, HTTP): ${label} x ${SHARDS} shards` +
+      `${full ? '' : ' (--quick: fewer groups than the goal, no verdict)'} vs 1 group of that shape on a second ` +
+      `coordinator; wrk ${connections} connections, ${rounds} interleaved rounds x ${durationMs / 1000} s`,
+  );
+  const large = await startCoordinator(
+    'coordinator (large)',
+    await startRedis(),
+    {},
+    ctx.profileFlags('capacity'),
+  );
+  const small = await startCoordinator('coordinator (small)', await startRedis());
+  const pid = (c: Child) => c.process.pid as number;
+  const rssBefore = memoryOf(pid(large)).rss;
+
+  const s = await build(ctx, 'small', small.port, pid(small), 1);
+  const l = await build(ctx, 'large', large.port, pid(large), groupCount);
+  ctx.log(
+    `  large: ${label} at steady state in ${(l.ms / 1000).toFixed(0)} s ` +
+      `(${fmt(groupCount)} groups created, ${fmt(l.heartbeats)} heartbeats, ${fmt(l.heartbeats / (l.ms / 1000))}/s; ` +
+      `CPU s: coordinator ${fmt(l.cpu.coordinator)}, this process ${fmt(l.cpu.bench)})`,
+  );
+
+  await sleep(2_000);
+  const steadyMem = memoryOf(pid(large));
+  const smallMem = memoryOf(pid(small));
+  // What the large replica spends with no heartbeat arriving: lease renewals, registry, sweeps.
+  const idleFrom = cpuSecondsOf(pid(large));
+  await sleep(5_000);
+  const idleShare = (cpuSecondsOf(pid(large)) - idleFrom) / 5;
+  ctx.log(
+    `  RSS: large ${fmt(steadyMem.rss)} MiB (${fmt(rssBefore)} at start, peak so far ${fmt(steadyMem.peak)}), ` +
+      `small ${fmt(smallMem.rss)} MiB; large replica idle CPU ${(idleShare * 100).toFixed(1)} % of a core`,
+  );
+
+  const cases = [
+    { key: 'small', child: small, groups: s.groups },
+    { key: 'large', child: large, groups: l.groups },
+  ].map((c) => ({
+    ...c,
+    requests: c.groups.length * MEMBERS_PER_GROUP,
+    script: wrkRequestsScript(CONSUMER_TOKEN, steadyRequests(c.groups)),
+  }));
+  // Each run starts at a random place in the cycle, so that every round reaches other members.
+  const run = (c: (typeof cases)[number], ms: number) =>
+    runWrk({
+      port: c.child.port,
+      script: c.script,
+      connections,
+      durationMs: ms,
+      args: [String(Math.floor(Math.random() * c.requests))],
+    });
+  for (const c of cases) await run(c, 1_000); // warm-up
+  const results = new Map<string, Array<LoadResult & { cpuUs: number }>>();
+  for (let round = 1; round <= rounds; round++) {
+    const line: string[] = [];
+    for (const c of cases) {
+      const cpuFrom = cpuSecondsOf(pid(c.child));
+      const r = await run(c, durationMs);
+      const cpuUs = ((cpuSecondsOf(pid(c.child)) - cpuFrom) * 1e6) / r.completed;
+      if (r.statuses.size > 0 || r.socketErrors > 0)
+        throw new Error(
+          `${c.key}: non-2xx ${JSON.stringify([...r.statuses])}, socket errors ${r.socketErrors}`,
+        );
+      results.set(c.key, [...(results.get(c.key) ?? []), { ...r, cpuUs }]);
+      line.push(
+        `${c.key} ${fmt(r.requestsPerSecond)}/s p99 ${fmt(r.p99Ms, 1)} ms ${fmt(cpuUs)} µs CPU/hb`,
+      );
+    }
+    ctx.log(`  round ${round}/${rounds}: ${line.join(', ')}`);
+  }
+  const endMem = memoryOf(pid(large));
+  await checkSteady(large.port, l.groups, 1_000);
+  ctx.log(
+    `  RSS after the rounds: large ${fmt(endMem.rss)} MiB (peak ${fmt(endMem.peak)}); 1,000 members checked still steady`,
+  );
+
+  const med = (key: string, f: (r: LoadResult & { cpuUs: number }) => number) =>
+    median((results.get(key) ?? []).map(f));
+  const smallRps = med('small', (r) => r.requestsPerSecond);
+  const largeRps = med('large', (r) => r.requestsPerSecond);
+  const smallCpu = med('small', (r) => r.cpuUs);
+  const largeCpu = med('large', (r) => r.cpuUs);
+  const rss = Math.max(steadyMem.rss, endMem.rss);
+  const ratio = largeRps / smallRps;
+  return [
+    {
+      bench: 'capacity',
+      metric: `replica RSS MiB, ${label} (Redis store)`,
+      value: fmt(rss),
+      baseline: `1 group: ${fmt(smallMem.rss)}`,
+      ratio: '-',
+      goal: '<= 1,024 MiB',
+      verdict: full ? verdict(rss <= 1024) : '-',
+    },
+    {
+      bench: 'capacity',
+      metric: `steady heartbeats/s at that size, HTTP, ${connections} conns (wrk)`,
+      value: fmt(largeRps),
+      baseline: `1 group: ${fmt(smallRps)}`,
+      ratio: `${ratio.toFixed(2)} x`,
+      goal: '>= 0.8 x',
+      verdict: full ? verdict(ratio >= 0.8) : '-',
+    },
+    {
+      bench: 'capacity',
+      metric: 'coordinator CPU µs per steady heartbeat at that size',
+      value: fmt(largeCpu),
+      baseline: `1 group: ${fmt(smallCpu)}`,
+      ratio: `${(largeCpu / smallCpu).toFixed(2)} x`,
+      goal: '-',
+      verdict: '-',
+    },
+    {
+      bench: 'capacity',
+      metric: 'building that state over HTTP, s',
+      value: fmt(l.ms / 1000),
+      baseline: `${fmt(l.heartbeats)} heartbeats`,
+      ratio: '-',
+      goal: '-',
+      verdict: '-',
+    },
+  ];
+}
