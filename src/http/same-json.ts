@@ -20,8 +20,10 @@ export function knownJson(json: string): KnownJson {
  * is always right and a false one only costs a `JSON.stringify`.
  */
 export function hasJson(known: KnownJson, next: object): boolean {
-  // A class instance may serialise otherwise (toJSON on its prototype).
-  if (Object.getPrototypeOf(next) !== Object.prototype) return false;
+  // An object with a toJSON (its own or inherited) serialises otherwise. A class instance
+  // without one (the machine's replies) serialises as its own enumerable fields, as a plain
+  // object does; an enumerable inherited key fails the `hasOwn` test below.
+  if ('toJSON' in next) return false;
   const { value, keys } = known;
   let i = 0;
   for (const key in next) {

@@ -83,6 +83,32 @@ describe('hasJson: whether a value has the JSON text remembered', () => {
     expect(hasJson(knownJson('{"outcome":"OK"}'), new Reply('OK'))).toBe(false);
   });
 
+  it('an instance of a class without toJSON (the machine builds replies so) is recognised', () => {
+    class Reply {
+      constructor(
+        readonly outcome: string,
+        readonly memberId: string,
+        readonly assignedShards: readonly number[],
+      ) {}
+      describe() {
+        return this.outcome;
+      }
+    }
+    const known = knownJson(JSON.stringify(new Reply('OK', 'm-1', [0, 1])));
+    expect(hasJson(known, new Reply('OK', 'm-1', [0, 1]))).toBe(true);
+    expect(hasJson(known, new Reply('OK', 'm-1', [0, 2]))).toBe(false);
+    expect(hasJson(known, new Reply('REVOKE_PENDING', 'm-1', [0, 1]))).toBe(false);
+    // An enumerable inherited key would not be serialised: not taken for the same.
+    const withInherited = Object.assign(Object.create({ extra: 1 }) as object, {
+      outcome: 'OK',
+      memberId: 'm-1',
+      assignedShards: [0, 1],
+    });
+    expect(JSON.stringify(withInherited)).toBe(known.json);
+    expect(hasJson(known, withInherited)).toBe(false);
+    expect(hasJson(knownJson('{}'), Object.create(null) as object)).toBe(true);
+  });
+
   it('the remembered value is its own: changing the object it came from changes nothing', () => {
     const reply = { ...REPLY, assignedShards: [0, 1] };
     const known = knownJson(JSON.stringify(reply));
