@@ -135,7 +135,7 @@ const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
  * when it is full (entries, or characters of key), it becomes the previous one and the one
  * before is dropped. A hit in the previous generation moves the entry forward.
  */
-class RecentMap<V> {
+export class RecentMap<V> {
   private current = new Map<string, V>();
   private previous = new Map<string, V>();
   private chars = 0;
@@ -179,6 +179,14 @@ interface SteadyJson {
   readonly length: string;
 }
 
+/**
+ * Heartbeat URLs remembered, per generation, and characters of them: each route holds its
+ * members' steady replies, so a replica must remember the route of every group it serves, or
+ * it keeps rebuilding them. Sized for the capacity goal (10,000 groups on one replica, issue
+ * 10) with room to spare.
+ */
+export const REMEMBERED_ROUTES = { entries: 16_384, chars: 4 << 20 } as const;
+
 /** Members whose last steady reply a route remembers; past it, it starts over. */
 const REMEMBERED_REPLIES_MAX = 65_536;
 
@@ -213,7 +221,7 @@ function deepFreeze<T>(value: T): T {
  */
 export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
   const maxBytes = services.settings.limits['max-body-bytes'];
-  const routes = new RecentMap<HeartbeatRoute>(4_096, 1 << 20);
+  const routes = new RecentMap<HeartbeatRoute>(REMEMBERED_ROUTES.entries, REMEMBERED_ROUTES.chars);
   const bodies = new RecentMap<HeartbeatBody>(16_384, 4 << 20);
   /** The last Content-Type found to be JSON (it is the same on nearly every request). */
   let jsonType: string | undefined;
