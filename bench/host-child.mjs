@@ -15,6 +15,7 @@ import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { clearInterval, setInterval } from 'node:timers';
 import { setTimeout as delay } from 'node:timers/promises';
 import { GroupHost } from '../dist/actors/group-host.js';
 import { loadSettings } from '../dist/config/load.js';
@@ -124,6 +125,53 @@ async function build(host, prefix, groups, shards, membersPerGroup) {
 }
 
 /**
+ * As build(), for many small groups (capacity): 128 groups at a time, each created, then its
+ * members beaten one after the other, pass after pass, until every shard is owned and a whole
+ * pass moved nothing; a member that dropped revoked shards says so at once (as the SDK's
+ * consumer does). As bench/capacity.ts builds the replica over HTTP.
+ */
+async function buildGroups(host, prefix, groups, shards, membersPerGroup) {
+  const all = [];
+  const started = Date.now();
+  let done = 0;
+  const progress = setInterval(
+    () => log(`${prefix}: ${done} of ${groups} groups steady, ${Date.now() - started} ms`),
+    10_000,
+  );
+  const steady = async (g) => {
+    const ref = { streamPrefix: prefix, consumerGroup: `g${g}` };
+    await host.createGroup(ref, shards);
+    const members = Array.from({ length: membersPerGroup }, (_, i) => member(ref, `m${i}`));
+    for (let pass = 0; pass < 200; pass++) {
+      let moved = false;
+      for (const m of members) {
+        const held = m.currentAssignments.length;
+        if (applyReply(m, await host.heartbeat(ref, request(m)))) moved = true;
+        if (m.memberEpoch > 0 && m.currentAssignments.length < held)
+          applyReply(m, await host.heartbeat(ref, request(m)));
+      }
+      const owned = members.reduce((n, m) => n + m.currentAssignments.length, 0);
+      if (!moved && owned === shards) return members;
+      if (pass === 0) await sleep(100);
+    }
+    throw new Error(`${prefix}/g${g}: no steady state`);
+  };
+  try {
+    await pool(
+      Array.from({ length: groups }, (_, g) => g),
+      128,
+      async (g) => {
+        all.push(...(await steady(g)));
+        done++;
+      },
+    );
+  } finally {
+    clearInterval(progress);
+  }
+  return { members: all, buildMs: Date.now() - started };
+}
+
+/**
  * Steady heartbeats for `ms` from `concurrency` loops over the members: heartbeats/s. Each is
  * asked as the HTTP layer asks it (`steadyHeartbeat`, then `heartbeat` if that says null).
  */
@@ -214,12 +262,12 @@ if (mode === 'scaling') {
   globalThis.gc?.();
   const rssStart = rssMiB();
   const small = newHost();
-  const s = await build(small, 'small', 1, 16, 10);
+  const s = await buildGroups(small, 'small', 1, 16, 10);
   globalThis.gc?.();
   const rssSmall = rssMiB();
   log(`small: 1 group, 10 members, 16 shards; RSS ${rssSmall.toFixed(0)} MiB`);
   const large = newHost();
-  const l = await build(large, 'large', groups, 16, 10);
+  const l = await buildGroups(large, 'large', groups, 16, 10);
   globalThis.gc?.();
   const rssLarge = rssMiB();
   log(
