@@ -36,6 +36,9 @@ function sortedUnique(ids: readonly string[]): readonly string[] {
  * the most shards (ties by member id), which is what maximises the shards that stay put: a
  * member keeps min(held, quota) of its shards (its lowest-numbered ones), and only the surplus
  * and the unowned shards are handed out, lowest shard first, to members in id order.
+ *
+ * O(shards + members) but for sorting the members that hold shards (at most one per shard) and
+ * the shards handed out: a burst of joins into a large group recomputes in a few milliseconds.
  */
 export function assignTargets(input: AssignInput): Map<number, string> {
   const members = sortedUnique(input.members);
@@ -43,29 +46,56 @@ export function assignTargets(input: AssignInput): Map<number, string> {
   const shardCount = Math.max(0, Math.floor(input.shardCount));
   if (members.length === 0 || shardCount === 0) return result;
 
-  const held = new Map<string, number[]>(members.map((id) => [id, []]));
+  // The shards each member prefers to keep, lowest first, by its position in id order (found
+  // once per preferred id, not per member: a large group has far more members than holders).
+  const wanted = new Map<string, number[]>();
   const free: number[] = [];
   for (let shard = 0; shard < shardCount; shard++) {
     const preferred = input.current.get(shard);
-    const list = preferred == null ? undefined : held.get(preferred);
-    if (list) list.push(shard);
-    else free.push(shard);
+    if (preferred == null) {
+      free.push(shard);
+      continue;
+    }
+    const list = wanted.get(preferred);
+    if (list === undefined) wanted.set(preferred, [shard]);
+    else list.push(shard);
+  }
+  const held: Array<number[] | undefined> = new Array<number[] | undefined>(members.length);
+  const holders: number[] = [];
+  for (const [id, shards] of wanted) {
+    const i = positionOf(members, id);
+    if (i < 0) {
+      free.push(...shards);
+    } else {
+      held[i] = shards;
+      holders.push(i);
+    }
   }
 
+  // The larger quota goes to the `extra` members first in (most held, then id) order: those
+  // that hold shards, by holdings, then those that hold none, in id order.
   const base = Math.floor(shardCount / members.length);
   const extra = shardCount % members.length;
-  const byHoldings = [...members].sort(
-    (a, b) => heldCount(held, b) - heldCount(held, a) || compareIds(a, b),
-  );
-  const quota = new Map(byHoldings.map((id, rank) => [id, base + (rank < extra ? 1 : 0)]));
+  const larger = new Uint8Array(members.length);
+  holders.sort((a, b) => held[b]!.length - held[a]!.length || a - b);
+  let given = 0;
+  for (let k = 0; k < holders.length && given < extra; k++, given++) larger[holders[k]!] = 1;
+  for (let i = 0; i < members.length && given < extra; i++) {
+    if (held[i] === undefined) {
+      larger[i] = 1;
+      given++;
+    }
+  }
 
   const deficits: Array<[string, number]> = [];
-  for (const id of members) {
-    const mine = held.get(id) ?? [];
-    const q = quota.get(id) ?? base;
-    for (const shard of mine.slice(0, q)) result.set(shard, id);
-    free.push(...mine.slice(q));
-    if (mine.length < q) deficits.push([id, q - mine.length]);
+  for (let i = 0; i < members.length; i++) {
+    const id = members[i]!;
+    const mine = held[i];
+    const q = base + larger[i]!;
+    const kept = mine === undefined ? 0 : Math.min(mine.length, q);
+    for (let k = 0; k < kept; k++) result.set(mine![k]!, id);
+    if (mine !== undefined) for (let k = kept; k < mine.length; k++) free.push(mine[k]!);
+    if (kept < q) deficits.push([id, q - kept]);
   }
 
   free.sort((a, b) => a - b);
@@ -79,6 +109,16 @@ export function assignTargets(input: AssignInput): Map<number, string> {
   return result;
 }
 
-function heldCount(held: ReadonlyMap<string, readonly number[]>, id: string): number {
-  return held.get(id)?.length ?? 0;
+/** The position of `id` in `sorted` (code-unit order), or -1. */
+function positionOf(sorted: readonly string[], id: string): number {
+  let low = 0;
+  let high = sorted.length - 1;
+  while (low <= high) {
+    const mid = (low + high) >>> 1;
+    const at = sorted[mid]!;
+    if (at === id) return mid;
+    if (at < id) low = mid + 1;
+    else high = mid - 1;
+  }
+  return -1;
 }

@@ -186,3 +186,84 @@ describe('property: balanced, sticky, minimal and deterministic for 1-20 members
     );
   });
 });
+
+/**
+ * The assignor as it was before it became O(shards + members) (a sort of every member by its
+ * holdings): replicas of different versions must compute the same targets from the same group.
+ */
+function assignTargetsBySortingEveryMember(input: {
+  shardCount: number;
+  members: readonly string[];
+  current: ReadonlyMap<number, string | null>;
+}): Map<number, string> {
+  const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  const ids = [...new Set(input.members)].sort(compare);
+  const result = new Map<number, string>();
+  if (ids.length === 0 || input.shardCount === 0) return result;
+  const held = new Map<string, number[]>(ids.map((id) => [id, []]));
+  const free: number[] = [];
+  for (let shard = 0; shard < input.shardCount; shard++) {
+    const preferred = input.current.get(shard);
+    const list = preferred == null ? undefined : held.get(preferred);
+    if (list) list.push(shard);
+    else free.push(shard);
+  }
+  const base = Math.floor(input.shardCount / ids.length);
+  const extra = input.shardCount % ids.length;
+  const count = (id: string) => held.get(id)?.length ?? 0;
+  const byHoldings = [...ids].sort((a, b) => count(b) - count(a) || compare(a, b));
+  const quota = new Map(byHoldings.map((id, rank) => [id, base + (rank < extra ? 1 : 0)]));
+  const deficits: Array<[string, number]> = [];
+  for (const id of ids) {
+    const mine = held.get(id) ?? [];
+    const q = quota.get(id) ?? base;
+    for (const shard of mine.slice(0, q)) result.set(shard, id);
+    free.push(...mine.slice(q));
+    if (mine.length < q) deficits.push([id, q - mine.length]);
+  }
+  free.sort((a, b) => a - b);
+  let next = 0;
+  for (const [id, deficit] of deficits) {
+    for (let i = 0; i < deficit; i++) {
+      const shard = free[next++];
+      if (shard !== undefined) result.set(shard, id);
+    }
+  }
+  return result;
+}
+
+describe('property: the same targets as sorting every member by holdings', () => {
+  it('holds for 1-300 members × 1-128 shards, with departed and missing preferences', () => {
+    const scenario = fc
+      .record({
+        memberCount: fc.integer({ min: 1, max: 300 }),
+        shardCount: fc.integer({ min: 1, max: 128 }),
+      })
+      .chain(({ memberCount, shardCount }) =>
+        fc.record({
+          ids: fc.constant(members(memberCount)),
+          shardCount: fc.constant(shardCount),
+          prefs: fc.array(
+            fc.oneof(
+              // Few holders (as after a burst of joins) as well as many.
+              fc.integer({ min: 0, max: Math.min(memberCount - 1, 3) }),
+              fc.integer({ min: 0, max: memberCount - 1 }),
+              fc.constant(-1),
+              fc.constant(-2),
+            ),
+            { minLength: shardCount, maxLength: shardCount + 3 },
+          ),
+        }),
+      );
+    fc.assert(
+      fc.property(scenario, ({ ids, shardCount, prefs }) => {
+        const current = new Map(
+          prefs.map((p, shard) => [shard, p === -1 ? null : p === -2 ? 'departed' : ids[p]!]),
+        );
+        const input = { shardCount, members: ids, current };
+        expect([...assignTargets(input)]).toEqual([...assignTargetsBySortingEveryMember(input)]);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
