@@ -14,6 +14,7 @@ import {
   HEARTBEAT_ROLES,
   heartbeatBodySchema,
 } from './routes/consumer.js';
+import { PacedWrites } from './paced-writes.js';
 import { hasJson, knownJson, type KnownJson } from './same-json.js';
 import { groupParamsSchema } from './schemas.js';
 import type { Services } from './services.js';
@@ -28,6 +29,8 @@ export const FAST_PATH_HEADER = 'X-Coord-Path';
 export interface HeartbeatFastPath {
   /** Serves the request and returns true when it is a heartbeat; false leaves it to express. */
   handle(req: IncomingMessage, res: ServerResponse): boolean;
+  /** Resolves once every answer decided so far is written (see {@link PacedWrites}). */
+  flushed(): Promise<void>;
 }
 
 /** `/coord/v1/consumer/streams/:stream/groups/:group/heartbeat`, split on `/`. */
@@ -225,6 +228,8 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
   const bodies = new RecentMap<HeartbeatBody>(16_384, 4 << 20);
   /** The last Content-Type found to be JSON (it is the same on nearly every request). */
   let jsonType: string | undefined;
+  /** Answers decided after their request was read, written a little per turn of the loop. */
+  const paced = new PacedWrites();
 
   function routeOf(url: string): HeartbeatRoute | null {
     const known = routes.get(url);
@@ -367,7 +372,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     }
     if (answered instanceof Promise) {
       answered.then(
-        (heartbeat) => answer(p, heartbeat, false),
+        (heartbeat) => paced.write(() => answer(p, heartbeat, false)),
         (error: unknown) => fail(p, error, bytes),
       );
     } else {
@@ -376,6 +381,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
   }
 
   return {
+    flushed: () => paced.flushed(),
     handle(req, res) {
       const url = req.url;
       if (req.method !== 'POST' || url === undefined || !url.startsWith(PREFIX)) return false;
