@@ -11,6 +11,7 @@ export function membershipConfigFrom(settings: Settings): MembershipConfig {
     rebalanceTimeoutMs: m['rebalance-timeout'],
     rebalanceHeartbeatIntervalMs: m['rebalance-heartbeat-interval'],
     assignmentDebounceMs: m['assignment-debounce'],
+    assignmentDebounceMaxMs: m['assignment-debounce-max'],
     minSessionTimeoutMs: Math.min(
       defaultMembershipConfig.minSessionTimeoutMs,
       m['session-timeout'],

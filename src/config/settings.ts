@@ -90,6 +90,7 @@ export const settingsSchema = z.object({
       'rebalance-timeout': duration('60s'),
       'rebalance-heartbeat-interval': duration('250ms'),
       'assignment-debounce': duration('100ms'),
+      'assignment-debounce-max': duration('1s'),
       'sweep-interval': duration('250ms'),
     })
     .prefault({}),

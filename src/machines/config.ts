@@ -17,8 +17,17 @@ export interface MembershipConfig {
   readonly heartbeatIntervalMs: number;
   /** Heartbeat interval while a member revokes or waits, so handoff takes round trips. */
   readonly rebalanceHeartbeatIntervalMs: number;
-  /** A burst of joins within this window costs one assignment epoch; 0 recomputes at once. */
+  /**
+   * A join's recompute waits this long, and each further join restarts the wait (a burst of
+   * joins costs one assignment epoch); 0 recomputes at once.
+   */
   readonly assignmentDebounceMs: number;
+  /**
+   * The longest a burst of joins defers its recompute, counted from the join that started the
+   * wait: joins that keep coming closer together than `assignmentDebounceMs` cost one epoch
+   * per this much time.
+   */
+  readonly assignmentDebounceMaxMs: number;
   readonly coordinationVersionMin: number;
   readonly coordinationVersionMax: number;
   /**
@@ -47,6 +56,7 @@ export const defaultMembershipConfig: MembershipConfig = Object.freeze({
   heartbeatIntervalMs: 3 * SECOND,
   rebalanceHeartbeatIntervalMs: 250,
   assignmentDebounceMs: 100,
+  assignmentDebounceMaxMs: SECOND,
   coordinationVersionMin: 1,
   coordinationVersionMax: 1,
   rollbackWindowMs: 30 * MINUTE,

@@ -85,6 +85,11 @@ export interface GroupContext {
   readonly storeRevision: number;
   /** When a debounced target recompute falls due; null when none is pending. */
   readonly recomputeAt: number | null;
+  /**
+   * The latest `recomputeAt` may move to while joins keep coming (the debounce's cap, fixed by
+   * the join that started the wait); null when no recompute is pending.
+   */
+  readonly recomputeBy: number | null;
   /** When the current rebalance started; null while not rebalancing. */
   readonly rebalanceStartedAt: number | null;
   readonly signals: RollbackSignals | null;
@@ -134,6 +139,7 @@ export function createGroupContext(input: CreateGroupContextInput): GroupContext
     config: input.config,
     storeRevision: input.storeRevision,
     recomputeAt: targetsAreStale(group) ? now : null,
+    recomputeBy: targetsAreStale(group) ? now : null,
     rebalanceStartedAt: null,
     signals: null,
     result: null,

@@ -198,7 +198,10 @@ function leave(ctx: GroupContext, request: HeartbeatRequest, now: number): Group
  * Step 3: a join from the member's own principal is always accepted, also right after a fence
  * (a new member only within the member cap). A known member joining again has lost its state,
  * so its shards are released first; membership itself is unchanged then, and its targets stay
- * valid. A new member triggers a recompute, debounced so a burst of joins costs one epoch.
+ * valid. A new member triggers a recompute, debounced so a burst of joins costs one epoch: it
+ * falls due `assignmentDebounceMs` after the latest join, but never later than
+ * `assignmentDebounceMaxMs` after the join that started the wait (a sliding window with a cap,
+ * like Kafka's initial rebalance delay), so a long stream of joins recomputes once per cap.
  */
 function join(ctx: GroupContext, request: HeartbeatRequest, now: number): GroupContext {
   const { config } = ctx;
@@ -224,7 +227,15 @@ function join(ctx: GroupContext, request: HeartbeatRequest, now: number): GroupC
   );
   if (known) return joined;
   if (!hadMembers || config.assignmentDebounceMs <= 0) return recompute(joined);
-  return { ...joined, recomputeAt: joined.recomputeAt ?? now + config.assignmentDebounceMs };
+  const by =
+    joined.recomputeBy ??
+    joined.recomputeAt ??
+    now + Math.max(config.assignmentDebounceMs, config.assignmentDebounceMaxMs);
+  return {
+    ...joined,
+    recomputeAt: Math.min(now + config.assignmentDebounceMs, by),
+    recomputeBy: by,
+  };
 }
 
 /**

@@ -11,7 +11,7 @@ import { recomputeTargets } from './targets.js';
 /** Recomputes targets now and clears any pending recompute. */
 export function recompute(ctx: GroupContext): GroupContext {
   const group = recomputeTargets(ctx.group);
-  const next: GroupContext = { ...ctx, group, recomputeAt: null };
+  const next: GroupContext = { ...ctx, group, recomputeAt: null, recomputeBy: null };
   if (group === ctx.group) return next;
   return withEffects(next, {
     type: 'ASSIGNMENT_RECOMPUTED',

@@ -291,7 +291,12 @@ function startMigration(
   };
   const assignmentEpoch = group.assignmentEpoch + 1;
   const next = withEffects(
-    { ...ctx, group: { ...recomputeTargets(resized), assignmentEpoch }, recomputeAt: null },
+    {
+      ...ctx,
+      group: { ...recomputeTargets(resized), assignmentEpoch },
+      recomputeAt: null,
+      recomputeBy: null,
+    },
     { type: 'MIGRATION_STARTED', migrationId, kind },
     { type: 'ASSIGNMENT_RECOMPUTED', assignmentEpoch },
   );

@@ -493,12 +493,55 @@ describe('a burst of joins costs one assignmentEpoch (debounced recompute)', () 
       expect(reply.heartbeatIntervalMs).toBe(h.config.rebalanceHeartbeatIntervalMs);
     }
     expect(h.ctx.group.assignmentEpoch).toBe(epoch);
-    expect(h.ctx.recomputeAt).toBe(T0 + 15 + h.config.assignmentDebounceMs);
+    // The window slides: it ends a debounce after the latest join.
+    expect(h.ctx.recomputeAt).toBe(T0 + 5 * 15 + h.config.assignmentDebounceMs);
     expect(nextDeadline(h.ctx)).toBe(h.ctx.recomputeAt);
     h.settleRecompute();
     expect(h.ctx.group.assignmentEpoch).toBe(epoch + 1);
     expect(h.effects).toContainEqual({ type: 'ASSIGNMENT_RECOMPUTED', assignmentEpoch: epoch + 1 });
     expect(h.ctx.recomputeAt).toBeNull();
+  });
+
+  it('a single join recomputes one debounce after it, as before', () => {
+    const h = new Harness({ shardCount: 4 });
+    h.join('m-0');
+    h.clock.advance(1_000);
+    h.join('m-1');
+    expect(h.ctx.recomputeAt).toBe(T0 + 1_000 + h.config.assignmentDebounceMs);
+    h.clock.advance(h.config.assignmentDebounceMs - 1);
+    h.tick();
+    expect(h.ctx.recomputeAt).not.toBeNull();
+    h.clock.advance(1);
+    h.tick();
+    expect(h.ctx.recomputeAt).toBeNull();
+    expect(h.beat('m-1').pendingShards).toHaveLength(2);
+  });
+
+  it('joins that keep coming recompute once per assignmentDebounceMaxMs, counted from the first', () => {
+    const h = new Harness({
+      shardCount: 64,
+      config: { assignmentDebounceMs: 100, assignmentDebounceMaxMs: 1_000 },
+    });
+    h.join('m-000');
+    const epoch = h.ctx.group.assignmentEpoch;
+    // A join every 50 ms for 2.5 s: the window never closes by itself.
+    const recomputedAt: number[] = [];
+    for (let i = 1; i <= 50; i++) {
+      h.clock.advance(50);
+      const before = h.ctx.group.assignmentEpoch;
+      h.tick();
+      h.join(`m-${String(i).padStart(3, '0')}`);
+      if (h.ctx.group.assignmentEpoch !== before) recomputedAt.push(h.clock.now() - T0);
+      expect(h.ctx.recomputeAt).not.toBeNull();
+      expect(h.ctx.recomputeAt!).toBeLessThanOrEqual(h.ctx.recomputeBy!);
+    }
+    // Due 1 s after the join that opened the window (at 50 ms), then 1 s after the join that
+    // opened the next one (right after that recompute).
+    expect(recomputedAt).toEqual([1_050, 2_050]);
+    expect(h.ctx.group.assignmentEpoch).toBe(epoch + 2);
+    h.settleRecompute();
+    expect(h.ctx.group.assignmentEpoch).toBe(epoch + 3);
+    expect(h.ctx.recomputeBy).toBeNull();
   });
 
   it('recomputes at once when assignmentDebounceMs is 0', () => {
