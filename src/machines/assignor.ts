@@ -14,6 +14,13 @@ export interface AssignInput {
    * target. Shards outside `0..shardCount-1` and preferences naming no member are ignored.
    */
   readonly current: ReadonlyMap<number, string | null>;
+  /**
+   * Second preference per shard: a move already decided (its target, where that is not the
+   * member in `current`). A shard that must be handed out goes there first while that member
+   * is short of its quota, so a recompute while moves are under way (a burst of joins, members
+   * not yet done revoking) re-aims only what the new quotas need, not every pending move.
+   */
+  readonly decided?: ReadonlyMap<number, string | null>;
 }
 
 /** Code-unit order, so the result never depends on the process locale. */
@@ -35,7 +42,8 @@ function sortedUnique(ids: readonly string[]): readonly string[] {
  * Quotas are ⌊n/m⌋ or ⌈n/m⌉. The members that get the larger quota are those that already hold
  * the most shards (ties by member id), which is what maximises the shards that stay put: a
  * member keeps min(held, quota) of its shards (its lowest-numbered ones), and only the surplus
- * and the unowned shards are handed out, lowest shard first, to members in id order.
+ * and the unowned shards are handed out: first each to the member a decided move names, while
+ * it is short of its quota, then the rest lowest shard first to members in id order.
  *
  * O(shards + members) but for sorting the members that hold shards (at most one per shard) and
  * the shards handed out: a burst of joins into a large group recomputes in a few milliseconds.
@@ -99,14 +107,40 @@ export function assignTargets(input: AssignInput): Map<number, string> {
   }
 
   free.sort((a, b) => a - b);
+  const left = input.decided ? handOutDecided(free, input.decided, deficits, result) : free;
   let next = 0;
   for (const [id, deficit] of deficits) {
     for (let i = 0; i < deficit; i++) {
-      const shard = free[next++];
+      const shard = left[next++];
       if (shard !== undefined) result.set(shard, id);
     }
   }
   return result;
+}
+
+/**
+ * Gives each free shard to the member its decided move names while that member is short of
+ * its quota (lowering its deficit in `deficits`); returns the free shards left, in order.
+ */
+function handOutDecided(
+  free: readonly number[],
+  decided: ReadonlyMap<number, string | null>,
+  deficits: Array<[string, number]>,
+  result: Map<number, string>,
+): number[] {
+  const short = new Map<string, [string, number]>(deficits.map((entry) => [entry[0], entry]));
+  const left: number[] = [];
+  for (const shard of free) {
+    const id = decided.get(shard);
+    const entry = id == null ? undefined : short.get(id);
+    if (entry === undefined || entry[1] === 0) {
+      left.push(shard);
+      continue;
+    }
+    result.set(shard, entry[0]);
+    entry[1]--;
+  }
+  return left;
 }
 
 /** The position of `id` in `sorted` (code-unit order), or -1. */

@@ -8,17 +8,24 @@ import type { GroupState, ShardRecord } from './types.js';
 
 /**
  * Sticky preference of every shard below `shardCount`: its owner while assigned or revoking
- * (the member that really has it), else its target if that is still a member.
+ * (the member that really has it), else its target if that is still a member. Second
+ * preference (`decided`): the target of a shard whose owner is another member, a move under way.
  */
-export function stickyPreferences(group: GroupState): Map<number, string | null> {
+export function stickyPreferences(group: GroupState): {
+  current: Map<number, string | null>;
+  decided: Map<number, string | null>;
+} {
   const current = new Map<number, string | null>();
+  const decided = new Map<number, string | null>();
   for (let shard = 0; shard < group.shardCount; shard++) {
     const record = shardAt(group, shard);
     const holder =
       record.state === 'assigned' || record.state === 'revoking' ? record.owner : record.target;
     current.set(shard, holder !== null && isMember(group, holder) ? holder : null);
+    if (record.target !== null && record.target !== holder && isMember(group, record.target))
+      decided.set(shard, record.target);
   }
-  return current;
+  return { current, decided };
 }
 
 /**
@@ -31,7 +38,7 @@ export function recomputeTargets(group: GroupState): GroupState {
   const targets = assignTargets({
     shardCount: group.shardCount,
     members,
-    current: stickyPreferences(group),
+    ...stickyPreferences(group),
   });
   const changes = new Map<number, ShardRecord>();
   for (let shard = 0; shard < group.shardCount; shard++) {

@@ -94,6 +94,27 @@ describe('a member keeps every shard it can keep; moves are the minimum the boun
   });
 });
 
+describe('moves already decided are kept where the new quotas allow (a recompute while moves are under way)', () => {
+  // a holds all 12 shards and has not revoked yet; the last recompute (members a, b) aimed
+  // 6..11 at b. Then c joins: quotas 4 each, a keeps 0..3, and 4..11 are handed out.
+  const current = new Map(Array.from({ length: 12 }, (_, shard) => [shard, 'a']));
+  const decided = new Map(Array.from({ length: 6 }, (_, i) => [6 + i, 'b']));
+  const before = new Map(Array.from({ length: 12 }, (_, shard) => [shard, shard < 6 ? 'a' : 'b']));
+  const changed = (after: ReadonlyMap<number, string>) =>
+    [...after].filter(([shard, m]) => before.get(shard) !== m).map(([shard]) => shard);
+
+  it('b keeps four of the six moves aimed at it; only what c needs is re-aimed', () => {
+    const after = assignTargets({ shardCount: 12, members: ['a', 'b', 'c'], current, decided });
+    expect([...after].filter(([, m]) => m === 'b').map(([s]) => s)).toEqual([6, 7, 8, 9]);
+    expect(changed(after)).toEqual([4, 5, 10, 11]);
+  });
+
+  it('without them, the hand-out in id order re-aims six', () => {
+    const after = assignTargets({ shardCount: 12, members: ['a', 'b', 'c'], current });
+    expect(changed(after)).toEqual([4, 5, 8, 9, 10, 11]);
+  });
+});
+
 describe('the assignment is deterministic', () => {
   it('does not depend on the order of members or of the preference map', () => {
     const current = new Map<number, string>([
@@ -133,15 +154,31 @@ describe('property: balanced, sticky, minimal and deterministic for 1-20 members
           ),
           { minLength: shardCount + 3, maxLength: shardCount + 3 },
         ),
+        // Moves already decided: they change only who gets the shards handed out.
+        decided: fc.array(
+          fc.oneof(
+            fc
+              .integer({ min: 0, max: memberCount - 1 })
+              .map((i) => members(memberCount)[i] ?? null),
+            fc.constant('departed'),
+            fc.constant(null),
+          ),
+          { minLength: shardCount, maxLength: shardCount },
+        ),
       }),
     );
 
   it('holds for every scenario', () => {
     fc.assert(
-      fc.property(scenario, ({ memberCount, shardCount, prefs }) => {
+      fc.property(scenario, ({ memberCount, shardCount, prefs, decided }) => {
         const ids = members(memberCount);
         const current = new Map(prefs.map((p, shard) => [shard, p]));
-        const targets = assignTargets({ shardCount, members: ids, current });
+        const targets = assignTargets({
+          shardCount,
+          members: ids,
+          current,
+          decided: new Map(decided.map((d, shard) => [shard, d])),
+        });
 
         expect([...targets.keys()].sort((a, b) => a - b)).toEqual([...Array(shardCount).keys()]);
         const counts = countsOf(targets, ids);
@@ -177,6 +214,9 @@ describe('property: balanced, sticky, minimal and deterministic for 1-20 members
           shardCount,
           members: [...ids].reverse(),
           current: new Map([...current].reverse()),
+          decided: new Map(
+            decided.map((d, shard): [number, string | null] => [shard, d]).reverse(),
+          ),
         });
         expect([...again].sort(([a], [b]) => a - b)).toEqual(
           [...targets].sort(([a], [b]) => a - b),
