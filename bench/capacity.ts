@@ -11,6 +11,7 @@ import {
   heartbeatBody,
   heartbeatPath,
   median,
+  profilePhase,
   sleep,
   startCoordinator,
   startRedis,
@@ -35,6 +36,8 @@ import { runWrk, wrkRequestsScript } from './wrk.js';
  * each round), interleaved rounds small / large, medians, ratio. CPU time per heartbeat of each
  * coordinator (/proc/<pid>/stat) is printed beside it, and the large replica's CPU use while no
  * heartbeat arrives (lease renewals of its 10,000 groups, the registry, the sweeps).
+ * `--profile <dir>` profiles that idle period and each measured round alone (node:inspector in
+ * the coordinator, bench/support.ts `profilePhase`) into <dir>/capacity/.
  */
 
 const SHARDS = 16;
@@ -273,12 +276,9 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
       `${full ? '' : ' (--quick: fewer groups than the goal, no verdict)'} vs 1 group of that shape on a second ` +
       `coordinator; wrk ${connections} connections, ${rounds} interleaved rounds x ${durationMs / 1000} s`,
   );
-  const large = await startCoordinator(
-    'coordinator (large)',
-    await startRedis(),
-    {},
-    ctx.profileFlags('capacity'),
-  );
+  // --profile: the idle period and each measured round, each profiled alone (not the build).
+  const profiles = ctx.profileDir('capacity');
+  const large = await startCoordinator('coordinator (large)', await startRedis());
   const small = await startCoordinator('coordinator (small)', await startRedis());
   const pid = (c: Child) => c.process.pid as number;
   const rssBefore = memoryOf(pid(large)).rss;
@@ -296,7 +296,7 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
   const smallMem = memoryOf(pid(small));
   // What the large replica spends with no heartbeat arriving: lease renewals, registry, sweeps.
   const idleFrom = cpuSecondsOf(pid(large));
-  await sleep(5_000);
+  await profilePhase(large, profiles, 'large-idle', () => sleep(5_000));
   const idleShare = (cpuSecondsOf(pid(large)) - idleFrom) / 5;
   ctx.log(
     `  RSS: large ${fmt(steadyMem.rss)} MiB (${fmt(rssBefore)} at start, peak so far ${fmt(steadyMem.peak)}), ` +
@@ -326,7 +326,9 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
     const line: string[] = [];
     for (const c of cases) {
       const cpuFrom = cpuSecondsOf(pid(c.child));
-      const r = await run(c, durationMs);
+      const r = await profilePhase(c.child, profiles, `${c.key}-round-${round}`, () =>
+        run(c, durationMs),
+      );
       const cpuUs = ((cpuSecondsOf(pid(c.child)) - cpuFrom) * 1e6) / r.completed;
       if (r.statuses.size > 0 || r.socketErrors > 0)
         throw new Error(

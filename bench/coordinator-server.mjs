@@ -5,7 +5,14 @@
  *
  * Plain JavaScript so that plain `node` runs it against the compiled coordinator (dist/, as
  * `npm start` runs it); with BENCH_SERVER_DIR=src and `--import tsx` it runs the sources.
+ *
+ * Profiles of a phase only (bench/support.ts `profilePhase`): the line `PROFILE START` on stdin
+ * starts the V8 CPU profiler (node:inspector), `PROFILE STOP <file>` writes what it took since
+ * into <file> and prints `PROFILED <file>`.
  */
+
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 
 const dir = process.env.BENCH_SERVER_DIR === 'src' ? '../src' : '../dist';
 const { loadSettings } = await import(`${dir}/config/load.js`);
@@ -49,3 +56,32 @@ process.on('SIGTERM', stop);
 // The parent holds our stdin open: when it goes away, so do we.
 process.stdin.on('end', stop);
 process.stdin.resume();
+
+let session = null;
+let pending = '';
+process.stdin.setEncoding('utf8');
+process.stdin.on('data', (chunk) => {
+  pending += chunk;
+  let newline;
+  while ((newline = pending.indexOf('\n')) >= 0) {
+    const line = pending.slice(0, newline).trim();
+    pending = pending.slice(newline + 1);
+    void profileCommand(line);
+  }
+});
+
+async function profileCommand(line) {
+  if (line === 'PROFILE START') {
+    session = new Session();
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.start');
+  } else if (line.startsWith('PROFILE STOP ') && session) {
+    const file = line.slice('PROFILE STOP '.length);
+    const { profile } = await session.post('Profiler.stop');
+    session.disconnect();
+    session = null;
+    writeFileSync(file, JSON.stringify(profile));
+    process.stdout.write(`PROFILED ${file}\n`);
+  }
+}

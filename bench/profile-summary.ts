@@ -11,6 +11,7 @@ import { join, relative } from 'node:path';
 interface ProfileNode {
   readonly id: number;
   readonly callFrame: { functionName: string; url: string; lineNumber: number };
+  readonly children?: number[];
 }
 interface Profile {
   readonly nodes: ProfileNode[];
@@ -43,13 +44,24 @@ function area(url: string): string {
 for (const file of files) {
   const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  // The profiler's own work (a phase profile's start and stop through node:inspector) is left out.
+  const profiler = new Set<number>();
+  const markProfiler = (node: ProfileNode, inside: boolean) => {
+    const now = inside || node.callFrame.url === 'node:inspector';
+    if (now) profiler.add(node.id);
+    for (const child of node.children ?? []) {
+      const next = byId.get(child);
+      if (next) markProfiler(next, now);
+    }
+  };
+  if (profile.nodes[0]) markProfiler(profile.nodes[0], false);
   const self = new Map<string, number>();
   const areas = new Map<string, number>();
   let busy = 0;
   profile.samples.forEach((id, i) => {
     const node = byId.get(id);
     const us = profile.timeDeltas[i] ?? 0;
-    if (!node || node.callFrame.functionName === '(idle)') return;
+    if (!node || node.callFrame.functionName === '(idle)' || profiler.has(id)) return;
     busy += us;
     const { functionName, url, lineNumber } = node.callFrame;
     const where = url

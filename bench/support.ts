@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import jwt from 'jsonwebtoken';
 import type { Redis } from 'ioredis';
@@ -162,6 +163,35 @@ export function startCoordinator(
     },
     { nodeFlags },
   );
+}
+
+/**
+ * Runs `work` with the coordinator child's CPU profiler on (bench/coordinator-server.mjs,
+ * node:inspector) and writes what it took into `<dir>/<name>.cpuprofile`: the profile of that
+ * phase alone, not of the process's whole life. Without a `dir`, only runs `work`.
+ */
+export async function profilePhase<T>(
+  child: Child,
+  dir: string | null,
+  name: string,
+  work: () => Promise<T>,
+): Promise<T> {
+  if (dir === null) return work();
+  const file = join(dir, `${name}.cpuprofile`);
+  child.process.stdin?.write('PROFILE START\n');
+  const result = await work();
+  const written = new Promise<void>((resolve) => {
+    const check = () => {
+      if (child.output().includes(`PROFILED ${file}\n`)) {
+        child.process.stdout?.off('data', check);
+        resolve();
+      }
+    };
+    child.process.stdout?.on('data', check);
+  });
+  child.process.stdin?.write(`PROFILE STOP ${file}\n`);
+  await written;
+  return result;
 }
 
 // ---------------------------------------------------------------------------------------------
