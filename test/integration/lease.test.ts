@@ -1,11 +1,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster, Redis } from 'ioredis';
-import { LeaseManager } from '../../src/actors/ownership/lease.js';
+import { LeaseManager, RENEW_BATCH } from '../../src/actors/ownership/lease.js';
 import type { LeaseManagerOptions } from '../../src/actors/ownership/lease.js';
 import { LeaseNotHeldError } from '../../src/errors.js';
 import { ManualClock, systemClock, type Clock } from '../../src/machines/clock.js';
 import type { GroupRef } from '../../src/machines/types.js';
 import { Metrics } from '../../src/observability/metrics.js';
+import { hashSlot } from '../../src/store/hash-slot.js';
 import { keyNames } from '../../src/store/keys.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { makeGroupState, refOf } from '../support/fixtures.js';
@@ -23,6 +24,27 @@ async function leaseCount(metrics: Metrics, event: string): Promise<number> {
   const metric = await metrics.leaseChanges.get();
   return metric.values.find((value) => value.labels.event === event)?.value ?? 0;
 }
+
+/**
+ * Script calls (EVAL, EVALSHA) a server executed since its last `CONFIG RESETSTAT`, from
+ * `INFO commandstats` (no MONITOR). A NOSCRIPT answer (ioredis then sends EVAL) is a failed call
+ * and not counted.
+ */
+async function scriptCalls(client: Redis): Promise<number> {
+  const info = await client.info('commandstats');
+  let calls = 0;
+  for (const command of ['eval', 'evalsha']) {
+    const line = new RegExp(`^cmdstat_${command}:(.*)$`, 'm').exec(info)?.[1] ?? '';
+    const field = (name: string) =>
+      Number(new RegExp(`(?:^|,)${name}=(\\d+)`).exec(line)?.[1] ?? 0);
+    calls += field('calls') - field('failed_calls');
+  }
+  return calls;
+}
+
+/** `count` groups of one stream prefix. */
+const refs = (count: number): GroupRef[] =>
+  Array.from({ length: count }, (_, i) => ({ streamPrefix: 'orders', consumerGroup: `g${i}` }));
 
 /** The real timers, recording the delay each `after` is asked for. */
 function recordingClock(delays: number[]): Clock {
@@ -243,6 +265,134 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
     expect(delays[0]).toBe(0); // then the renewal's timer
   });
 
+  describe('batched renewals (docs/decisions.md)', () => {
+    /**
+     * A replica whose renewal timer and monotonic clock the test moves: leases acquired at
+     * monotonic 0, TTL 1,200 ms, so each is due for renewal at 400 ms (TTL/3), or up to 100 ms
+     * earlier (TTL/12) with others.
+     */
+    function pausedReplica(prefix: string) {
+      const clock = new ManualClock();
+      const time = { monotonic: 0 };
+      const r = replica(prefix, { ttlMs: 1_200, clock, monotonicNow: () => time.monotonic });
+      const advanceTo = (monotonic: number) => {
+        const by = monotonic - time.monotonic;
+        time.monotonic = monotonic;
+        clock.advance(by);
+      };
+      return { ...r, advanceTo };
+    }
+
+    it(`renews every due lease with one script call per ${RENEW_BATCH} keys, renewedAt = when the batch was sent`, async () => {
+      const prefix = randomKeyPrefix();
+      const { leases, lost, advanceTo } = pausedReplica(prefix);
+      const groups = refs(RENEW_BATCH + 44);
+      for (const ref of groups) expect(await leases.acquire(ref)).not.toBeNull();
+      // Shorter than the TTL, so that a renewal shows in PTTL.
+      for (const ref of groups) await server.client().pexpire(keyNames(prefix).lease(ref), 900);
+      await server.client().config('RESETSTAT');
+
+      advanceTo(400);
+      await waitFor(() => groups.every((ref) => leases.status(ref)?.renewedAt === 400), {
+        what: 'every lease renewed',
+      });
+      expect(await scriptCalls(server.client())).toBe(2);
+      for (const ref of groups) {
+        expect(await server.client().pttl(keyNames(prefix).lease(ref))).toBeGreaterThan(900);
+      }
+      expect(leases.mayServe(groups[0] as GroupRef)).toBe(true);
+      expect(leases.status(groups[0] as GroupRef)?.deadline).toBe(400 + 1_200 * 0.8);
+      expect(lost).toEqual([]);
+    });
+
+    it('leases due within TTL/12 of the first are renewed with it; later ones wait for their turn', async () => {
+      const prefix = randomKeyPrefix();
+      const { leases, advanceTo } = pausedReplica(prefix);
+      const [early, soon, late] = refs(3) as [GroupRef, GroupRef, GroupRef];
+      await leases.acquire(early);
+      advanceTo(90);
+      await leases.acquire(soon); // due at 490: within 100 ms of 400
+      advanceTo(150);
+      await leases.acquire(late); // due at 550
+      await server.client().config('RESETSTAT');
+
+      advanceTo(400);
+      await waitFor(() => leases.status(soon)?.renewedAt === 400, { what: 'the first batch' });
+      expect(leases.status(early)?.renewedAt).toBe(400);
+      expect(leases.status(late)?.renewedAt).toBe(150);
+      expect(await scriptCalls(server.client())).toBe(1);
+
+      advanceTo(550);
+      await waitFor(() => leases.status(late)?.renewedAt === 550, { what: 'the second batch' });
+      expect(await scriptCalls(server.client())).toBe(2);
+    });
+
+    it('a key changed by another replica is lost; the other leases of the same batch are renewed', async () => {
+      const prefix = randomKeyPrefix();
+      const { leases, metrics, lost, advanceTo } = pausedReplica(prefix);
+      const groups = refs(5);
+      for (const ref of groups) await leases.acquire(ref);
+      const [stolen, gone] = groups as [GroupRef, GroupRef];
+      await server.client().set(keyNames(prefix).lease(stolen), 'someone-else', 'PX', 10_000);
+      await server.client().del(keyNames(prefix).lease(gone));
+      await server.client().config('RESETSTAT');
+
+      advanceTo(400);
+      await waitFor(() => lost.length === 2, { what: 'two leases lost' });
+      expect(await scriptCalls(server.client())).toBe(1);
+      expect(lost).toEqual([stolen, gone]);
+      for (const ref of [stolen, gone]) {
+        expect(leases.status(ref)).toBeNull();
+        expect(leases.mayServe(ref)).toBe(false);
+      }
+      for (const ref of groups.slice(2)) expect(leases.status(ref)?.renewedAt).toBe(400);
+      expect(leases.heldGroups()).toEqual(groups.slice(2));
+      expect(await leaseCount(metrics, 'renewed-failed')).toBe(2);
+      expect(await leaseCount(metrics, 'lost')).toBe(2);
+      // The other replica's key is left alone.
+      expect(await server.client().get(keyNames(prefix).lease(stolen))).toBe('someone-else');
+    });
+
+    it('a lease released while its batch is in flight is not brought back', async () => {
+      const prefix = randomKeyPrefix();
+      const { leases, lost, advanceTo } = pausedReplica(prefix);
+      const [released, kept] = refs(2) as [GroupRef, GroupRef];
+      await leases.acquire(released);
+      await leases.acquire(kept);
+      await server.client().config('RESETSTAT');
+
+      advanceTo(400); // the batch is sent now, on the same connection as the release after it
+      const releasing = leases.release(released);
+      await waitFor(() => leases.status(kept)?.renewedAt === 400, { what: 'the batch answered' });
+      await releasing;
+      expect(await scriptCalls(server.client())).toBe(2); // the batch, then the release
+      expect(leases.status(released)).toBeNull();
+      expect(leases.mayServe(released)).toBe(false);
+      expect(leases.heldGroups()).toEqual([kept]);
+      expect(await server.client().exists(keyNames(prefix).lease(released))).toBe(0);
+      expect(lost).toEqual([]);
+
+      // Not renewed again either: the next batch holds the kept lease alone.
+      await server.client().config('RESETSTAT');
+      advanceTo(800);
+      await waitFor(() => leases.status(kept)?.renewedAt === 800, { what: 'the next batch' });
+      expect(await server.client().exists(keyNames(prefix).lease(released))).toBe(0);
+      expect(await scriptCalls(server.client())).toBe(1);
+    });
+
+    it('a lease already past its TTL when its turn comes (a paused process) is lost without asking', async () => {
+      const prefix = randomKeyPrefix();
+      const { leases, metrics, lost, advanceTo } = pausedReplica(prefix);
+      await leases.acquire(REF);
+      await server.client().config('RESETSTAT');
+      advanceTo(1_300);
+      expect(lost).toEqual([REF]);
+      expect(leases.status(REF)).toBeNull();
+      expect(await leaseCount(metrics, 'lost')).toBe(1);
+      expect(await scriptCalls(server.client())).toBe(0);
+    });
+  });
+
   it('gives up after its attempts while another replica holds the lease', async () => {
     const prefix = randomKeyPrefix();
     const a = replica(prefix);
@@ -294,6 +444,55 @@ describe('group leases on a real 3-master Redis Cluster', () => {
     } finally {
       await leases.releaseAll();
       await store.close();
+      await client.quit();
+    }
+  });
+  it('renews the leases of one hash slot with one script call (CLUSTER KEYSLOT agrees with ours)', async () => {
+    const prefix = randomKeyPrefix();
+    const client = new Cluster(cluster.nodes);
+    const clock = new ManualClock();
+    let monotonic = 0;
+    const leases = new LeaseManager({
+      clients: [client],
+      leaseKey: (ref) => keyNames(prefix).lease(ref),
+      ttlMs: 1_200,
+      onLost: () => undefined,
+      clock,
+      monotonicNow: () => monotonic,
+    });
+    try {
+      // Three groups in one slot and two elsewhere.
+      const bySlot = new Map<number, GroupRef[]>();
+      for (let i = 0; ; i++) {
+        const ref = { streamPrefix: 'orders', consumerGroup: `g${i}` };
+        const slot = hashSlot(keyNames(prefix).lease(ref));
+        bySlot.set(slot, [...(bySlot.get(slot) ?? []), ref]);
+        if (bySlot.get(slot)?.length === 3) break;
+      }
+      const shared = [...bySlot.values()].find((same) => same.length === 3) as GroupRef[];
+      const others = [...bySlot.values()]
+        .filter((same) => same.length === 1)
+        .slice(0, 2)
+        .flat();
+      const groups = [...shared, ...others];
+      for (const ref of groups) {
+        const key = keyNames(prefix).lease(ref);
+        expect(await client.cluster('KEYSLOT', key)).toBe(hashSlot(key));
+        expect(await leases.acquire(ref)).not.toBeNull();
+      }
+      for (const node of cluster.clients()) await node.config('RESETSTAT');
+
+      monotonic = 400;
+      clock.advance(400);
+      await waitFor(() => groups.every((ref) => leases.status(ref)?.renewedAt === 400), {
+        what: 'every lease renewed',
+      });
+      let calls = 0;
+      for (const node of cluster.clients()) calls += await scriptCalls(node);
+      expect(calls).toBe(3); // one for the shared slot, one for each of the two others
+      expect(groups.every((ref) => leases.mayServe(ref))).toBe(true);
+    } finally {
+      await leases.releaseAll();
       await client.quit();
     }
   });

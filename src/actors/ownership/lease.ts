@@ -7,6 +7,7 @@ import { systemClock } from '../../machines/clock.js';
 import { groupId } from '../../machines/types.js';
 import type { GroupRef } from '../../machines/types.js';
 import type { Metrics } from '../../observability/metrics.js';
+import { hashSlot } from '../../store/hash-slot.js';
 
 /** Values of `coord_lease_changes_total{event}` (DESIGN.md §11). */
 export type LeaseEvent = 'acquired' | 'renewed-failed' | 'lost' | 'released';
@@ -16,6 +17,34 @@ const EXPIRY_MARGIN_MS = 5;
 
 /** Share of the TTL a lease is served from memory after its last acquire or renew (§8). */
 export const SERVE_FRACTION = 0.8;
+
+/** Leases renewed by one script call (one round trip, one Redis command). */
+export const RENEW_BATCH = 256;
+
+/**
+ * Renews a batch of leases (docs/decisions.md, batched lease renewals): for each key, if it still
+ * holds its value (ARGV[i + 1]), sets its expiry to ARGV[1] ms. Returns 1 or 0 per key, in order.
+ * As redlock's extend script does for one key, without its per-call overhead.
+ */
+const RENEW_SCRIPT = `
+local ttl = ARGV[1]
+local renewed = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('get', key) == ARGV[i + 1] then
+    redis.call('pexpire', key, ttl)
+    renewed[i] = 1
+  else
+    renewed[i] = 0
+  end
+end
+return renewed
+`;
+const RENEW_COMMAND = 'coordRenewLeases';
+
+/** A lease client with the renewal script defined on it. */
+type RenewClient = (Redis | Cluster) & {
+  [RENEW_COMMAND](numberOfKeys: number, ...keysThenArgs: string[]): Promise<number[]>;
+};
 
 /** Options of {@link LeaseManager}. */
 export interface LeaseManagerOptions {
@@ -56,20 +85,28 @@ export interface LeaseStatus {
 
 interface HeldLease {
   readonly ref: GroupRef;
-  lock: Lock;
+  readonly key: string;
+  readonly lock: Lock;
   readonly acquiredAt: number;
   renewedAt: number;
-  cancelRenew: () => void;
-  /** Set on release or loss: a renew still in flight must not resurrect the entry. */
+  /** In a renewal batch whose answer has not come yet: not put in another one meanwhile. */
+  renewing: boolean;
+  /** Set on release or loss: a renewal still in flight must not resurrect the entry. */
   ended: boolean;
 }
 
 /**
- * The Redlock leases of the groups this replica owns (DESIGN.md §8, §15): `retryCount: 0` with
- * our own acquire loop (jittered), `extend` every TTL/3, and any extend error taken as a lost
- * lease. The lease alone is not safe against pauses; the fence check in every Lua write is.
- * What the lease bounds is serving from memory: {@link mayServe} turns false at
- * `renewedAt + ttl × 0.8` on the monotonic clock, whether or not a renew timer got to run.
+ * The Redlock leases of the groups this replica owns (DESIGN.md §8, §15): acquired and released
+ * through redlock (`retryCount: 0` with our own acquire loop, jittered). Renewed in batches
+ * (docs/decisions.md): one timer for the replica; when it fires, every held lease that is due
+ * within the next {@link windowMs} (TTL/12) is renewed, {@link RENEW_BATCH} keys per script call
+ * (compare the value, PEXPIRE; on a Cluster, one call per hash slot), so that each lease is
+ * renewed between TTL/4 and TTL/3 after its last renewal and the leases renewed together stay
+ * together. Any failure for a key (value changed, key gone, the call failed, or the lease
+ * already past its TTL when its turn came) is a lost lease. The lease alone is not safe against
+ * pauses; the fence check in every Lua write is. What the lease bounds is serving from memory:
+ * {@link mayServe} turns false at `renewedAt + ttl × 0.8` on the monotonic clock (`renewedAt`:
+ * when the batch that renewed it was sent), whether or not the renewal timer got to run.
  */
 export class LeaseManager {
   private readonly redlock: Redlock;
@@ -80,6 +117,13 @@ export class LeaseManager {
   private readonly random: () => number;
   private readonly attempts: number;
   private readonly retryMs: number;
+  private readonly renewClient: RenewClient;
+  /** A lease is renewed TTL/3 after its last renewal at the latest… */
+  private readonly renewAfterMs: number;
+  /** …and up to this much earlier, with the others due by then. */
+  private readonly windowMs: number;
+  /** The renewal timer: when it fires (monotonic ms), and how to cancel it. */
+  private timer: { readonly at: number; readonly cancel: () => void } | null = null;
 
   constructor(private readonly options: LeaseManagerOptions) {
     if (!Number.isInteger(options.ttlMs) || options.ttlMs < 30) {
@@ -91,6 +135,13 @@ export class LeaseManager {
     this.random = options.random ?? Math.random;
     this.attempts = Math.max(1, options.acquireAttempts ?? 3);
     this.retryMs = options.acquireRetryMs ?? Math.ceil(options.ttlMs / 10);
+    this.renewAfterMs = Math.floor(options.ttlMs / 3);
+    this.windowMs = Math.floor(options.ttlMs / 12);
+    const client = options.clients[0] as Redis | Cluster;
+    if (!(RENEW_COMMAND in client)) {
+      client.defineCommand(RENEW_COMMAND, { lua: RENEW_SCRIPT });
+    }
+    this.renewClient = client as RenewClient;
   }
 
   /**
@@ -155,15 +206,16 @@ export class LeaseManager {
         const lock = await this.redlock.acquire([key], this.options.ttlMs);
         const lease: HeldLease = {
           ref,
+          key,
           lock,
           acquiredAt: sentAt,
           renewedAt: sentAt,
-          cancelRenew: () => undefined,
+          renewing: false,
           ended: false,
         };
         this.held.set(groupId(ref), lease);
         this.count('acquired');
-        this.scheduleRenew(lease);
+        this.renewBy(sentAt + this.renewAfterMs);
         return this.statusOf(lease);
       } catch {
         if (attempt >= this.attempts) return null;
@@ -191,37 +243,112 @@ export class LeaseManager {
     return Math.min(base, remaining + EXPIRY_MARGIN_MS);
   }
 
-  private scheduleRenew(lease: HeldLease): void {
-    lease.cancelRenew = this.clock.after(Math.floor(this.options.ttlMs / 3), () => {
-      void this.renew(lease);
+  /** Makes the renewal timer fire no later than `at` (monotonic ms). O(1). */
+  private renewBy(at: number): void {
+    if (this.timer !== null && this.timer.at <= at) return;
+    this.timer?.cancel();
+    const cancel = this.clock.after(Math.max(0, Math.ceil(at - this.now())), () => {
+      this.timer = null;
+      this.renewDue();
     });
+    this.timer = { at, cancel };
   }
 
-  private async renew(lease: HeldLease): Promise<void> {
-    if (lease.ended) return;
+  /**
+   * Renews every held lease due within the window, in batches sent now; then waits for the
+   * earliest of the others. A lease past its TTL already (the process was paused, the timer
+   * late) is lost without asking: its key may be another replica's by now.
+   */
+  private renewDue(): void {
+    const now = this.now();
+    const due: HeldLease[] = [];
+    let next = Infinity;
+    for (const lease of this.held.values()) {
+      if (lease.renewing) continue;
+      const at = lease.renewedAt + this.renewAfterMs;
+      if (at <= now + this.windowMs) due.push(lease);
+      else next = Math.min(next, at);
+    }
+    const expired = due.filter((lease) => now >= lease.renewedAt + this.options.ttlMs);
+    for (const lease of expired) {
+      this.lose(lease, new Error('the lease expired before it was renewed'));
+    }
+    const batches = this.batchesOf(due.filter((lease) => !lease.ended));
+    for (const batch of batches) void this.renewBatch(batch);
+    if (next !== Infinity) this.renewBy(next);
+  }
+
+  /** {@link RENEW_BATCH} leases per call; on a Cluster, the keys of one call share a hash slot. */
+  private batchesOf(leases: HeldLease[]): HeldLease[][] {
+    const groups: HeldLease[][] = [];
+    if ((this.renewClient as Partial<Cluster>).isCluster === true) {
+      const bySlot = new Map<number, HeldLease[]>();
+      for (const lease of leases) {
+        const slot = hashSlot(lease.key);
+        const same = bySlot.get(slot);
+        if (same) same.push(lease);
+        else bySlot.set(slot, [lease]);
+      }
+      groups.push(...bySlot.values());
+    } else {
+      groups.push(leases);
+    }
+    const batches: HeldLease[][] = [];
+    for (const group of groups) {
+      for (let i = 0; i < group.length; i += RENEW_BATCH) {
+        batches.push(group.slice(i, i + RENEW_BATCH));
+      }
+    }
+    return batches;
+  }
+
+  private async renewBatch(batch: readonly HeldLease[]): Promise<void> {
+    for (const lease of batch) lease.renewing = true;
     // The new TTL starts no earlier than the request leaves: measuring from here is safe.
     const sentAt = this.now();
+    let renewed: readonly number[] | null = null;
+    let failure: unknown = null;
     try {
-      const extended = await lease.lock.extend(this.options.ttlMs);
-      if (lease.ended) return;
-      lease.lock = extended;
-      lease.renewedAt = sentAt;
-      this.scheduleRenew(lease);
+      renewed = await this.renewClient[RENEW_COMMAND](
+        batch.length,
+        ...batch.map((lease) => lease.key),
+        String(this.options.ttlMs),
+        ...batch.map((lease) => lease.lock.value),
+      );
     } catch (error) {
-      if (lease.ended) return;
-      // Any extend error is a lost lease: another replica may hold it already (DESIGN.md §15).
-      this.end(lease);
-      this.count('renewed-failed');
-      this.count('lost');
-      this.options.onLost(lease.ref, error);
+      failure = error;
     }
+    let next = Infinity;
+    batch.forEach((lease, i) => {
+      lease.renewing = false;
+      // Released or lost meanwhile: never brought back.
+      if (lease.ended) return;
+      if (renewed?.[i] === 1) {
+        lease.renewedAt = sentAt;
+        next = Math.min(next, sentAt + this.renewAfterMs);
+      } else {
+        // Any failure is a lost lease: another replica may hold it already (DESIGN.md §15).
+        this.lose(lease, failure ?? new Error('the lease key no longer holds our value'));
+      }
+    });
+    if (next !== Infinity) this.renewBy(next);
+  }
+
+  private lose(lease: HeldLease, cause: unknown): void {
+    this.end(lease);
+    this.count('renewed-failed');
+    this.count('lost');
+    this.options.onLost(lease.ref, cause);
   }
 
   private end(lease: HeldLease): void {
     lease.ended = true;
-    lease.cancelRenew();
     const id = groupId(lease.ref);
     if (this.held.get(id) === lease) this.held.delete(id);
+    if (this.held.size === 0) {
+      this.timer?.cancel();
+      this.timer = null;
+    }
   }
 
   private deadlineOf(lease: HeldLease): number {
