@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import type { HeartbeatReply } from '../src/machines/protocol.js';
 import type { BenchContext } from './context.js';
@@ -70,6 +70,40 @@ function cpuSecondsOf(pid: number): number {
   // The command name may hold spaces: fields count from after its closing parenthesis.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_S;
+}
+
+/**
+ * Where a process's CPU time went, in s: the main thread's user and system time, and every
+ * other thread's (V8's GC and compiler helpers, libuv's pool) from /proc/<pid>/task/.
+ */
+function cpuSplitOf(pid: number): { user: number; system: number; others: number } {
+  const times = (path: string) => {
+    const stat = readFileSync(path, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { user: Number(fields[11]) / TICKS_PER_S, system: Number(fields[12]) / TICKS_PER_S };
+  };
+  const main = times(`/proc/${pid}/task/${pid}/stat`);
+  let others = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    if (tid === String(pid)) continue;
+    try {
+      const t = times(`/proc/${pid}/task/${tid}/stat`);
+      others += t.user + t.system;
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return { ...main, others };
+}
+
+/** `cpuSplitOf` now minus `from`, in µs per `per`. */
+function cpuSplitSince(pid: number, from: ReturnType<typeof cpuSplitOf>, per: number): string {
+  const now = cpuSplitOf(pid);
+  const us = (s: number) => fmt((s * 1e6) / per);
+  return (
+    `main ${us(now.user - from.user)} user + ${us(now.system - from.system)} sys, ` +
+    `other threads ${us(now.others - from.others)}`
+  );
 }
 
 function newMembers(count: number): MemberState[] {
@@ -296,8 +330,10 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
   const smallMem = memoryOf(pid(small));
   // What the large replica spends with no heartbeat arriving: lease renewals, registry, sweeps.
   const idleFrom = cpuSecondsOf(pid(large));
+  const idleSplit = cpuSplitOf(pid(large));
   await profilePhase(large, profiles, 'large-idle', () => sleep(5_000));
   const idleShare = (cpuSecondsOf(pid(large)) - idleFrom) / 5;
+  ctx.log(`  idle CPU, ms per s: ${cpuSplitSince(pid(large), idleSplit, 5_000)}`);
   ctx.log(
     `  RSS: large ${fmt(steadyMem.rss)} MiB (${fmt(rssBefore)} at start, peak so far ${fmt(steadyMem.peak)}), ` +
       `small ${fmt(smallMem.rss)} MiB; large replica idle CPU ${(idleShare * 100).toFixed(1)} % of a core`,
@@ -326,17 +362,19 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
     const line: string[] = [];
     for (const c of cases) {
       const cpuFrom = cpuSecondsOf(pid(c.child));
+      const splitFrom = cpuSplitOf(pid(c.child));
       const r = await profilePhase(c.child, profiles, `${c.key}-round-${round}`, () =>
         run(c, durationMs),
       );
       const cpuUs = ((cpuSecondsOf(pid(c.child)) - cpuFrom) * 1e6) / r.completed;
+      const split = cpuSplitSince(pid(c.child), splitFrom, r.completed);
       if (r.statuses.size > 0 || r.socketErrors > 0)
         throw new Error(
           `${c.key}: non-2xx ${JSON.stringify([...r.statuses])}, socket errors ${r.socketErrors}`,
         );
       results.set(c.key, [...(results.get(c.key) ?? []), { ...r, cpuUs }]);
       line.push(
-        `${c.key} ${fmt(r.requestsPerSecond)}/s p99 ${fmt(r.p99Ms, 1)} ms ${fmt(cpuUs)} µs CPU/hb`,
+        `${c.key} ${fmt(r.requestsPerSecond)}/s p99 ${fmt(r.p99Ms, 1)} ms ${fmt(cpuUs)} µs CPU/hb (${split})`,
       );
     }
     ctx.log(`  round ${round}/${rounds}: ${line.join(', ')}`);
