@@ -60,6 +60,24 @@ describe('verify loop: lost or rolled-back metadata is noticed without any write
     expect(await rig.faulty.inner.readFailure(REF)).toBeNull();
   });
 
+  it('a group whose reading agrees with what it holds is not queued in its mailbox', async () => {
+    const rig = partsRig({ storeKind: 'redis' });
+    const entries = [];
+    for (const consumerGroup of ['a', 'b', 'c']) {
+      entries.push(await rig.owned.create({ ...REF, consumerGroup }, 4));
+    }
+    const queued = entries.map((entry) => vi.spyOn(entry.mailbox, 'run'));
+    await rig.verifier.verify();
+    for (const run of queued) expect(run).not.toHaveBeenCalled();
+    // One whose metadata is gone is still checked in its mailbox (and failed closed).
+    const [gone] = entries as [(typeof entries)[number]];
+    await rig.faulty.inner.deleteGroup(gone.ref, gone.fence, gone.revision);
+    await rig.verifier.verify();
+    expect(queued[0]).toHaveBeenCalledTimes(1);
+    expect(queued[1]).not.toHaveBeenCalled();
+    expect(groupOf(gone).failureReason).toBe('METADATA_LOST');
+  });
+
   it('started, it runs on the clock every verify interval', async () => {
     const rig = await rigWithGroup();
     const stop = rig.verifier.start();
