@@ -54,14 +54,12 @@ export interface DeadlineSweepOptions {
  *
  * **Behind it: the periodic sweep** (every `sweep-interval`) ticks whatever has come due and was
  * not ticked. It looks at every member of a group only when one of its deadlines may have come:
- * per group it keeps the context it last looked at and the earliest deadline it found then,
+ * per group it keeps (on the entry) the context it last looked at and the earliest deadline it found then,
  * lowered by the deadlines of liveness records refreshed since (`LivenessTable.takeEarliestSet`).
  * While the context is the same object, nothing else can bring a deadline forward, so a group
  * whose bound lies ahead is passed over in O(1): a sweep costs O(groups), not O(members).
  */
 export class DeadlineSweep {
-  /** Per entry: the context last looked at, and a time no deadline of the group comes before. */
-  private readonly bounds = new WeakMap<GroupEntry, { ctx: GroupContext; bound: number }>();
   private readonly wheel: TimerWheel<GroupEntry>;
   /** Per entry: when it waits in the wheel (no later than its earliest deadline). */
   private readonly waiting = new Map<
@@ -167,13 +165,13 @@ export class DeadlineSweep {
     const ctx = entry.snapshot().context;
     // Taken on every look, so that what it reports is what was refreshed since the last one.
     const refreshed = ctx.liveness.takeEarliestSet();
-    const known = this.bounds.get(entry);
-    if (known !== undefined && known.ctx === ctx) {
-      known.bound = Math.min(known.bound, refreshed);
-      if (known.bound > now) return false;
+    if (entry.sweptContext === ctx) {
+      if (refreshed < entry.sweptBound) entry.sweptBound = refreshed;
+      if (entry.sweptBound > now) return false;
     }
     const deadline = nextDeadline(ctx);
-    this.bounds.set(entry, { ctx, bound: deadline ?? Infinity });
+    entry.sweptContext = ctx;
+    entry.sweptBound = deadline ?? Infinity;
     return deadline !== null && deadline <= now;
   }
 

@@ -62,6 +62,13 @@ export interface GroupEntry {
   deleting: boolean;
   /** Evidence from a persisted failure record (what recovery must stay above). */
   floor: Evidence | null;
+  /**
+   * The deadline sweep's note (DeadlineSweep.isDue): the context it last looked at, and a time
+   * no deadline of the group comes before. Kept on the entry, not in a map: the sweep reads it
+   * for every group four times a second.
+   */
+  sweptContext: GroupContext | null;
+  sweptBound: number;
 }
 
 /** What building actors needs: the membership timings, a clock and a logger. */
@@ -120,6 +127,8 @@ class Entry implements GroupEntry {
   unrecorded: GroupEntry['unrecorded'] = null;
   deleting = false;
   floor: Evidence | null = null;
+  sweptContext: GroupContext | null = null;
+  sweptBound = Infinity;
   lastActiveAt: number;
   private live: GroupActor | null;
   /** The snapshot a parked actor left; null while it runs. */

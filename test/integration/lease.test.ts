@@ -393,6 +393,30 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
     });
   });
 
+  it('oldest(n): the n leases held longest, oldest first (what the registry lists)', async () => {
+    let monotonic = 0;
+    const { leases } = replica(randomKeyPrefix(), {
+      clock: new ManualClock(),
+      monotonicNow: () => monotonic,
+    });
+    const [a, b, c, d] = refs(4) as [GroupRef, GroupRef, GroupRef, GroupRef];
+    for (const [ref, at] of [
+      [b, 20],
+      [a, 10],
+      [d, 40],
+      [c, 30],
+    ] as const) {
+      monotonic = at;
+      await leases.acquire(ref);
+    }
+    expect(leases.oldest(2)).toEqual([
+      { ref: a, acquiredAt: 10 },
+      { ref: b, acquiredAt: 20 },
+    ]);
+    expect(leases.oldest(10).map((lease) => lease.ref)).toEqual([a, b, c, d]);
+    expect(leases.size).toBe(4);
+  });
+
   it('gives up after its attempts while another replica holds the lease', async () => {
     const prefix = randomKeyPrefix();
     const a = replica(prefix);

@@ -172,6 +172,29 @@ export class LeaseManager {
     return lease ? this.statusOf(lease) : null;
   }
 
+  /**
+   * The `count` leases held longest, oldest first, with when each was acquired (monotonic ms):
+   * one pass over the leases, no copy of them (the registry reports these on every refresh).
+   */
+  oldest(count: number): Array<{ readonly ref: GroupRef; readonly acquiredAt: number }> {
+    const kept: HeldLease[] = [];
+    for (const lease of this.held.values()) {
+      if (kept.length === count && lease.acquiredAt >= (kept[count - 1] as HeldLease).acquiredAt) {
+        continue;
+      }
+      let at = kept.length;
+      while (at > 0 && (kept[at - 1] as HeldLease).acquiredAt > lease.acquiredAt) at--;
+      kept.splice(at, 0, lease);
+      if (kept.length > count) kept.pop();
+    }
+    return kept.map((lease) => ({ ref: lease.ref, acquiredAt: lease.acquiredAt }));
+  }
+
+  /** How many leases this replica holds. */
+  get size(): number {
+    return this.held.size;
+  }
+
   /** Every group whose lease this replica holds. */
   heldGroups(): GroupRef[] {
     return [...this.held.values()].map((lease) => lease.ref);

@@ -212,17 +212,12 @@ export class Replication {
 
   private describeSelf(): { groupsOwned: number; leases: ReplicaLease[] } {
     const now = performance.now();
-    const leases = this.leases
-      .heldGroups()
-      .map((ref) => ({ ref, status: this.leases.status(ref) }))
-      .filter((lease) => lease.status !== null)
-      .map(({ ref, status }) => ({
-        streamPrefix: ref.streamPrefix,
-        consumerGroup: ref.consumerGroup,
-        ageMs: Math.max(0, Math.round(now - (status?.acquiredAt ?? now))),
-      }))
-      .sort((a, b) => b.ageMs - a.ageMs);
-    const groupsOwned = this.target?.heldGroups().length ?? leases.length;
-    return { groupsOwned, leases: leases.slice(0, LISTED_LEASES) };
+    const leases = this.leases.oldest(LISTED_LEASES).map(({ ref, acquiredAt }) => ({
+      streamPrefix: ref.streamPrefix,
+      consumerGroup: ref.consumerGroup,
+      ageMs: Math.max(0, Math.round(now - acquiredAt)),
+    }));
+    const groupsOwned = this.target?.heldGroups().length ?? this.leases.size;
+    return { groupsOwned, leases };
   }
 }
