@@ -15,7 +15,7 @@ import { compareMembers } from '../../src/store/group-paging.js';
 import { keyNames, registryMember } from '../../src/store/keys.js';
 import { createStore } from '../../src/store/index.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import { RedisStore } from '../../src/store/redis-store.js';
+import { READ_REVISIONS_BATCH, RedisStore } from '../../src/store/redis-store.js';
 import type { AuditRecord, Store } from '../../src/store/store.js';
 import { makeGroupState, refOf } from '../support/fixtures.js';
 import {
@@ -795,6 +795,36 @@ describe('RedisStore on a standalone redis-server', () => {
     () => [server.client()],
     () => server.client(),
   );
+
+  it(`readRevisions reads ${READ_REVISIONS_BATCH} groups per script call, not one HMGET each`, async () => {
+    const made = await makeStore({ keyPrefix: randomKeyPrefix(), auditMaxLen: 10 });
+    const { store } = made;
+    try {
+      const state = makeGroupState();
+      await store.createGroup(state);
+      const refs: GroupRef[] = Array.from({ length: 2 * READ_REVISIONS_BATCH + 1 }, (_, i) =>
+        i === READ_REVISIONS_BATCH + 7
+          ? refOf(state)
+          : { streamPrefix: 'orders', consumerGroup: `g${i}` },
+      );
+      await server.client().config('RESETSTAT');
+      const revisions = await store.readRevisions(refs);
+      expect(revisions.filter((r) => r !== null)).toEqual([
+        { revision: 1, lifecycleId: state.lifecycleId },
+      ]);
+      expect(revisions[READ_REVISIONS_BATCH + 7]).not.toBeNull();
+      const info = await server.client().info('commandstats');
+      const calls = (command: string) =>
+        Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
+      // Three script calls (and as many NOSCRIPT retries the first time); the HMGETs the
+      // scripts run count in commandstats too.
+      expect(calls('evalsha') + calls('eval')).toBeGreaterThanOrEqual(3);
+      expect(calls('evalsha') + calls('eval')).toBeLessThanOrEqual(6);
+      expect(calls('hmget')).toBe(refs.length);
+    } finally {
+      await made.cleanup();
+    }
+  });
 });
 
 describe('createStore', () => {
