@@ -14,26 +14,10 @@ const WRK = '/usr/bin/wrk';
 
 /** Writes a wrk Lua script that cycles through `bodies` as POSTs to `path` with the token. */
 export function wrkScript(path: string, token: string, bodies: readonly string[]): string {
-  const dir = mkdtempSync(join(tmpdir(), 'coord-bench-wrk-'));
-  const file = join(dir, 'heartbeat.lua');
-  const lua = [
-    `local bodies = { ${bodies.map((b) => JSON.stringify(b)).join(', ')} }`,
-    'local requests = {}',
-    'local i = 0',
-    'wrk.method = "POST"',
-    'wrk.headers["Content-Type"] = "application/json"',
-    `wrk.headers["Authorization"] = ${JSON.stringify(`Bearer ${token}`)}`,
-    'init = function(args)',
-    `  for k, b in ipairs(bodies) do requests[k] = wrk.format("POST", ${JSON.stringify(path)}, nil, b) end`,
-    'end',
-    'request = function()',
-    '  i = i % #requests + 1',
-    '  return requests[i]',
-    'end',
-    '',
-  ].join('\n');
-  writeFileSync(file, lua);
-  return file;
+  return wrkRequestsScript(
+    token,
+    bodies.map((body) => ({ path, body })),
+  );
 }
 
 /**
