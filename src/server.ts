@@ -319,7 +319,7 @@ export async function startCoordinator(
       // Held heartbeats are answered (decided on the groups as they are now), not cut off.
       await within(host.releaseHeld(), SHUTDOWN_HANDOVER_MS);
       await new Promise((resolve) => setImmediate(resolve));
-      await fastPath?.flushed();
+      if (fastPath) await within(fastPath.flushed(), SHUTDOWN_HANDOVER_MS);
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       forwarder?.close();

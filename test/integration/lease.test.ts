@@ -271,10 +271,15 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
      * monotonic 0, TTL 1,200 ms, so each is due for renewal at 400 ms (TTL/3), or up to 100 ms
      * earlier (TTL/12) with others.
      */
-    function pausedReplica(prefix: string) {
+    function pausedReplica(prefix: string, overrides: Partial<LeaseManagerOptions> = {}) {
       const clock = new ManualClock();
       const time = { monotonic: 0 };
-      const r = replica(prefix, { ttlMs: 1_200, clock, monotonicNow: () => time.monotonic });
+      const r = replica(prefix, {
+        ttlMs: 1_200,
+        clock,
+        monotonicNow: () => time.monotonic,
+        ...overrides,
+      });
       const advanceTo = (monotonic: number) => {
         const by = monotonic - time.monotonic;
         time.monotonic = monotonic;
@@ -351,6 +356,31 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
       expect(await leaseCount(metrics, 'lost')).toBe(2);
       // The other replica's key is left alone.
       expect(await server.client().get(keyNames(prefix).lease(stolen))).toBe('someone-else');
+    });
+
+    it('an onLost that throws costs nothing to the other leases: they are lost or renewed, and renewed again later', async () => {
+      const prefix = randomKeyPrefix();
+      const lost: GroupRef[] = [];
+      const { leases, advanceTo } = pausedReplica(prefix, {
+        onLost: (ref) => {
+          lost.push(ref);
+          throw new Error('a drop handler that fails');
+        },
+      });
+      const [first, second, kept] = refs(3) as [GroupRef, GroupRef, GroupRef];
+      for (const ref of [first, second, kept]) await leases.acquire(ref);
+      for (const ref of [first, second])
+        await server.client().set(keyNames(prefix).lease(ref), 'someone-else', 'PX', 10_000);
+
+      advanceTo(400);
+      await waitFor(() => lost.length === 2 && leases.status(kept)?.renewedAt === 400, {
+        what: 'both stolen leases lost and the third renewed',
+      });
+      expect(lost).toEqual([first, second]);
+      advanceTo(800);
+      await waitFor(() => leases.status(kept)?.renewedAt === 800, {
+        what: 'the third renewed again',
+      });
     });
 
     it('a lease released while its batch is in flight is not brought back', async () => {

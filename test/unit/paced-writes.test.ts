@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { PacedWrites } from '../../src/http/paced-writes.js';
 
-/** A manual clock: each write takes `costMs` of it. */
+/** A manual clock: each write takes `costMs` of it; `busy` is other work taking time. */
 function pacedWith(budgetMs: number, costMs: number) {
   let now = 0;
   const paced = new PacedWrites(budgetMs, () => now);
@@ -10,7 +10,8 @@ function pacedWith(budgetMs: number, costMs: number) {
     now += costMs;
     written.push(i);
   };
-  return { paced, written, writeOf };
+  const busy = (ms: number) => (now += ms);
+  return { paced, written, writeOf, busy };
 }
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -59,6 +60,19 @@ describe('answers decided together are written a budget per turn of the event lo
     paced.write(writeOf(3));
     await paced.flushed();
     expect(written).toEqual([0, 1, 2, 3]);
+  });
+
+  it('gets a quarter of the time since its previous turn when the loop is busy with other work', async () => {
+    const { paced, written, writeOf, busy } = pacedWith(1, 0.25);
+    for (let i = 0; i < 200; i++) paced.write(writeOf(i));
+    expect(written).toHaveLength(4);
+    // Other groups' requests keep the loop busy for 40 ms before the next turn.
+    busy(40);
+    await nextTurn();
+    // (1 ms of answers + 40 ms of other work) × 0.25 = 10.25 ms: 41 answers, not 4.
+    expect(written).toHaveLength(4 + 41);
+    await paced.flushed();
+    expect(written).toEqual(Array.from({ length: 200 }, (_, i) => i));
   });
 
   it('flushed() resolves at once when nothing is under way', async () => {

@@ -361,7 +361,12 @@ export class LeaseManager {
     this.end(lease);
     this.count('renewed-failed');
     this.count('lost');
-    this.options.onLost(lease.ref, cause);
+    try {
+      this.options.onLost(lease.ref, cause);
+    } catch {
+      // The lease is gone whatever the handler did (nothing serves the group past its deadline);
+      // one failing handler must not stop the renewal of every other lease of the batch.
+    }
   }
 
   private end(lease: HeldLease): void {
