@@ -257,7 +257,7 @@ export class LeaseManager {
     const base = Math.round(this.retryMs * (1 + this.random()));
     let remaining: number;
     try {
-      remaining = await (this.options.clients[0] as Redis | Cluster).pttl(key);
+      remaining = await this.renewClient.pttl(key);
     } catch {
       return base; // Redis does not answer: the next attempt will say so too.
     }

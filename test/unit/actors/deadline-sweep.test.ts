@@ -150,6 +150,16 @@ describe('liveness table: the earliest deadline set since the last look', () => 
 /** Lets queued mailbox work and promise callbacks run (the clock does not move). */
 const flush = () => new Promise((resolve) => setImmediate(resolve));
 
+/** The member is still there 1 ms before a session timeout from now, and gone at it. */
+async function expectExpiryAfterSession(rig: Awaited<ReturnType<typeof rigWithMember>>) {
+  rig.clock.advance(SESSION_TIMEOUT - 1);
+  await flush();
+  expect(members(rig)).toEqual(['m1']);
+  rig.clock.advance(1);
+  await flush();
+  expect(members(rig)).toEqual([]);
+}
+
 describe('deadline timers: a deadline fires when it comes, not a sweep interval later', () => {
   it('a silent member expires at its session deadline to the millisecond', async () => {
     const rig = await rigWithMember();
@@ -162,12 +172,7 @@ describe('deadline timers: a deadline fires when it comes, not a sweep interval 
       nextRequest('m1', lastReply(rig)),
     );
     expect(reply.outcome).toBe('OK');
-    rig.clock.advance(SESSION_TIMEOUT - 1);
-    await flush();
-    expect(members(rig)).toEqual(['m1']);
-    rig.clock.advance(1);
-    await flush();
-    expect(members(rig)).toEqual([]);
+    await expectExpiryAfterSession(rig);
   });
 
   it('heartbeats push the expiry along without touching the timers; it comes a session after the last one', async () => {
@@ -195,12 +200,7 @@ describe('deadline timers: a deadline fires when it comes, not a sweep interval 
     add.mockRestore();
     const last = rig.clock.now();
     expect(members(rig)).toEqual(['m1']);
-    rig.clock.advance(SESSION_TIMEOUT - 1);
-    await flush();
-    expect(members(rig)).toEqual(['m1']);
-    rig.clock.advance(1);
-    await flush();
-    expect(members(rig)).toEqual([]);
+    await expectExpiryAfterSession(rig);
     expect(rig.clock.now()).toBe(last + SESSION_TIMEOUT);
   });
 

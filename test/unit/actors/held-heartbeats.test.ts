@@ -314,15 +314,19 @@ describe('a held heartbeat ends when its caller or its group goes', () => {
 });
 
 describe('held heartbeats per replica', () => {
-  it('one per member: a second hold of the member ends the first, and is itself woken on leave', async () => {
-    const holds = new HeldHeartbeats({ clock: new ManualClock(T0) });
-    const entry = {} as GroupEntry;
-    const request = nextRequest('m-a', {
+  /** The next heartbeat of a member told epoch 1 and no shards. */
+  const steadyRequest = (memberId: string) =>
+    nextRequest(memberId, {
       memberEpoch: 1,
       assignmentEpoch: 1,
       metadataVersion: 1,
       assignedShards: [],
     } as unknown as HeartbeatReply);
+
+  it('one per member: a second hold of the member ends the first, and is itself woken on leave', async () => {
+    const holds = new HeldHeartbeats({ clock: new ManualClock(T0) });
+    const entry = {} as GroupEntry;
+    const request = steadyRequest('m-a');
     const first = holds.hold(entry, request, WAIT_MS);
     const second = holds.hold(entry, request, WAIT_MS);
     expect(await first).toEqual({ kind: 'decide' });
@@ -335,12 +339,7 @@ describe('held heartbeats per replica', () => {
   it('beyond the maximum a heartbeat is not held', () => {
     const holds = new HeldHeartbeats({ clock: new ManualClock(T0), max: 1 });
     const entry = {} as GroupEntry;
-    const request = nextRequest('m-a', {
-      memberEpoch: 1,
-      assignmentEpoch: 1,
-      metadataVersion: 1,
-      assignedShards: [],
-    } as unknown as HeartbeatReply);
+    const request = steadyRequest('m-a');
     expect(holds.hold(entry, request, WAIT_MS)).not.toBeNull();
     expect(holds.hold(entry, { ...request, memberId: 'm-b' }, WAIT_MS)).toBeNull();
     expect(holds.size).toBe(1);
