@@ -9,6 +9,9 @@
  * Profiles of a phase only (bench/support.ts `profilePhase`): the line `PROFILE START` on stdin
  * starts the V8 CPU profiler (node:inspector), `PROFILE STOP <file>` writes what it took since
  * into <file> and prints `PROFILED <file>`.
+ *
+ * BENCH_LOOP_TURNS=<file>: at exit, appends to <file> how long the event loop's turns and the
+ * GC pauses were (bench/loop-turns.mjs).
  */
 
 import { writeFileSync } from 'node:fs';
@@ -84,4 +87,10 @@ async function profileCommand(line) {
     writeFileSync(file, JSON.stringify(profile));
     process.stdout.write(`PROFILED ${file}\n`);
   }
+}
+
+// Diagnostics (bench/loop-turns.mjs): how long the event loop's turns and GC pauses were.
+if (process.env.BENCH_LOOP_TURNS) {
+  const { recordLoopTurns } = await import('./loop-turns.mjs');
+  recordLoopTurns(process.env.BENCH_LOOP_TURNS);
 }

@@ -52,7 +52,12 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
   );
   const path = heartbeatPath(STREAM, GROUP);
   const { members, reply } = await steadyGroup(coordinator.port, STREAM, GROUP, SHARDS, MEMBERS);
-  const bare = await startChild('bare node:http', 'bare-server.mjs', { BENCH_REPLY: reply });
+  const bare = await startChild(
+    'bare node:http',
+    'bare-server.mjs',
+    { BENCH_REPLY: reply },
+    { nodeFlags: ctx.profileFlags('throughput-bare') },
+  );
   const script = wrkScript(
     path,
     CONSUMER_TOKEN,
