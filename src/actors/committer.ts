@@ -237,12 +237,11 @@ export class Committer {
       const patch = diffGroups(entry.persisted, after.group);
       if (!isEmptyPatch(patch)) {
         const now = clock.now();
+        // The patch is ours to extend: a copy would copy a recompute's thousand shard fields.
+        patch.set.updatedAt = String(now);
         try {
           entry.revision = await guard(() =>
-            store.commitGroup(entry.ref, entry.fence, entry.revision, {
-              set: { ...patch.set, updatedAt: String(now) },
-              del: patch.del,
-            }),
+            store.commitGroup(entry.ref, entry.fence, entry.revision, patch),
           );
         } catch (error) {
           // Nothing was written: forget the steps, as if they never happened.

@@ -20,6 +20,11 @@ export interface FieldPatch {
   readonly del: readonly string[];
 }
 
+/** A patch just made: its caller may add fields to it before writing it. */
+export interface OwnedPatch extends FieldPatch {
+  readonly set: Record<string, string>;
+}
+
 /** Fields the store itself owns: never part of a GroupState encoding or a patch. */
 export const STORE_FIELDS = ['storeRevision', 'fence'] as const;
 
@@ -75,7 +80,7 @@ function encodeMember(record: MemberRecord): string {
  * so a join, leave or expiry costs identity checks over the records plus the encoding of what
  * it changed, not the encoding of the whole group (DESIGN.md §12).
  */
-export function diffGroups(before: GroupState, after: GroupState): FieldPatch {
+export function diffGroups(before: GroupState, after: GroupState): OwnedPatch {
   const patch = diffFields(encodeHeader(before), encodeHeader(after));
   const set = patch.set as Record<string, string>;
   const del = [...patch.del];
@@ -83,15 +88,39 @@ export function diffGroups(before: GroupState, after: GroupState): FieldPatch {
   // Members are a persistent map: only the records a change touched are visited.
   PersistentMap.diff(before.members, after.members, (memberId, was, is) => {
     if (is === undefined) del.push(`${MEMBER}${memberId}`);
-    else {
-      const encoded = encodeMember(is);
-      if (was === undefined || encodeMember(was) !== encoded) set[`${MEMBER}${memberId}`] = encoded;
-    }
+    else if (changedRecord(was, is, encodeMember)) set[`${MEMBER}${memberId}`] = encodeMember(is);
   });
   return { set, del };
 }
 
-function diffRecords<R>(
+/**
+ * Whether a record that is another object encodes otherwise: a record of plain values (shards,
+ * and members but for their lists) is compared field by field, which is what the encodings'
+ * comparison would say at a fraction of its cost (a recompute rewrites every shard's record);
+ * one with an object-valued field that differs is compared by its encoding.
+ */
+function changedRecord<R extends object>(
+  was: R | undefined,
+  is: R,
+  encode: (record: R) => string,
+): boolean {
+  if (was === undefined) return true;
+  const before = was as Record<string, unknown>;
+  const after = is as Record<string, unknown>;
+  const keys = Object.keys(after);
+  if (Object.keys(before).length !== keys.length) return encode(was) !== encode(is);
+  let flat = true;
+  for (const key of keys) {
+    const a = before[key];
+    const b = after[key];
+    if (a === b) continue;
+    if ((typeof a !== 'object' || a === null) && (typeof b !== 'object' || b === null)) return true;
+    flat = false;
+  }
+  return !flat && encode(was) !== encode(is);
+}
+
+function diffRecords<R extends object>(
   before: Readonly<Record<string, R>>,
   after: Readonly<Record<string, R>>,
   prefix: string,
@@ -103,9 +132,7 @@ function diffRecords<R>(
   for (const key of Object.keys(after)) {
     const is = after[key]!;
     const was = Object.hasOwn(before, key) ? before[key] : undefined;
-    if (was === is) continue;
-    const encoded = encode(is);
-    if (was === undefined || encode(was) !== encoded) set[`${prefix}${key}`] = encoded;
+    if (was !== is && changedRecord(was, is, encode)) set[`${prefix}${key}`] = encode(is);
   }
   for (const key of Object.keys(before)) {
     if (!Object.hasOwn(after, key)) del.push(`${prefix}${key}`);

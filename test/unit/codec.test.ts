@@ -2,7 +2,7 @@
  * The metadata hash encoding of DESIGN.md §4, as far as it must stay readable across versions.
  */
 import { describe, expect, it } from 'vitest';
-import type { GroupState, MemberRecord } from '../../src/machines/types.js';
+import type { GroupState, MemberRecord, ShardRecord } from '../../src/machines/types.js';
 import { PersistentMap } from '../../src/machines/persistent-map.js';
 import {
   decodeGroup,
@@ -48,6 +48,26 @@ describe('a write patch encodes only the records whose object changed, and equal
       ),
     };
     expect(isEmptyPatch(diffGroups(before, copied))).toBe(true);
+  });
+
+  it('compares records field by field: the same values in another key order are no change', () => {
+    const reordered = {
+      ...before,
+      shards: Object.fromEntries(
+        Object.entries(before.shards).map(([k, r]) => [
+          k,
+          Object.fromEntries(Object.entries(r).reverse()) as unknown as ShardRecord,
+        ]),
+      ),
+    };
+    expect(encodeGroup(reordered)).not.toEqual(encodeGroup(before));
+    expect(isEmptyPatch(diffGroups(before, reordered))).toBe(true);
+    const moved = { ...reordered.shards[0]!, target: 'someone-else' };
+    expect(
+      diffGroups(before, { ...reordered, shards: { ...reordered.shards, 0: moved } }).set,
+    ).toEqual({
+      'shard:0': JSON.stringify({ ...moved, shard: undefined }),
+    });
   });
 
   it('sets changed and added records and deletes removed ones, as the full diff does', () => {
