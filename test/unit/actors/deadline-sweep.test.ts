@@ -1,14 +1,22 @@
 import { describe, expect, it, vi } from 'vitest';
 import { unwrap } from '../../../src/actors/commands.js';
-import { PARK_AFTER_MS } from '../../../src/actors/deadline-sweep.js';
-import { groupOf } from '../../../src/actors/group-entry.js';
+import {
+  DeadlineSweep,
+  PARK_AFTER_MS,
+  SWEEP_GROUPS_PER_INTERVAL,
+} from '../../../src/actors/deadline-sweep.js';
+import { groupOf, type GroupEntry } from '../../../src/actors/group-entry.js';
 import { TimerWheel } from '../../../src/actors/timer-wheel.js';
+import { ManualClock } from '../../../src/machines/clock.js';
 import { LivenessTable } from '../../../src/machines/liveness.js';
+import { PersistentMap } from '../../../src/machines/persistent-map.js';
+import { createLogger } from '../../../src/observability/logger.js';
 import type { HeartbeatReply } from '../../../src/machines/protocol.js';
 import type { MemberLiveness } from '../../../src/machines/types.js';
 import { joinRequest, nextRequest, partsRig, REF, testSettings } from './actor-harness.js';
 
 const SESSION_TIMEOUT = 10_000; // testSettings()
+const T0 = 1_700_000_000_000;
 
 async function rigWithMember() {
   const rig = partsRig();
@@ -310,5 +318,69 @@ describe('deadline sweep: an idle group holds no actor', () => {
       membership: { rebalancing: 'granting' },
       migration: 'idle',
     });
+  });
+});
+
+describe('deadline sweep: the periodic sweep looks at many groups a share per interval', () => {
+  /** Entries that only record when the sweep looks at them (nothing is ever due). */
+  const stubEntries = (count: number, looked: number[]) =>
+    Array.from({ length: count }, (_, i) => {
+      const context = {
+        group: { status: 'STABLE', members: PersistentMap.empty(), activeMigration: null },
+        recomputeAt: null,
+        liveness: {
+          takeEarliestSet: () => {
+            looked.push(i);
+            return Infinity;
+          },
+        },
+      };
+      return {
+        snapshot: () => ({ context }),
+        lastActiveAt: T0,
+        parked: false,
+        sweptContext: null,
+        sweptBound: Infinity,
+      } as unknown as GroupEntry;
+    });
+
+  const sweepOf = (entries: GroupEntry[]) =>
+    new DeadlineSweep({
+      clock: new ManualClock(T0),
+      logger: createLogger({ level: 'error', format: 'text' }),
+      intervalMs: 250,
+      entries: () => entries,
+      run: () => Promise.reject(new Error('nothing is due')),
+      committer: { dispatch: () => Promise.reject(new Error('nothing is due')) },
+    });
+
+  it(`looks at every group each interval up to ${SWEEP_GROUPS_PER_INTERVAL}`, async () => {
+    const looked: number[] = [];
+    const sweep = sweepOf(stubEntries(SWEEP_GROUPS_PER_INTERVAL, looked));
+    await sweep.sweepShare();
+    await sweep.sweepShare();
+    expect(looked).toHaveLength(2 * SWEEP_GROUPS_PER_INTERVAL);
+  });
+
+  it('beyond that, the next share each interval, round robin, every group once per pass', async () => {
+    const looked: number[] = [];
+    const count = 2 * SWEEP_GROUPS_PER_INTERVAL + 500;
+    const sweep = sweepOf(stubEntries(count, looked));
+    const shares: number[][] = [];
+    for (let i = 0; i < 4; i++) {
+      await sweep.sweepShare();
+      shares.push(looked.splice(0));
+    }
+    expect(shares.map((share) => share.length)).toEqual([
+      SWEEP_GROUPS_PER_INTERVAL,
+      SWEEP_GROUPS_PER_INTERVAL,
+      500,
+      SWEEP_GROUPS_PER_INTERVAL,
+    ]);
+    expect(new Set(shares.slice(0, 3).flat()).size).toBe(count);
+    expect(shares[3]![0]).toBe(0);
+    // A full sweep (`sweep()`) still looks at every group.
+    await sweep.sweep();
+    expect(looked).toHaveLength(count);
   });
 });
