@@ -11,15 +11,9 @@ import type { Store } from '../store/store.js';
 import { unwrap } from './commands.js';
 import type { DeadlineSweep } from './deadline-sweep.js';
 import { applyEffects } from './effects.js';
-import {
-  startActor,
-  type ActorFactory,
-  type ActorSnapshot,
-  type GroupEntry,
-  type GroupEvent,
-} from './group-entry.js';
+import { startActor, type ActorFactory, type GroupEntry, type GroupEvent } from './group-entry.js';
 import type { Settled } from './mailbox.js';
-import type { Publication } from './publication.js';
+import { announcedStep, type AnnouncedStep, type Publication } from './publication.js';
 import type { StoreGuard } from './store-guard.js';
 import type { WriteRefusal } from './write-refusal.js';
 
@@ -49,15 +43,27 @@ type BatchStep<T> = (
   | { readonly answer: T }
   | { readonly event: GroupEvent; readonly answer: (after: GroupContext) => T };
 
-/** What a step of a batch did before the write: its answer, or what it threw. */
+/**
+ * What a step of a batch did before the write: its answer (worked out at once, from the context
+ * right after the step, and given only after the write), or what it threw. Nothing of the
+ * step's context is kept but its answer and what announcing it needs.
+ */
 type Ran<T> =
   | {
       readonly ok: true;
-      readonly answer: () => T;
-      /** The event the step sent and the snapshot right after it; null when answered from memory. */
-      readonly sent: { readonly event: GroupEvent; readonly snapshot: ActorSnapshot } | null;
+      readonly answer: Settled<T>;
+      /** The event the step sent and what announcing it needs; null when answered from memory. */
+      readonly sent: { readonly event: GroupEvent; readonly step: AnnouncedStep } | null;
     }
   | { readonly ok: false; readonly error: unknown };
+
+function settle<T>(answer: () => T): Settled<T> {
+  try {
+    return { ok: true, value: answer() };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
 
 /**
  * How long a batch runs its steps before it lets the event loop serve others (other groups'
@@ -192,7 +198,7 @@ export class Committer {
       try {
         const decided = step(context);
         if (!('event' in decided)) {
-          ran.push({ ok: true, answer: () => decided.answer, sent: null });
+          ran.push({ ok: true, answer: { ok: true, value: decided.answer }, sent: null });
           continue;
         }
         entry.actor.send(decided.event);
@@ -211,8 +217,8 @@ export class Committer {
         }
         ran.push({
           ok: true,
-          answer: () => decided.answer(snapshot.context),
-          sent: { event: decided.event, snapshot },
+          answer: settle(() => decided.answer(snapshot.context)),
+          sent: { event: decided.event, step: announcedStep(snapshot) },
         });
       } finally {
         liveness.end();
@@ -258,21 +264,14 @@ export class Committer {
       }
     }
     const sent = ran.flatMap((r) => (r.ok && r.sent !== null ? [r.sent] : []));
-    sent.forEach(({ snapshot }, i) => {
-      applyEffects(snapshot.context.effects, metrics, logger, entry.ref);
+    sent.forEach(({ step }, i) => {
+      applyEffects(step.context.effects, metrics, logger, entry.ref);
       // Each transition is announced; the last one with the state as published (observe).
-      if (i < sent.length - 1) publication.announceStep(entry, snapshot);
+      if (i < sent.length - 1) publication.announceStep(entry, step);
     });
     const latest = entry.actor.getSnapshot().context;
     this.options.deadlines?.noteChanges(entry, latest, before.liveness.changedSince(mark));
     publication.observe(entry, latest);
-    return ran.map((r) => {
-      if (!r.ok) return { ok: false, error: r.error };
-      try {
-        return { ok: true, value: r.answer() };
-      } catch (error) {
-        return { ok: false, error };
-      }
-    });
+    return ran.map((r) => (r.ok ? r.answer : { ok: false, error: r.error }));
   }
 }

@@ -11,6 +11,29 @@ import { VersionWaiters } from './version-waiters.js';
 type Listener = (transition: GroupTransition) => void;
 
 /**
+ * What announcing a step of a batch needs of the snapshot right after it, and nothing more: a
+ * batch keeps one per step until its write is done, and a whole snapshot would keep every
+ * intermediate group (each with its derived shard index) alive that long, long enough to be
+ * copied by young-generation GCs (a burst of joins into a large group made them 5–20 ms).
+ */
+export interface AnnouncedStep {
+  readonly value: ActorSnapshot['value'];
+  readonly context: Pick<GroupContext, 'lastEventAt' | 'effects'> & {
+    readonly group: Pick<GroupContext['group'], 'metadataVersion' | 'assignmentEpoch' | 'status'>;
+  };
+}
+
+/** The {@link AnnouncedStep} of a snapshot. */
+export function announcedStep(snapshot: ActorSnapshot): AnnouncedStep {
+  const { lastEventAt, effects, group } = snapshot.context;
+  const { metadataVersion, assignmentEpoch, status } = group;
+  return {
+    value: snapshot.value,
+    context: { lastEventAt, effects, group: { metadataVersion, assignmentEpoch, status } },
+  };
+}
+
+/**
  * What the world sees of a group once a state is committed: the published snapshot readers
  * get, the routing long polls, the held heartbeats, the events stream listeners and the member
  * gauges.
@@ -82,13 +105,15 @@ export class Publication {
    * Announces one committed step of a batch to the events stream listeners, with the state and
    * effects right after it (the batch's last step is announced by {@link observe}).
    */
-  announceStep(entry: GroupEntry, snapshot: ActorSnapshot): void {
-    if (this.listeners.has(groupId(entry.ref))) {
-      this.announce(entry, snapshot.value, snapshot.context);
-    }
+  announceStep(entry: GroupEntry, step: AnnouncedStep): void {
+    if (this.listeners.has(groupId(entry.ref))) this.announce(entry, step.value, step.context);
   }
 
-  private announce(entry: GroupEntry, value: ActorSnapshot['value'], context: GroupContext): void {
+  private announce(
+    entry: GroupEntry,
+    value: ActorSnapshot['value'],
+    context: AnnouncedStep['context'],
+  ): void {
     const json = JSON.stringify(value);
     const changed = json !== entry.lastValue;
     entry.lastValue = json;
