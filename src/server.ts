@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { Cluster, Redis } from 'ioredis';
 import { GroupHost } from './actors/group-host.js';
 import { Forwarder } from './actors/ownership/forwarder.js';
+import { leaseCommandTimeoutMs } from './actors/ownership/lease.js';
 import { Replication } from './actors/ownership/replication.js';
 import { keyNames } from './store/keys.js';
 import { toErrorResponse } from './http/errors.js';
@@ -150,7 +151,11 @@ function advertisedUrlOf(settings: Settings, bound: AddressInfo, logger: Logger)
 /** The Redis connection leases are taken on (its own, so a slow store call never delays a renew). */
 function leaseClientOf(settings: Settings): Redis | Cluster {
   const nodes = settings.store['cluster-nodes'];
-  const redisOptions = { maxRetriesPerRequest: 1, connectTimeout: 2_000 };
+  const redisOptions = {
+    maxRetriesPerRequest: 1,
+    connectTimeout: 2_000,
+    commandTimeout: leaseCommandTimeoutMs(settings.lease.ttl),
+  };
   if (settings.store.type === 'redis-cluster' || (nodes && nodes.length > 0)) {
     return new Cluster([...(nodes ?? [])], { redisOptions });
   }

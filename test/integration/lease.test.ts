@@ -1,6 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster, Redis } from 'ioredis';
-import { LeaseManager, RENEW_BATCH } from '../../src/actors/ownership/lease.js';
+import {
+  LeaseManager,
+  RENEW_BATCH,
+  leaseCommandTimeoutMs,
+} from '../../src/actors/ownership/lease.js';
 import type { LeaseManagerOptions } from '../../src/actors/ownership/lease.js';
 import { LeaseNotHeldError } from '../../src/errors.js';
 import { ManualClock, systemClock, type Clock } from '../../src/machines/clock.js';
@@ -408,6 +412,29 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
       await waitFor(() => leases.status(kept)?.renewedAt === 800, { what: 'the next batch' });
       expect(await server.client().exists(keyNames(prefix).lease(released))).toBe(0);
       expect(await scriptCalls(server.client())).toBe(1);
+    });
+
+    it('a renewal Redis does not answer fails after the lease command timeout: the lease is lost, not left renewing', async () => {
+      const prefix = randomKeyPrefix();
+      // The lease client as the coordinator makes it (src/server.ts): with a command timeout.
+      const client = new Redis(server.url, { commandTimeout: leaseCommandTimeoutMs(1_200) });
+      closers.push(async () => client.disconnect());
+      const { leases, lost, advanceTo } = pausedReplica(prefix, { clients: [client] });
+      const [group] = refs(1) as [GroupRef];
+      expect(await leases.acquire(group)).not.toBeNull();
+      // Redis holds every command for 3 s: the renewal sent at 400 ms gets no answer meanwhile.
+      await server.client().client('PAUSE', 3_000, 'ALL');
+      try {
+        advanceTo(400);
+        await waitFor(() => lost.length === 1, {
+          what: 'the lease lost after the command timeout (400 ms), during the pause',
+          timeoutMs: 2_000,
+        });
+        expect(lost).toEqual([group]);
+        expect(leases.mayServe(group)).toBe(false);
+      } finally {
+        await server.client().client('UNPAUSE');
+      }
     });
 
     it('a lease already past its TTL when its turn comes (a paused process) is lost without asking', async () => {

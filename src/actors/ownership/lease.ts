@@ -18,6 +18,17 @@ const EXPIRY_MARGIN_MS = 5;
 /** Share of the TTL a lease is served from memory after its last acquire or renew (§8). */
 export const SERVE_FRACTION = 0.8;
 
+/**
+ * How long a command of the lease client may go unanswered before it fails (ioredis
+ * `commandTimeout`): a third of the TTL, at most the store's 2 s. A renewal answered later
+ * could not have kept the lease's serving window; one never answered (a connection that went
+ * silent) would otherwise leave the lease renewing for good, neither renewed nor lost, and
+ * the group neither served here nor given up for another replica to take.
+ */
+export function leaseCommandTimeoutMs(ttlMs: number): number {
+  return Math.max(50, Math.min(2_000, Math.floor(ttlMs / 3)));
+}
+
 /** Leases renewed by one script call (one round trip, one Redis command). */
 export const RENEW_BATCH = 256;
 
