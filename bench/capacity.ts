@@ -106,6 +106,44 @@ function cpuSplitSince(pid: number, from: ReturnType<typeof cpuSplitOf>, per: nu
   );
 }
 
+/** The coordinator's GC pauses so far, by kind: count and seconds (its own `/metrics`). */
+type GcPauses = Map<string, { count: number; seconds: number }>;
+
+async function gcPausesOf(port: number): Promise<GcPauses> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const pauses: GcPauses = new Map();
+  const line = /^coord_process_nodejs_gc_duration_seconds_(sum|count)\{kind="(\w+)"\} (\S+)$/gm;
+  for (const [, what, kind, value] of text.matchAll(line)) {
+    const entry = pauses.get(kind!) ?? { count: 0, seconds: 0 };
+    if (what === 'sum') entry.seconds = Number(value);
+    else entry.count = Number(value);
+    pauses.set(kind!, entry);
+  }
+  return pauses;
+}
+
+/**
+ * The GC pauses since `from`: young-generation (minor) and major ones, their number, mean and
+ * main-thread µs per heartbeat (`per`). A scavenge costs more with a large old generation
+ * behind it (more old-to-new references to visit): this is where the two cases part.
+ */
+function gcPausesSince(from: GcPauses, now: GcPauses, per: number): string {
+  const since = (kind: string) => {
+    const a = from.get(kind) ?? { count: 0, seconds: 0 };
+    const b = now.get(kind) ?? { count: 0, seconds: 0 };
+    return { count: b.count - a.count, ms: (b.seconds - a.seconds) * 1_000 };
+  };
+  const minor = since('minor');
+  const major = since('major');
+  const incremental = since('incremental');
+  const all = minor.ms + major.ms + incremental.ms;
+  const mean = (k: { count: number; ms: number }) => (k.count === 0 ? 0 : k.ms / k.count);
+  return (
+    `GC ${fmt((all * 1_000) / per)} µs/hb: ${minor.count} minor of ${fmt(mean(minor), 1)} ms, ` +
+    `${major.count + incremental.count} major/incremental of ${fmt(mean({ count: major.count + incremental.count, ms: major.ms + incremental.ms }), 1)} ms`
+  );
+}
+
 function newMembers(count: number): MemberState[] {
   return Array.from({ length: count }, (_, i) => ({
     memberId: `member-${String(i).padStart(5, '0')}`,
@@ -361,6 +399,7 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
     for (const c of cases) {
+      const gcFrom = await gcPausesOf(c.child.port);
       const cpuFrom = cpuSecondsOf(pid(c.child));
       const splitFrom = cpuSplitOf(pid(c.child));
       const r = await profilePhase(c.child, profiles, `${c.key}-round-${round}`, () =>
@@ -368,13 +407,14 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
       );
       const cpuUs = ((cpuSecondsOf(pid(c.child)) - cpuFrom) * 1e6) / r.completed;
       const split = cpuSplitSince(pid(c.child), splitFrom, r.completed);
+      const gc = gcPausesSince(gcFrom, await gcPausesOf(c.child.port), r.completed);
       if (r.statuses.size > 0 || r.socketErrors > 0)
         throw new Error(
           `${c.key}: non-2xx ${JSON.stringify([...r.statuses])}, socket errors ${r.socketErrors}`,
         );
       results.set(c.key, [...(results.get(c.key) ?? []), { ...r, cpuUs }]);
       line.push(
-        `${c.key} ${fmt(r.requestsPerSecond)}/s p99 ${fmt(r.p99Ms, 1)} ms ${fmt(cpuUs)} µs CPU/hb (${split})`,
+        `${c.key} ${fmt(r.requestsPerSecond)}/s p99 ${fmt(r.p99Ms, 1)} ms ${fmt(cpuUs)} µs CPU/hb (${split}; ${gc})`,
       );
     }
     ctx.log(`  round ${round}/${rounds}: ${line.join(', ')}`);
