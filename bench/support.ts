@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import jwt from 'jsonwebtoken';
 import type { Redis } from 'ioredis';
 import type { HeartbeatReply } from '../src/machines/protocol.js';
+import { COORDINATOR_NODE_FLAGS } from '../src/node-flags.js';
 import { startRedisServer, type RedisServerHandle } from '../test/support/redis-server.js';
 import { applyReply } from './member-reply.mjs';
 
@@ -161,7 +162,8 @@ export function startCoordinator(
       BENCH_JWT_SECRET: SECRET,
       BENCH_OVERRIDES: JSON.stringify(overrides),
     },
-    { nodeFlags },
+    // With the V8 flags the coordinator is deployed with (npm start, the image).
+    { nodeFlags: [...COORDINATOR_NODE_FLAGS, ...nodeFlags] },
   );
 }
 

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { envName, SETTING_NAMES } from '../../src/config/load.js';
+import { COORDINATOR_NODE_FLAGS } from '../../src/node-flags.js';
 
 interface Service {
   image?: string;
@@ -103,7 +104,13 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('builds the image from the Dockerfile that starts dist/main.js', () => {
-    expect(read('Dockerfile')).toMatch(/CMD \["node", "dist\/main.js"\]/);
+  it('builds the image from the Dockerfile that starts dist/main.js with the coordinator’s V8 flags', () => {
+    const cmd = ['node', ...COORDINATOR_NODE_FLAGS, 'dist/main.js'].map((arg) => `"${arg}"`);
+    expect(read('Dockerfile')).toContain(`CMD [${cmd.join(', ')}]`);
+  });
+
+  it('npm start runs dist/main.js with the same V8 flags as the image', () => {
+    const { scripts } = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
+    expect(scripts.start).toContain(`node ${COORDINATOR_NODE_FLAGS.join(' ')} dist/main.js`);
   });
 });
