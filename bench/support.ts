@@ -163,7 +163,7 @@ export function startCoordinator(
       BENCH_OVERRIDES: JSON.stringify(overrides),
     },
     // With the V8 flags the coordinator is deployed with (npm start, the image).
-    { nodeFlags: [...COORDINATOR_NODE_FLAGS, ...nodeFlags] },
+    { nodeFlags: [...(process.env.BENCH_NO_FLAGS ? [] : COORDINATOR_NODE_FLAGS), ...nodeFlags] },
   );
 }
 
