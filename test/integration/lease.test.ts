@@ -427,7 +427,7 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
       try {
         advanceTo(400);
         await waitFor(() => lost.length === 1, {
-          what: 'the lease lost after the command timeout (400 ms), during the pause',
+          what: 'the lease lost after the command timeout (960 ms), during the pause',
           timeoutMs: 2_000,
         });
         expect(lost).toEqual([group]);

@@ -20,13 +20,14 @@ export const SERVE_FRACTION = 0.8;
 
 /**
  * How long a command of the lease client may go unanswered before it fails (ioredis
- * `commandTimeout`): a third of the TTL, at most the store's 2 s. A renewal answered later
- * could not have kept the lease's serving window; one never answered (a connection that went
- * silent) would otherwise leave the lease renewing for good, neither renewed nor lost, and
- * the group neither served here nor given up for another replica to take.
+ * `commandTimeout`): the serving window, {@link SERVE_FRACTION} of the TTL (8 s at the default
+ * 10 s). A renewal counts from when it was sent, so one answered later than that could no longer
+ * let the group be served, and a slow store or a paused process short of it must not cost a
+ * lease; one never answered (a connection that went silent) would otherwise leave the lease
+ * renewing for good, neither renewed nor lost, and the group neither served here nor given up.
  */
 export function leaseCommandTimeoutMs(ttlMs: number): number {
-  return Math.max(50, Math.min(2_000, Math.floor(ttlMs / 3)));
+  return Math.max(1, Math.ceil(ttlMs * SERVE_FRACTION));
 }
 
 /** Leases renewed by one script call (one round trip, one Redis command). */
