@@ -163,7 +163,12 @@ export function startCoordinator(
       BENCH_OVERRIDES: JSON.stringify(overrides),
     },
     // With the V8 flags the coordinator is deployed with (npm start, the image).
-    { nodeFlags: [...(process.env.BENCH_NO_FLAGS ? [] : COORDINATOR_NODE_FLAGS), ...nodeFlags] },
+    {
+      nodeFlags: [
+        ...(process.env.BENCH_NO_FLAGS === '1' ? [] : COORDINATOR_NODE_FLAGS),
+        ...nodeFlags,
+      ],
+    },
   );
 }
 

@@ -124,8 +124,8 @@ export class DeadlineSweep {
   /**
    * The periodic sweep's share of one interval: every group while there are at most
    * {@link SWEEP_GROUPS_PER_INTERVAL}, else the next that many after those of the last share
-   * (round robin; a group added or removed meanwhile may shift the others by one place for a
-   * pass: the timers are what acts on time).
+   * (round robin; groups removed meanwhile shift the others by as many places, so a few may wait
+   * one more pass: the timers are what acts on time).
    */
   sweepShare(): Promise<void> {
     const all = this.options.entries();

@@ -111,6 +111,7 @@ function changedRecord<R extends object>(
   if (Object.keys(before).length !== keys.length) return encode(was) !== encode(is);
   let flat = true;
   for (const key of keys) {
+    if (!Object.hasOwn(before, key)) return encode(was) !== encode(is);
     const a = before[key];
     const b = after[key];
     if (a === b) continue;

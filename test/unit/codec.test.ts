@@ -62,6 +62,14 @@ describe('a write patch encodes only the records whose object changed, and equal
     };
     expect(encodeGroup(reordered)).not.toEqual(encodeGroup(before));
     expect(isEmptyPatch(diffGroups(before, reordered))).toBe(true);
+    // A record whose keys changed is compared by its encoding, even when it has as many keys.
+    const { target: _target, ...untargeted } = before.shards[1]!;
+    const rekeyed = { ...untargeted, note: undefined } as unknown as ShardRecord;
+    const rekeyedPatch = diffGroups(before, {
+      ...before,
+      shards: { ...before.shards, 1: rekeyed },
+    });
+    expect(rekeyedPatch.set).toHaveProperty('shard:1');
     const moved = { ...reordered.shards[0]!, target: 'someone-else' };
     expect(
       diffGroups(before, { ...reordered, shards: { ...reordered.shards, 0: moved } }).set,
