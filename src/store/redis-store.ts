@@ -92,7 +92,7 @@ export const READ_REVISIONS_BATCH = 500;
  * cost a replica at the capacity goal more than the reads themselves (a command object, a
  * promise and a reply each, which outlive a young-generation GC). A missing field is nil.
  */
-const READ_REVISIONS_SCRIPT = `
+export const READ_REVISIONS_SCRIPT = `
 local out = {}
 for i, key in ipairs(KEYS) do
   local fields = redis.call('hmget', key, 'storeRevision', 'lifecycleId')
