@@ -306,7 +306,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     let steady = replies.get(heartbeat.memberId);
     if (steady === undefined || !hasJson(steady.known, heartbeat)) {
       const json = JSON.stringify(heartbeat);
-      steady = { known: knownJson(json, heartbeat), length: String(Buffer.byteLength(json)) };
+      steady = { known: knownJson(json), length: String(Buffer.byteLength(json)) };
       if (replies.size >= REMEMBERED_REPLIES_MAX) replies.clear();
       replies.set(heartbeat.memberId, steady);
     }

@@ -53,31 +53,15 @@ describe('hasJson: whether a value has the JSON text remembered', () => {
     fc.assert(
       fc.property(pair, ([a, b]) => {
         const json = JSON.stringify(a);
-        // Remembered from its text, and from the value it was made from.
-        for (const known of [knownJson(json), knownJson(json, a)]) {
-          if (hasJson(known, b)) {
-            same++;
-            expect(JSON.stringify(b)).toBe(json);
-          }
+        if (hasJson(knownJson(json), b)) {
+          same++;
+          expect(JSON.stringify(b)).toBe(json);
         }
       }),
       { numRuns: 1500 },
     );
     // Copies that read the same come up often enough for the property to mean something.
     expect(same).toBeGreaterThan(10);
-  });
-
-  it('remembered from the value it was made from, frozen lists are shared and later changes to others do not count', () => {
-    const assigned = Object.freeze([0, 1]);
-    const pending = [2];
-    const source = { ...REPLY, assignedShards: assigned, pendingShards: pending };
-    const known = knownJson(JSON.stringify(source), source);
-    expect(known.value.assignedShards).toBe(assigned);
-    pending.push(3);
-    expect(hasJson(known, { ...source, pendingShards: [2] })).toBe(true);
-    expect(hasJson(known, source)).toBe(false);
-    const withToJson = { ...REPLY, toJSON: () => ({ outcome: 'OK' }) };
-    expect(knownJson(JSON.stringify(withToJson), withToJson).value).toEqual({ outcome: 'OK' });
   });
 
   it('a reply that reads the same is recognised; any change of a field, order or list is not', () => {
