@@ -124,8 +124,8 @@ async function gcPausesOf(port: number): Promise<GcPauses> {
 
 /**
  * The GC pauses since `from`: young-generation (minor) and major ones, their number, mean and
- * main-thread µs per heartbeat (`per`). A scavenge costs more with a large old generation
- * behind it (more old-to-new references to visit): this is where the two cases part.
+ * main-thread µs per heartbeat (`per`): with Node's default young generation this is where
+ * the large and the small case parted (docs/BENCHMARKS.md).
  */
 function gcPausesSince(from: GcPauses, now: GcPauses, per: number): string {
   const since = (kind: string) => {
@@ -134,13 +134,13 @@ function gcPausesSince(from: GcPauses, now: GcPauses, per: number): string {
     return { count: b.count - a.count, ms: (b.seconds - a.seconds) * 1_000 };
   };
   const minor = since('minor');
-  const major = since('major');
-  const incremental = since('incremental');
-  const all = minor.ms + major.ms + incremental.ms;
+  const [major, incremental] = [since('major'), since('incremental')];
+  const old = { count: major.count + incremental.count, ms: major.ms + incremental.ms };
   const mean = (k: { count: number; ms: number }) => (k.count === 0 ? 0 : k.ms / k.count);
   return (
-    `GC ${fmt((all * 1_000) / per)} µs/hb: ${minor.count} minor of ${fmt(mean(minor), 1)} ms, ` +
-    `${major.count + incremental.count} major/incremental of ${fmt(mean({ count: major.count + incremental.count, ms: major.ms + incremental.ms }), 1)} ms`
+    `GC ${fmt(((minor.ms + old.ms) * 1_000) / per)} µs/hb: ` +
+    `${minor.count} minor of ${fmt(mean(minor), 1)} ms, ` +
+    `${old.count} major/incremental of ${fmt(mean(old), 1)} ms`
   );
 }
 

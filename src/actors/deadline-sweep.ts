@@ -62,7 +62,8 @@ export interface DeadlineSweepOptions {
  *
  * **Behind it: the periodic sweep** (every `sweep-interval`; with more than
  * {@link SWEEP_GROUPS_PER_INTERVAL} groups, that many per interval in turn) ticks whatever has
- * come due and was not ticked. It looks at every member of a group only when one of its deadlines may have come:
+ * come due and was not ticked. It looks at every member of a group only when one of its
+ * deadlines may have come:
  * per group it keeps (on the entry) the context it last looked at and the earliest deadline it found then,
  * lowered by the deadlines of liveness records refreshed since (`LivenessTable.takeEarliestSet`).
  * While the context is the same object, nothing else can bring a deadline forward, so a group

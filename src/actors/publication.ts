@@ -13,8 +13,7 @@ type Listener = (transition: GroupTransition) => void;
 /**
  * What announcing a step of a batch needs of the snapshot right after it, and nothing more: a
  * batch keeps one per step until its write is done, and a whole snapshot would keep every
- * intermediate group (each with its derived shard index) alive that long, long enough to be
- * copied by young-generation GCs (a burst of joins into a large group made them 5–20 ms).
+ * intermediate group (each with its derived shard index) alive that long.
  */
 export interface AnnouncedStep {
   readonly value: ActorSnapshot['value'];

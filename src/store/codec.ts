@@ -105,20 +105,21 @@ function changedRecord<R extends object>(
   encode: (record: R) => string,
 ): boolean {
   if (was === undefined) return true;
+  const byEncoding = () => encode(was) !== encode(is);
   const before = was as Record<string, unknown>;
   const after = is as Record<string, unknown>;
   const keys = Object.keys(after);
-  if (Object.keys(before).length !== keys.length) return encode(was) !== encode(is);
-  let flat = true;
+  if (Object.keys(before).length !== keys.length) return byEncoding();
+  let objectDiffers = false;
   for (const key of keys) {
-    if (!Object.hasOwn(before, key)) return encode(was) !== encode(is);
+    if (!Object.hasOwn(before, key)) return byEncoding();
     const a = before[key];
     const b = after[key];
     if (a === b) continue;
     if ((typeof a !== 'object' || a === null) && (typeof b !== 'object' || b === null)) return true;
-    flat = false;
+    objectDiffers = true;
   }
-  return !flat && encode(was) !== encode(is);
+  return objectDiffers && byEncoding();
 }
 
 function diffRecords<R extends object>(
