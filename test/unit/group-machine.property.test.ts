@@ -133,7 +133,11 @@ class Simulation {
     if (!result?.ok) return null;
     const reply = result.reply as HeartbeatReply;
     checkReplyShape(reply);
-    if (reply.outcome !== 'SYNC_METADATA') member.last = reply;
+    // What the member itself knows: an answer to an intruder speaking under its id (another
+    // principal) is the intruder's, not the member's.
+    if (reply.outcome !== 'SYNC_METADATA' && request.principal === `p-${member.id}`) {
+      member.last = reply;
+    }
     return reply;
   }
 
