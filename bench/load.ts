@@ -41,6 +41,53 @@ const CONTENT_LENGTH = /\r\ncontent-length:[ \t]*(\d+)/i;
 const CHUNKED = /\r\ntransfer-encoding:[ \t]*chunked/i;
 const DRAIN_TIMEOUT_MS = 2_000;
 
+const statusOf = (head: string) => Number(head.slice(9, 12));
+
+/**
+ * Splits what one connection receives into HTTP responses (framed by Content-Length) and hands
+ * each to `onResponse`, with its head (latin1) and its body.
+ */
+function responseReader(onResponse: (head: string, body: Buffer) => void): (chunk: Buffer) => void {
+  let pending: Buffer | null = null;
+  return (chunk) => {
+    let buffer: Buffer = pending ? Buffer.concat([pending, chunk]) : chunk;
+    pending = null;
+    for (;;) {
+      const end = buffer.indexOf(HEADER_END);
+      if (end === -1) {
+        pending = buffer;
+        return;
+      }
+      const head = buffer.toString('latin1', 0, end);
+      if (CHUNKED.test(head)) throw new Error('chunked responses are not supported');
+      const length = Number(CONTENT_LENGTH.exec(head)?.[1] ?? 0);
+      const total = end + HEADER_END.length + length;
+      if (buffer.length < total) {
+        pending = buffer;
+        return;
+      }
+      onResponse(head, buffer.subarray(end + HEADER_END.length, total));
+      if (buffer.length === total) return;
+      buffer = buffer.subarray(total);
+    }
+  };
+}
+
+/** `count` keep-alive TCP connections to 127.0.0.1:`port`, Nagle off. */
+function openConnections(port: number, count: number): Promise<Socket[]> {
+  return Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<Socket>((resolve, reject) => {
+          const socket = connect({ host: '127.0.0.1', port, noDelay: true });
+          socket.once('connect', () => resolve(socket));
+          socket.once('error', reject);
+        }),
+    ),
+  );
+}
+
 function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return Number.NaN;
   const index = Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1);
@@ -61,17 +108,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     if (inFlight === 0) onIdle?.();
   };
 
-  const sockets = await Promise.all(
-    Array.from(
-      { length: options.connections },
-      () =>
-        new Promise<Socket>((resolve, reject) => {
-          const socket = connect({ host: options.host, port: options.port, noDelay: true });
-          socket.once('connect', () => resolve(socket));
-          socket.once('error', reject);
-        }),
-    ),
-  );
+  const sockets = await openConnections(options.port, options.connections);
 
   const rate = options.ratePerSecond;
   /** With a rate: ns between two sends of one connection. */
@@ -80,7 +117,6 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   const loops = sockets.map((socket, i) => {
     const request = options.requests[i % options.requests.length];
     if (!request) throw new Error('no request to send');
-    let pending: Buffer | null = null;
     let sentAt = 0n;
     /** With a rate: when this connection's next request is due. */
     let dueAt = 0n;
@@ -114,38 +150,20 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     socket.on('error', () => {
       socketErrors++;
     });
-    socket.on('data', (chunk: Buffer) => {
-      let buffer: Buffer = pending ? Buffer.concat([pending, chunk]) : chunk;
-      for (;;) {
-        const end: number = buffer.indexOf(HEADER_END);
-        if (end === -1) {
-          pending = buffer;
-          return;
-        }
-        const head: string = buffer.toString('latin1', 0, end);
-        if (CHUNKED.test(head)) throw new Error('chunked responses are not supported');
-        const length = Number(CONTENT_LENGTH.exec(head)?.[1] ?? 0);
-        const total: number = end + HEADER_END.length + length;
-        if (buffer.length < total) {
-          pending = buffer;
-          return;
-        }
+    socket.on(
+      'data',
+      responseReader((head) => {
         const now = process.hrtime.bigint();
         inFlight--;
         if (now <= deadline) {
           latenciesUs.push(Number(now - sentAt) / 1_000);
-          const status = Number(head.slice(9, 12));
+          const status = statusOf(head);
           statuses.set(status, (statuses.get(status) ?? 0) + 1);
         }
         if (running && now < deadline) send();
         else onIdleIfDone();
-        if (buffer.length === total) {
-          pending = null;
-          return;
-        }
-        buffer = buffer.subarray(total);
-      }
-    });
+      }),
+    );
     return send;
   });
 

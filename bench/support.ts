@@ -306,14 +306,17 @@ export function requestBytes(
   path: string,
   members: readonly MemberState[],
 ): Buffer[] {
-  return members.map((m) => {
-    const body = Buffer.from(JSON.stringify(heartbeatBody(m)));
-    const head =
-      `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n` +
-      `Authorization: Bearer ${CONSUMER_TOKEN}\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${body.length}\r\n\r\n`;
-    return Buffer.concat([Buffer.from(head), body]);
-  });
+  return members.map((m) => postBytes(port, path, CONSUMER_TOKEN, heartbeatBody(m)));
+}
+
+/** A POST of `body` as JSON, as raw HTTP/1.1 request bytes. */
+export function postBytes(port: number, path: string, token: string, body: unknown): Buffer {
+  const json = Buffer.from(JSON.stringify(body));
+  const head =
+    `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n` +
+    `Authorization: Bearer ${token}\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${json.length}\r\n\r\n`;
+  return Buffer.concat([Buffer.from(head), json]);
 }
 
 // ---------------------------------------------------------------------------------------------
