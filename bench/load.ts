@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 
 /*
  * A small closed-loop HTTP/1.1 load generator: fixed keep-alive connections, one request in
@@ -195,4 +196,69 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     statuses,
     socketErrors,
   };
+}
+
+export interface SendEachOptions {
+  readonly port: number;
+  readonly connections: number;
+  /** Each is sent once, in order: a connection sends the next unsent one when it has its answer. */
+  readonly requests: readonly Buffer[];
+  /** Asked before each send: false stops sending (what is in flight is still answered). */
+  readonly keepGoing: () => boolean;
+  /**
+   * Open loop: request k is sent no earlier than k / rate seconds after the start (a connection
+   * that is free waits for it). Unset: each as soon as a connection is free.
+   */
+  readonly ratePerSecond?: number;
+  /** Each answer as it comes (status 0: the connection failed before answering). */
+  readonly onResponse: (index: number, status: number, body: Buffer) => void;
+}
+
+/**
+ * Sends each request once over fixed keep-alive connections, one in flight on each (a closed
+ * loop over a list, where {@link runLoad} repeats the same requests for a time): the generator
+ * for a burst of distinct requests, such as joins, at the cost of a socket write and a framing
+ * per request. Resolves when every connection has nothing left to send or wait for.
+ */
+export async function sendEach(options: SendEachOptions): Promise<void> {
+  const sockets = await openConnections(options.port, options.connections);
+  const rate = options.ratePerSecond;
+  const started = performance.now();
+  let next = 0;
+  await Promise.all(
+    sockets.map(
+      (socket) =>
+        new Promise<void>((resolve) => {
+          let current = -1;
+          const send = () => {
+            if (next >= options.requests.length || !options.keepGoing()) {
+              current = -1;
+              socket.destroy();
+              return resolve();
+            }
+            current = next++;
+            const request = options.requests[current]!;
+            const waitMs = rate ? started + (current * 1000) / rate - performance.now() : 0;
+            if (waitMs > 0) setTimeout(() => socket.write(request), waitMs);
+            else socket.write(request);
+          };
+          const fail = () => {
+            if (current >= 0) options.onResponse(current, 0, Buffer.alloc(0));
+            current = -1;
+            resolve();
+          };
+          socket.removeAllListeners('error');
+          socket.on('error', fail);
+          socket.on('close', fail);
+          socket.on(
+            'data',
+            responseReader((head, body) => {
+              options.onResponse(current, statusOf(head), body);
+              send();
+            }),
+          );
+          send();
+        }),
+    ),
+  );
 }
