@@ -28,6 +28,8 @@ export interface CommitterOptions {
   readonly refusal: WriteRefusal;
   /** Told of the deadlines an event or a steady heartbeat may have brought forward. */
   readonly deadlines?: Pick<DeadlineSweep, 'noteChanges' | 'noteMember'>;
+  /** How long a batch holds the event loop before it lets others run ({@link SLICE_MS}). */
+  readonly sliceMs?: number;
 }
 
 /** A heartbeat's reply and the time it was decided at (a held heartbeat counts from it). */
@@ -67,9 +69,10 @@ function settle<T>(answer: () => T): Settled<T> {
 
 /**
  * How long a batch runs its steps before it lets the event loop serve others (other groups'
- * heartbeats): the group's mailbox stays held meanwhile, so nothing of this group interleaves.
+ * heartbeats): the group's mailbox stays held meanwhile, so nothing of this group interleaves,
+ * and readers see the published state, not the steps'.
  */
-const SLICE_MS = 2;
+export const SLICE_MS = 2;
 
 const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -186,9 +189,12 @@ export class Committer {
   ): Promise<Array<Ran<T>>> {
     const { factory } = this.options;
     const ran: Array<Ran<T>> = [];
+    const sliceMs = this.options.sliceMs ?? SLICE_MS;
     let sliceStart = performance.now();
     for (const step of steps) {
-      if (performance.now() - sliceStart > SLICE_MS) {
+      // After a step that used the slice up (the last one too: a recompute's step and the
+      // encoding of its thousand-field write are then two turns, not one), others get a turn.
+      if (ran.length > 0 && performance.now() - sliceStart > sliceMs) {
         await yieldToLoop();
         sliceStart = performance.now();
       }
@@ -224,6 +230,7 @@ export class Committer {
         liveness.end();
       }
     }
+    if (performance.now() - sliceStart > sliceMs) await yieldToLoop();
     return ran;
   }
 

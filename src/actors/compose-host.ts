@@ -29,6 +29,8 @@ export interface GroupHostOptions {
   readonly replicaId: string;
   /** Who owns which group; by default this replica owns every group. */
   readonly ownership?: Ownership;
+  /** How long a batch of events holds the event loop before others get a turn (tests). */
+  readonly sliceMs?: number;
 }
 
 /** The one-job parts a {@link GroupHost} is made of. */
@@ -92,6 +94,7 @@ export function composeHost(options: GroupHostOptions): HostParts {
     publication,
     refusal,
     deadlines: sweeper,
+    ...(options.sliceMs === undefined ? {} : { sliceMs: options.sliceMs }),
   });
   const loader = new GroupLoader({
     store,

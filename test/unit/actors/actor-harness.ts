@@ -121,7 +121,7 @@ export class TestOwnership implements Ownership {
 }
 
 /** The host's parts wired as in production, to drive one of them on its own. */
-export function partsRig(options: { storeKind?: 'memory' | 'redis' } = {}) {
+export function partsRig(options: { storeKind?: 'memory' | 'redis'; sliceMs?: number } = {}) {
   const faulty = new FaultyStore(options.storeKind ?? 'memory');
   const clock = new ManualClock(T0);
   const metrics = new Metrics();
@@ -132,6 +132,7 @@ export function partsRig(options: { storeKind?: 'memory' | 'redis' } = {}) {
     metrics,
     logger: silentLogger(),
     replicaId: 'replica-a',
+    ...(options.sliceMs === undefined ? {} : { sliceMs: options.sliceMs }),
   });
   return { ...parts, faulty, clock, metrics };
 }

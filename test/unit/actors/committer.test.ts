@@ -91,3 +91,30 @@ describe('fail-closed: metadata lost under the committer', () => {
     expect(await rig.faulty.inner.readFailure(REF)).toBeNull();
   });
 });
+
+describe('committer: a batch lets other work run between its steps and before its write', () => {
+  it('after a step that used its slice up, the event loop turns before the write is sent', async () => {
+    // A slice of 0 ms is used up by any step: the write then starts a turn of its own.
+    const rig = partsRig({ sliceMs: 0 });
+    const entry = await rig.owned.create(REF, 4);
+    const before = rig.faulty.count('commitGroup');
+    let seen: { stepRan: boolean; writes: number; published: number } | null = null;
+    // Queued before the join: runs at the first turn the batch gives up.
+    setImmediate(() => {
+      seen = {
+        stepRan: entry.actor.getSnapshot().context.group.members.has('m1'),
+        writes: rig.faulty.count('commitGroup') - before,
+        published: publishedMembers(entry),
+      };
+    });
+    await rig.committer.dispatch(entry, {
+      type: 'HEARTBEAT',
+      now: rig.clock.now(),
+      request: joinRequest('m1'),
+    });
+    // The step had run, its write was not sent yet, and readers saw the published state.
+    expect(seen).toEqual({ stepRan: true, writes: 0, published: 0 });
+    expect(rig.faulty.count('commitGroup')).toBe(before + 1);
+    expect(publishedMembers(entry)).toBe(1);
+  });
+});
