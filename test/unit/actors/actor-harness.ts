@@ -36,6 +36,13 @@ export interface ActorRig {
   readonly settings: Settings;
 }
 
+/**
+ * The rigs run a batch without slicing it by real time (the committer's 2 ms slices): time here
+ * is a manual clock, and a step that took over 2 ms on a loaded machine would add a turn of the
+ * event loop where a test waits for one. The slicing has its own test (committer.test.ts).
+ */
+const DETERMINISTIC_SLICE = Number.POSITIVE_INFINITY;
+
 export function actorRig(
   options: { ownership?: (faulty: FaultyStore) => Ownership; storeKind?: 'memory' | 'redis' } = {},
 ): ActorRig {
@@ -50,6 +57,7 @@ export function actorRig(
     metrics,
     logger: silentLogger(),
     replicaId: 'replica-a',
+    sliceMs: DETERMINISTIC_SLICE,
     ...(options.ownership ? { ownership: options.ownership(faulty) } : {}),
   });
   return { host, faulty, clock, metrics, settings };
@@ -132,7 +140,7 @@ export function partsRig(options: { storeKind?: 'memory' | 'redis'; sliceMs?: nu
     metrics,
     logger: silentLogger(),
     replicaId: 'replica-a',
-    ...(options.sliceMs === undefined ? {} : { sliceMs: options.sliceMs }),
+    sliceMs: options.sliceMs ?? DETERMINISTIC_SLICE,
   });
   return { ...parts, faulty, clock, metrics };
 }
