@@ -50,6 +50,13 @@ type TrieNode<V> = Leaf<V> | Collision<V> | Branch<V>;
 const BITS = 5;
 const MASK = 31;
 
+/**
+ * The fewest entries for which a map builds a native index of them (see `PersistentMap.get`):
+ * below it the trie is one or two levels deep, and an index would cost memory (10,000 groups of
+ * 10 members on a replica) for little.
+ */
+export const INDEXED_SIZE = 64;
+
 /** FNV-1a over the UTF-16 code units: cheap, and spreads ids like `member-0001` well enough. */
 function hashOf(key: string): number {
   let h = 0x811c9dc5;
@@ -238,6 +245,10 @@ function diffNodes<V>(
 export class PersistentMap<V> implements Iterable<[string, V]> {
   readonly #root: Branch<V>;
   readonly #size: number;
+  /** Lookups answered from the trie so far (see {@link get}). */
+  #lookups = 0;
+  /** Every entry in a native Map, built once the map has been read `size` times; null before. */
+  #index: Map<string, V> | null = null;
 
   private constructor(root: Branch<V>, size: number) {
     this.#root = root;
@@ -266,12 +277,35 @@ export class PersistentMap<V> implements Iterable<[string, V]> {
     return this.#size;
   }
 
+  /**
+   * O(log₃₂ n) from the trie, or O(1) from the index: a map of {@link INDEXED_SIZE} entries or
+   * more that has been read as many times as it has entries indexes them in a native Map (O(n)
+   * once, so O(1) amortised over those reads) and answers from it after. A group's members map
+   * read by every steady heartbeat gets there in one pass of its members; one replaced at every
+   * join of a burst never does.
+   */
   get(key: string): V | undefined {
-    return lookup(this.#root, hashOf(key), key)?.value;
+    const index = this.#index ?? this.#indexed();
+    return index !== null ? index.get(key) : lookup(this.#root, hashOf(key), key)?.value;
   }
 
   has(key: string): boolean {
-    return lookup(this.#root, hashOf(key), key) !== undefined;
+    const index = this.#index ?? this.#indexed();
+    return index !== null ? index.has(key) : lookup(this.#root, hashOf(key), key) !== undefined;
+  }
+
+  /** Whether reads are answered from the native index (see {@link get}). */
+  get indexed(): boolean {
+    return this.#index !== null;
+  }
+
+  /** The index once this read makes it due (see {@link get}), else null. */
+  #indexed(): Map<string, V> | null {
+    if (this.#size < INDEXED_SIZE || ++this.#lookups < this.#size) return null;
+    const index = new Map<string, V>();
+    each(this.#root, (leaf) => index.set(leaf.key, leaf.value));
+    this.#index = index;
+    return index;
   }
 
   /** The map with `key` set to `value`; this very map when it already holds that value. */

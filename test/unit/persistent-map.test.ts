@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { PersistentMap } from '../../src/machines/persistent-map.js';
+import { INDEXED_SIZE, PersistentMap } from '../../src/machines/persistent-map.js';
 
 /** FNV-1a, as the map hashes keys: used here only to find keys whose hashes collide. */
 function fnv(key: string): number {
@@ -184,6 +184,37 @@ describe('PersistentMap', () => {
     expect(map.delete('missing')).toBe(map);
     expect(map.set('a', { n: 1 })).not.toBe(map);
     expect(map.delete(COLLIDE_A).delete(COLLIDE_B).delete('a')).toBe(PersistentMap.empty());
+  });
+
+  it('a map read as often as it has entries indexes them and answers the same from the index', () => {
+    const model = new Map<string, number>();
+    for (let i = 0; i < INDEXED_SIZE + 10; i++) model.set(`member-${i}`, i);
+    model.set(COLLIDE_A, -1).set(COLLIDE_B, -2);
+    const map = PersistentMap.from(model);
+    const small = PersistentMap.from({ a: 1, b: 2 });
+    const keys = [...model.keys()];
+    const ask = (m: PersistentMap<number>, key: string) => [m.get(key), m.has(key)];
+    // Before the index and after it, every key and a missing one read the same.
+    for (let round = 0; round < 3; round++) {
+      for (const key of keys) expect(ask(map, key)).toEqual([model.get(key), true]);
+      expect(ask(map, 'missing')).toEqual([undefined, false]);
+      expect(ask(small, 'a')).toEqual([1, true]);
+    }
+    expect(map.indexed).toBe(true);
+    // Below the threshold, no index however often it is read.
+    expect(small.indexed).toBe(false);
+    // A map derived from an indexed one starts without one, and reads what it holds.
+    const derived = map.set('member-0', 100).delete(COLLIDE_A).set('new', 7);
+    expect(derived.indexed).toBe(false);
+    expect([derived.get('member-0'), derived.get(COLLIDE_A), derived.get('new')]).toEqual([
+      100,
+      undefined,
+      7,
+    ]);
+    expect(map.get('member-0')).toBe(0);
+    expect(map.get('new')).toBeUndefined();
+    expect(derived).not.toEqual(map);
+    expect(PersistentMap.from(model)).toEqual(map);
   });
 
   it('serialises as a plain record', () => {
