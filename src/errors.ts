@@ -99,6 +99,17 @@ export class GroupMovedError extends CoordinatorError {
   }
 }
 
+/**
+ * The group's entry was dropped here (lease lost, written by another owner, deleted) while a
+ * batch of its events was running, before their write: nothing was written or answered, and
+ * the caller looks the group up again (runs it where it is now served, or forwards).
+ */
+export class EntryDroppedError extends GroupMovedError {
+  constructor() {
+    super(null, 'the group left this replica while its events ran; nothing was changed');
+  }
+}
+
 /** A fenced write carried a fence token that is no longer the group's. */
 export class FenceMismatchError extends CoordinatorError {
   override readonly name = 'FenceMismatchError';

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { CoordinatorError } from '../errors.js';
+import { CoordinatorError, EntryDroppedError } from '../errors.js';
 import type { Clock } from '../machines/clock.js';
 import type { GroupContext } from '../machines/context.js';
 import { steadyHeartbeat } from '../machines/heartbeat.js';
@@ -70,11 +70,27 @@ function settle<T>(answer: () => T): Settled<T> {
 /**
  * How long a batch runs its steps before it lets the event loop serve others (other groups'
  * heartbeats): the group's mailbox stays held meanwhile, so nothing of this group interleaves,
- * and readers see the published state, not the steps'.
+ * and readers are served its published state, as while its write is in flight.
  */
 export const SLICE_MS = 2;
 
-const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+/** How long a batch may still run before it lets the loop turn, and since when it runs. */
+interface Slice {
+  readonly sliceMs: number;
+  start: number;
+}
+
+/**
+ * Lets the event loop turn when the slice is used up, and starts the next one. Throws
+ * {@link EntryDroppedError} when the entry was dropped meanwhile (its actor stopped): nothing
+ * of the batch is then written or answered.
+ */
+async function yieldAfter(slice: Slice, entry: GroupEntry): Promise<void> {
+  if (performance.now() - slice.start <= slice.sliceMs) return;
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  slice.start = performance.now();
+  if (entry.phase === 'dropped') throw new EntryDroppedError();
+}
 
 /**
  * Runs events through a group's actor and persists what they changed: ONE fenced,
@@ -175,8 +191,21 @@ export class Committer {
     // Liveness is kept outside the context (machines/liveness.ts): what the steps changed in
     // it is undone with them when the actor fails or the write is refused.
     const mark = before.liveness.begin();
+    const slice = { sliceMs: this.options.sliceMs ?? SLICE_MS, start: performance.now() };
     try {
-      const ran = await this.runSteps(entry, steps);
+      let ran: Array<Ran<T>>;
+      try {
+        ran = await this.runSteps(entry, steps, slice);
+        // The write starts a turn of its own when the steps used the slice up: a recompute's
+        // step and the encoding of its thousand-field write are then two turns, not one.
+        // Nothing to write, nothing to wait for.
+        if (entry.actor.getSnapshot().context.group !== before.group)
+          await yieldAfter(slice, entry);
+      } catch (error) {
+        if (!(error instanceof EntryDroppedError)) throw error;
+        before.liveness.undo(mark);
+        return steps.map(() => ({ ok: false, error }));
+      }
       return await this.commit(entry, before, mark, ran, steps.length);
     } finally {
       before.liveness.end();
@@ -186,18 +215,13 @@ export class Committer {
   private async runSteps<T>(
     entry: GroupEntry,
     steps: ReadonlyArray<BatchStep<T>>,
+    slice: Slice,
   ): Promise<Array<Ran<T>>> {
     const { factory } = this.options;
     const ran: Array<Ran<T>> = [];
-    const sliceMs = this.options.sliceMs ?? SLICE_MS;
-    let sliceStart = performance.now();
     for (const step of steps) {
-      // After a step that used the slice up (the last one too: a recompute's step and the
-      // encoding of its thousand-field write are then two turns, not one), others get a turn.
-      if (ran.length > 0 && performance.now() - sliceStart > sliceMs) {
-        await yieldToLoop();
-        sliceStart = performance.now();
-      }
+      // After a step that used the slice up, others get a turn.
+      if (ran.length > 0) await yieldAfter(slice, entry);
       const context = entry.actor.getSnapshot().context;
       const liveness = context.liveness;
       const mark = liveness.begin();
@@ -230,7 +254,6 @@ export class Committer {
         liveness.end();
       }
     }
-    if (performance.now() - sliceStart > sliceMs) await yieldToLoop();
     return ran;
   }
 
@@ -267,15 +290,21 @@ export class Committer {
           return Array.from({ length: count }, () => ({ ok: false as const, error: explained }));
         }
         entry.persisted = { ...after.group, updatedAt: now };
-        entry.actor.send({ type: 'PERSISTED', revision: entry.revision, updatedAt: now });
+        if (entry.phase !== 'dropped') {
+          entry.actor.send({ type: 'PERSISTED', revision: entry.revision, updatedAt: now });
+        }
       }
     }
     const sent = ran.flatMap((r) => (r.ok && r.sent !== null ? [r.sent] : []));
+    // Dropped while its write was in flight: the write committed (fenced: this replica still
+    // owned the group), so its answers stand; the entry publishes and times nothing more.
+    const dropped = entry.phase === 'dropped';
     sent.forEach(({ step }, i) => {
       applyEffects(step.context.effects, metrics, logger, entry.ref);
       // Each transition is announced; the last one with the state as published (observe).
-      if (i < sent.length - 1) publication.announceStep(entry, step);
+      if (i < sent.length - 1 && !dropped) publication.announceStep(entry, step);
     });
+    if (dropped) return ran.map((r) => (r.ok ? r.answer : { ok: false, error: r.error }));
     const latest = entry.actor.getSnapshot().context;
     this.options.deadlines?.noteChanges(entry, latest, before.liveness.changedSince(mark));
     publication.observe(entry, latest);

@@ -1,4 +1,9 @@
-import { CoordinatorError, GroupMovedError, StoreUnavailableError } from '../errors.js';
+import {
+  CoordinatorError,
+  EntryDroppedError,
+  GroupMovedError,
+  StoreUnavailableError,
+} from '../errors.js';
 import { groupId, type GroupRef } from '../machines/types.js';
 import { isFailedClosed, type GroupEntry } from './group-entry.js';
 import type { GroupLoader } from './group-loader.js';
@@ -12,6 +17,17 @@ export type GroupLookup =
   | { readonly kind: 'owned'; readonly entry: GroupEntry }
   /** Another replica owns it (`owner`), or it is moving (`owner` null). Nothing was loaded. */
   | { readonly kind: 'elsewhere'; readonly owner: string | null };
+
+/**
+ * Work that found its entry dropped while it ran (a batch, between its steps): it comes back
+ * here like work queued behind a dropped entry, and the group is looked up again.
+ */
+const isDropped = (error: unknown) => error instanceof EntryDroppedError;
+const staleIfDropped = (error: unknown): Stale => {
+  if (isDropped(error)) return STALE;
+  throw error;
+};
+const STALE_ITEM = { ok: true, value: STALE } as const;
 
 export interface OwnedGroupsOptions {
   readonly table: GroupTable;
@@ -101,7 +117,9 @@ export class OwnedGroups {
   ): Promise<T | Stale> {
     // Checked again when the work's turn comes: the lease deadline may have passed meanwhile.
     return this.options.table.run<T | Stale>(entry, () =>
-      this.options.ownership.mayServe(ref) ? work(entry) : Promise.resolve(STALE),
+      this.options.ownership.mayServe(ref)
+        ? work(entry).catch(staleIfDropped)
+        : Promise.resolve(STALE),
     );
   }
 
@@ -157,8 +175,10 @@ export class OwnedGroups {
     return this.options.table.runBatch<I, R | Stale>(entry, kind, item, (items) =>
       // Checked again when the batch's turn comes: the lease deadline may have passed meanwhile.
       this.options.ownership.mayServe(ref)
-        ? process(entry, items)
-        : Promise.resolve(items.map(() => ({ ok: true as const, value: STALE }))),
+        ? process(entry, items).then((results) =>
+            results.map((r): Settled<R | Stale> => (!r.ok && isDropped(r.error) ? STALE_ITEM : r)),
+          )
+        : Promise.resolve(items.map(() => STALE_ITEM)),
     );
   }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { unwrap } from '../../../src/actors/commands.js';
+import { EntryDroppedError } from '../../../src/errors.js';
 import { groupOf, type GroupEntry } from '../../../src/actors/group-entry.js';
 import type { HeartbeatReply } from '../../../src/machines/protocol.js';
 import { joinRequest, partsRig, REF } from './actor-harness.js';
@@ -116,5 +117,97 @@ describe('committer: a batch lets other work run between its steps and before it
     expect(seen).toEqual({ stepRan: true, writes: 0, published: 0 });
     expect(rig.faulty.count('commitGroup')).toBe(before + 1);
     expect(publishedMembers(entry)).toBe(1);
+  });
+});
+
+describe('committer: a batch of several steps', () => {
+  it('lets the loop turn between its steps and before its write, and writes once', async () => {
+    const rig = partsRig({ sliceMs: 0 });
+    const entry = await rig.owned.create(REF, 4);
+    const before = rig.faulty.count('commitGroup');
+    // At each turn the batch gives up: how many members its steps have added, written or not.
+    const seen: Array<[members: number, writes: number]> = [];
+    const watch = () => {
+      seen.push([
+        entry.actor.getSnapshot().context.group.members.size,
+        rig.faulty.count('commitGroup') - before,
+      ]);
+      if (seen.length < 3) setImmediate(watch);
+    };
+    setImmediate(watch);
+    const answers = await rig.committer.heartbeats(entry, [
+      joinRequest('a'),
+      joinRequest('b'),
+      joinRequest('c'),
+    ]);
+    expect(answers.every((a) => a.ok)).toBe(true);
+    expect(seen).toEqual([
+      [1, 0],
+      [2, 0],
+      [3, 0],
+    ]);
+    expect(rig.faulty.count('commitGroup')).toBe(before + 1);
+    expect(publishedMembers(entry)).toBe(3);
+  });
+});
+
+describe('committer: a group dropped while its batch yields', () => {
+  const joinEvent = (rig: ReturnType<typeof partsRig>, memberId: string) => ({
+    type: 'HEARTBEAT' as const,
+    now: rig.clock.now(),
+    request: joinRequest(memberId),
+  });
+  const gauge = async (rig: ReturnType<typeof partsRig>) =>
+    (await rig.metrics.members.get()).values[0]?.value ?? 0;
+
+  it('writes and answers nothing: the caller is told the group left (its work goes back to be looked up)', async () => {
+    const rig = partsRig({ sliceMs: 0 });
+    rig.sweeper.start();
+    const entry = await rig.owned.create(REF, 4);
+    const before = rig.faulty.count('commitGroup');
+    // The lease is lost (onLost drops the entry) at the turn the batch gives up.
+    setImmediate(() => rig.owned.drop(REF));
+    await expect(rig.committer.dispatch(entry, joinEvent(rig, 'm1'))).rejects.toBeInstanceOf(
+      EntryDroppedError,
+    );
+    expect(entry.phase).toBe('dropped');
+    expect(rig.faulty.count('commitGroup')).toBe(before);
+    expect((await rig.faulty.inner.loadGroup(REF))?.state.members.size).toBe(0);
+    expect(await gauge(rig)).toBe(0);
+  });
+
+  it('through the owned groups, the work runs again on the group as it is now: written once', async () => {
+    const rig = partsRig({ sliceMs: 0 });
+    rig.sweeper.start();
+    const entry = await rig.owned.create(REF, 4);
+    const before = rig.faulty.count('commitGroup');
+    setImmediate(() => rig.owned.drop(REF));
+    const context = await rig.owned.withEntry(REF, (current) =>
+      rig.committer.dispatch(current, joinEvent(rig, 'm1')),
+    );
+    expect((unwrap(context) as HeartbeatReply).memberEpoch).toBeGreaterThan(0);
+    // The first run (on the dropped entry) wrote nothing; the second, on the reloaded one, once.
+    expect(rig.faulty.count('commitGroup')).toBe(before + 1);
+    const reloaded = rig.table.get(REF);
+    expect(reloaded).toBeDefined();
+    expect(reloaded).not.toBe(entry);
+    expect(publishedMembers(reloaded!)).toBe(1);
+    expect(await gauge(rig)).toBe(1);
+  });
+
+  it('dropped while its write is in flight: the committed answer stands, the entry publishes nothing more', async () => {
+    const rig = partsRig();
+    rig.sweeper.start();
+    const entry = await rig.owned.create(REF, 4);
+    rig.faulty.hang('commitGroup', { times: 1 });
+    const pending = rig.committer.dispatch(entry, joinEvent(rig, 'm1'));
+    await expect.poll(() => rig.faulty.pending).toBe(1);
+    rig.owned.drop(REF);
+    rig.faulty.release();
+    expect((unwrap(await pending) as HeartbeatReply).memberEpoch).toBeGreaterThan(0);
+    expect((await rig.faulty.inner.loadGroup(REF))?.state.members.size).toBe(1);
+    // The gauges count owned groups only; the dropped entry's published state stays as it was.
+    expect(await gauge(rig)).toBe(0);
+    expect(publishedMembers(entry)).toBe(0);
   });
 });
