@@ -164,7 +164,8 @@ export class GroupHost implements GroupCoordinator {
 
   async getRouting(ref: GroupRef, wait?: { afterVersion: number; waitMs: number }) {
     const entry = await this.entry(ref);
-    const group = groupOf(entry);
+    // Decided on what readers are served (the published state), not on a batch still running.
+    const group = (entry.published ?? entry.snapshot()).context.group;
     if (
       wait &&
       group.metadataVersion <= wait.afterVersion &&

@@ -81,7 +81,8 @@ export class Publication {
       set = new Set();
       this.listeners.set(id, set);
     }
-    if (set.size === 0) entry.lastValue = JSON.stringify(entry.snapshot().value);
+    if (set.size === 0)
+      entry.lastValue = JSON.stringify((entry.published ?? entry.snapshot()).value);
     set.add(listener);
     const listeners = set;
     return () => {

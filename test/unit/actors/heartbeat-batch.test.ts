@@ -92,6 +92,42 @@ describe('heartbeats that queue up on a busy group', () => {
     expect((await after).shardCount).toBe(16);
   });
 
+  it('a routing long poll decides on the published version, not on a write still in flight', async () => {
+    const rig = await rigWithGroup();
+    await rig.host.heartbeat(REF, joinRequest('m-a'));
+    const published = (await rig.host.getRouting(REF)).metadataVersion;
+    rig.faulty.hang('commitGroup', { times: 1 });
+    const scale = rig.host.putGroup(REF, 16, { requestedBy: 'ops', reason: 'test' });
+    await expect.poll(() => rig.faulty.pending).toBe(1);
+    // The actor holds the scale's new version already; what readers are served does not.
+    let answered = false;
+    const poll = rig.host.getRouting(REF, { afterVersion: published, waitMs: 60_000 });
+    void poll.then(() => (answered = true));
+    // A poll that would not wait answers within a few turns of the loop.
+    for (let turn = 0; turn < 3; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(answered).toBe(false);
+    rig.faulty.release();
+    expect((await scale).outcome).toBe('MIGRATION_STARTED');
+    const routing = await poll;
+    expect(routing.metadataVersion).toBeGreaterThan(published);
+    expect(routing.shardCount).toBe(16);
+  });
+
+  it('an events subscriber that joins while a write is in flight is told the committed change', async () => {
+    const rig = await rigWithGroup();
+    rig.faulty.hang('commitGroup', { times: 1 });
+    // The first member: the group goes from stable to rebalancing once this write commits.
+    const pending = rig.host.heartbeat(REF, joinRequest('m-a'));
+    await expect.poll(() => rig.faulty.pending).toBe(1);
+    const seen: Array<{ stateChanged: boolean }> = [];
+    const unsubscribe = await rig.host.subscribe(REF, (transition) => seen.push(transition));
+    rig.faulty.release();
+    await pending;
+    unsubscribe();
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen[0]?.stateChanged).toBe(true);
+  });
+
   it('a steady heartbeat is answered at once on an idle group, and waits its turn on a busy one', async () => {
     const rig = await rigWithGroup();
     const joined = await rig.host.heartbeat(REF, joinRequest('m-a'));
