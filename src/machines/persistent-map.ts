@@ -279,18 +279,22 @@ export class PersistentMap<V> implements Iterable<[string, V]> {
 
   /**
    * O(log₃₂ n) from the trie, or O(1) from the index: a map of {@link INDEXED_SIZE} entries or
-   * more that has been read as many times as it has entries indexes them in a native Map (O(n)
-   * once, so O(1) amortised over those reads) and answers from it after. A group's members map
-   * read by every steady heartbeat gets there in one pass of its members; one replaced at every
-   * join of a burst never does.
+   * more that has been asked `get` as many times as it has entries indexes them in a native Map
+   * (O(n) once, so O(1) amortised over those reads) and answers from it after. A group's members
+   * map read by every steady heartbeat gets there in one pass of its members; one replaced at
+   * every join of a burst never does.
    */
   get(key: string): V | undefined {
     const index = this.#index ?? this.#indexed();
     return index !== null ? index.get(key) : lookup(this.#root, hashOf(key), key)?.value;
   }
 
+  /**
+   * Answered from the index when there is one, but never counted towards building it: the
+   * invariant checks ask it once per shard of a map that the next leave or expiry replaces.
+   */
   has(key: string): boolean {
-    const index = this.#index ?? this.#indexed();
+    const index = this.#index;
     return index !== null ? index.has(key) : lookup(this.#root, hashOf(key), key) !== undefined;
   }
 
