@@ -26,7 +26,7 @@ import { runWrk, wrkScript } from './wrk.js';
  * connections, in 1 s windows: first with nothing else going on (the baseline), then during two
  * join phases of 5,000 members each, into a fresh 1,024-shard group each time:
  *   - paced: the joins offered at 1,050/s (open loop, just above the goal rate; up to 64 in
- *     flight), B's p99 over the windows that lay wholly inside the phase: the p99 row;
+ *     flight), B's p99 over the windows begun while joins were being answered: the p99 row;
  *   - as fast as it goes: 64 in flight, each connection sending its next join on its answer:
  *     the joins/s row (B's p99 then is reported, without a goal).
  * The joins go out as prebuilt bytes on raw keep-alive sockets (bench/load.ts `sendEach`): a
@@ -48,9 +48,10 @@ interface JoinPhase {
   /** Rates over the first and the last 1,000 joins: how a join's cost grows with the group. */
   readonly first: number;
   readonly last: number;
-  /** B's wrk windows that started and ended inside the phase. */
-  readonly inside: LoadResult[];
-  /** Every B window that overlapped the phase. */
+  /**
+   * B's wrk windows begun while joins were still being answered: the last one also holds the
+   * recompute after the last join (100 ms later) and its write.
+   */
   readonly windows: LoadResult[];
 }
 
@@ -68,7 +69,14 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
     CONSUMER_TOKEN,
     b.members.map((m) => JSON.stringify(heartbeatBody(m))),
   );
-  const load = () => runWrk({ port, script, connections: 8, durationMs: windowMs });
+  // A window with a non-2xx answer or a socket error fails the benchmark (as throughput's do).
+  const load = async () => {
+    const r = await runWrk({ port, script, connections: 8, durationMs: windowMs });
+    const bad = [...r.statuses].filter(([status]) => status < 200 || status > 299);
+    if (bad.length > 0 || r.socketErrors > 0)
+      throw new Error(`group B: non-2xx ${JSON.stringify(bad)}, socket errors ${r.socketErrors}`);
+    return r;
+  };
   ctx.log(
     `  ${MEMBERS.toLocaleString('en-US')} joins into a ${SHARDS}-shard group, paced at ${fmt(PACED_PER_SECOND)}/s, then ` +
       `as fast as 64 in flight go, cap ${capMs / 1000} s each; group B (64 shards / 32 members) under wrk, 8 connections, 1 s windows`,
@@ -98,6 +106,7 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
     const started = nowMs();
     const clientCpu = process.cpuUsage();
     const deadline = started + capMs;
+    let joining = true;
     const joiners = profilePhase(coordinator, profiles, `join-phase-${group}`, () =>
       sendEach({
         port,
@@ -105,6 +114,7 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
         requests,
         ...(ratePerSecond ? { ratePerSecond } : {}),
         keepGoing: () => nowMs() < deadline,
+        abortAfterMs: capMs + 30_000,
         onResponse: (_i, status, body) => {
           if (
             status === 200 &&
@@ -114,21 +124,19 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
             joinedAt.push(nowMs());
           } else failed++;
         },
-      }),
+      }).finally(() => (joining = false)),
     );
-    let joining = true;
-    void joiners.finally(() => (joining = false));
-    const windows: Array<{ result: LoadResult; inside: boolean }> = [];
+    const windows: LoadResult[] = [];
     while (joining) {
-      const result = await load();
-      windows.push({ result, inside: joining });
-      ctx.log(`  ${fmt(joined)} joined, B p99 ${fmt(result.p99Ms, 1)} ms`);
+      windows.push(await load());
+      ctx.log(`  ${fmt(joined)} joined, B p99 ${fmt(windows.at(-1)?.p99Ms ?? NaN, 1)} ms`);
     }
     await joiners;
     const cpu = process.cpuUsage(clientCpu);
     const elapsedS = ((joinedAt.at(-1) ?? nowMs()) - started) / 1000;
+    // Joins from..to-1: to-from-1 intervals between the first and the last of them.
     const rateOf = (from: number, to: number) =>
-      (to - from) / (((joinedAt[to - 1] ?? NaN) - (joinedAt[from] ?? NaN)) / 1000);
+      (to - from - 1) / (((joinedAt[to - 1] ?? NaN) - (joinedAt[from] ?? NaN)) / 1000);
     const result: JoinPhase = {
       joined,
       failed,
@@ -136,8 +144,7 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
       elapsedS,
       first: joined >= 1000 ? rateOf(0, 1000) : NaN,
       last: joined >= 1000 ? rateOf(joined - 1000, joined) : NaN,
-      inside: windows.filter((w) => w.inside).map((w) => w.result),
-      windows: windows.map((w) => w.result),
+      windows,
     };
     ctx.log(
       `  ${fmt(joined)} joined in ${elapsedS.toFixed(1)} s (${fmt(failed)} failed), ${fmt(result.rate)}/s; ` +
@@ -153,13 +160,13 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
   const paced = await phase('paced', PACED_PER_SECOND);
 
   const quietP99 = median(quiet.map((r) => r.p99Ms));
-  const pacedP99s = paced.inside.map((r) => r.p99Ms);
+  const pacedP99s = paced.windows.map((r) => r.p99Ms);
   const pacedP99 = median(pacedP99s);
   const pacedWorst = Math.max(...pacedP99s);
   const fastWorst = Math.max(...fast.windows.map((r) => r.p99Ms));
   const all = (p: JoinPhase) => p.joined === MEMBERS;
   const joinedOf = (p: JoinPhase) =>
-    `${fmt(p.joined)}/${fmt(MEMBERS)} joined${all(p) ? '' : ` by the ${capMs / 1000} s cap`}`;
+    `${fmt(p.joined)}/${fmt(MEMBERS)} joined${all(p) ? '' : p.failed > 0 ? `, ${fmt(p.failed)} failed` : ` by the ${capMs / 1000} s cap`}`;
   return [
     {
       bench: 'joins',

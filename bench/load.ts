@@ -210,6 +210,8 @@ export interface SendEachOptions {
    * that is free waits for it). Unset: each as soon as a connection is free.
    */
   readonly ratePerSecond?: number;
+  /** After this long every connection is closed: what is in flight then fails (status 0). */
+  readonly abortAfterMs?: number;
   /** Each answer as it comes (status 0: the connection failed before answering). */
   readonly onResponse: (index: number, status: number, body: Buffer) => void;
 }
@@ -225,6 +227,10 @@ export async function sendEach(options: SendEachOptions): Promise<void> {
   const rate = options.ratePerSecond;
   const started = performance.now();
   let next = 0;
+  const abort =
+    options.abortAfterMs === undefined
+      ? null
+      : setTimeout(() => sockets.forEach((socket) => socket.destroy()), options.abortAfterMs);
   await Promise.all(
     sockets.map(
       (socket) =>
@@ -261,4 +267,5 @@ export async function sendEach(options: SendEachOptions): Promise<void> {
         }),
     ),
   );
+  if (abort !== null) clearTimeout(abort);
 }
