@@ -89,6 +89,51 @@ describe('PersistentMap', () => {
     );
   });
 
+  it('reads what a Map holds at any point, whether it answers from the trie or from its index', () => {
+    // Enough keys for the index (INDEXED_SIZE) and the two that collide; reads come in bursts
+    // long enough to build it, between sets and deletes that derive new maps from indexed ones.
+    const keys = [
+      ...Array.from({ length: INDEXED_SIZE + 16 }, (_, i) => `member-${i}`),
+      COLLIDE_A,
+      COLLIDE_B,
+    ];
+    const step = fc.oneof(
+      fc.record({
+        op: fc.constant('set' as const),
+        key: fc.constantFrom(...keys),
+        value: fc.integer({ min: 0, max: 3 }),
+      }),
+      fc.record({ op: fc.constant('delete' as const), key: fc.constantFrom(...keys) }),
+      fc.record({ op: fc.constant('read' as const), times: fc.integer({ min: 1, max: 3 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 120 }), (ops) => {
+        const model = new Map<string, { n: number }>();
+        keys.forEach((key, i) => model.set(key, boxes[i % 4]!));
+        let map = PersistentMap.from(model);
+        for (const op of ops) {
+          if (op.op === 'read') {
+            for (let round = 0; round < op.times; round++) {
+              for (const key of keys) {
+                expect(map.get(key)).toBe(model.get(key));
+                expect(map.has(key)).toBe(model.has(key));
+              }
+            }
+            // A map of INDEXED_SIZE or more, read in full, answers from its index from then on.
+            if (map.size >= INDEXED_SIZE) expect(map.indexed).toBe(true);
+          } else map = apply(map, model, op);
+          expect(map.size).toBe(model.size);
+        }
+        for (const key of [...keys, 'missing']) {
+          expect(map.get(key)).toBe(model.get(key));
+          expect(map.has(key)).toBe(model.has(key));
+        }
+        expect(sortedEntries(map.entries())).toEqual(sortedEntries(model));
+      }),
+      { numRuns: 150 },
+    );
+  });
+
   it('never changes a map it was derived from', () => {
     fc.assert(
       fc.property(
