@@ -72,7 +72,7 @@ function settle<T>(answer: () => T): Settled<T> {
  * heartbeats): the group's mailbox stays held meanwhile, so nothing of this group interleaves,
  * and readers are served its published state, as while its write is in flight.
  */
-export const SLICE_MS = 2;
+const SLICE_MS = 2;
 
 /** How long a batch may still run before it lets the loop turn, and since when it runs. */
 interface Slice {

@@ -245,9 +245,9 @@ function diffNodes<V>(
 export class PersistentMap<V> implements Iterable<[string, V]> {
   readonly #root: Branch<V>;
   readonly #size: number;
-  /** Lookups answered from the trie so far (see {@link get}). */
+  /** `get`s answered from the trie so far (see {@link get}). */
   #lookups = 0;
-  /** Every entry in a native Map, built once the map has been read `size` times; null before. */
+  /** Every entry in a native Map, built once `get` was asked `size` times; null before. */
   #index: Map<string, V> | null = null;
 
   private constructor(root: Branch<V>, size: number) {
