@@ -74,6 +74,16 @@ function responseReader(onResponse: (head: string, body: Buffer) => void): (chun
   };
 }
 
+/** Throws when a load run got a non-2xx answer or a socket error: the benchmark failed. */
+export function assertAllOk(result: LoadResult, label: string): LoadResult {
+  const bad = [...result.statuses].filter(([status]) => status < 200 || status > 299);
+  if (bad.length > 0 || result.socketErrors > 0)
+    throw new Error(
+      `${label}: non-2xx ${JSON.stringify(bad)}, socket errors ${result.socketErrors}`,
+    );
+  return result;
+}
+
 /** `count` keep-alive TCP connections to 127.0.0.1:`port`, Nagle off. */
 function openConnections(port: number, count: number): Promise<Socket[]> {
   return Promise.all(

@@ -1,5 +1,5 @@
 import type { BenchContext } from './context.js';
-import { runLoad, type LoadResult } from './load.js';
+import { assertAllOk, runLoad, type LoadResult } from './load.js';
 import {
   CONSUMER_TOKEN,
   commandCalls,
@@ -110,11 +110,7 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
           backgroundWrites += seen.background;
           for (const [key, n] of seen.events) dataEvents.set(key, (dataEvents.get(key) ?? 0) + n);
         }
-        const bad = [...r.statuses].filter(([s]) => s < 200 || s > 299);
-        if (bad.length > 0 || r.socketErrors > 0)
-          throw new Error(
-            `${gen}/${t.key}: non-2xx ${JSON.stringify(bad)}, socket errors ${r.socketErrors}`,
-          );
+        assertAllOk(r, `${gen}/${t.key}`);
         const key = `${gen}/${t.key}`;
         results.set(key, [...(results.get(key) ?? []), r]);
         line.push(`${key} ${fmt(r.requestsPerSecond)}/s p99 ${fmt(r.p99Ms, 1)} ms`);
@@ -146,11 +142,7 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
         durationMs,
         ratePerSecond: fixedRate,
       });
-      const bad = [...r.statuses].filter(([status]) => status < 200 || status > 299);
-      if (bad.length > 0 || r.socketErrors > 0)
-        throw new Error(
-          `fixed rate/${t.key}: non-2xx ${JSON.stringify(bad)}, socket errors ${r.socketErrors}`,
-        );
+      assertAllOk(r, `fixed rate/${t.key}`);
       fixed.set(t.key, [...(fixed.get(t.key) ?? []), r]);
       line.push(
         `${t.key} ${fmt(r.requestsPerSecond)}/s p50 ${fmt(r.p50Ms, 1)} p99 ${fmt(r.p99Ms, 1)} ms`,

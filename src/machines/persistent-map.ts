@@ -285,7 +285,7 @@ export class PersistentMap<V> implements Iterable<[string, V]> {
    * every join of a burst never does.
    */
   get(key: string): V | undefined {
-    const index = this.#index ?? this.#indexed();
+    const index = this.#index ?? (this.#size < INDEXED_SIZE ? null : this.#indexed());
     return index !== null ? index.get(key) : lookup(this.#root, hashOf(key), key)?.value;
   }
 
@@ -303,9 +303,9 @@ export class PersistentMap<V> implements Iterable<[string, V]> {
     return this.#index !== null;
   }
 
-  /** The index once this read makes it due (see {@link get}), else null. */
+  /** The index once this read makes it due (see {@link get}), else null; the map is large enough. */
   #indexed(): Map<string, V> | null {
-    if (this.#size < INDEXED_SIZE || ++this.#lookups < this.#size) return null;
+    if (++this.#lookups < this.#size) return null;
     const index = new Map<string, V>();
     each(this.#root, (leaf) => index.set(leaf.key, leaf.value));
     this.#index = index;

@@ -159,14 +159,18 @@ describe('committer: a group dropped while its batch yields', () => {
   });
   const gauge = async (rig: ReturnType<typeof partsRig>) =>
     (await rig.metrics.members.get()).values[0]?.value ?? 0;
-
-  it('writes and answers nothing: the caller is told the group left (its work goes back to be looked up)', async () => {
+  /** A group whose entry is dropped (its lease lost) at the first turn its batch gives up. */
+  const droppedAtFirstTurn = async () => {
     const rig = partsRig({ sliceMs: 0 });
     rig.sweeper.start();
     const entry = await rig.owned.create(REF, 4);
     const before = rig.faulty.count('commitGroup');
-    // The lease is lost (onLost drops the entry) at the turn the batch gives up.
     setImmediate(() => rig.owned.drop(REF));
+    return { rig, entry, before };
+  };
+
+  it('writes and answers nothing: the caller is told the group left (its work goes back to be looked up)', async () => {
+    const { rig, entry, before } = await droppedAtFirstTurn();
     await expect(rig.committer.dispatch(entry, joinEvent(rig, 'm1'))).rejects.toBeInstanceOf(
       EntryDroppedError,
     );
@@ -177,11 +181,7 @@ describe('committer: a group dropped while its batch yields', () => {
   });
 
   it('through the owned groups, the work runs again on the group as it is now: written once', async () => {
-    const rig = partsRig({ sliceMs: 0 });
-    rig.sweeper.start();
-    const entry = await rig.owned.create(REF, 4);
-    const before = rig.faulty.count('commitGroup');
-    setImmediate(() => rig.owned.drop(REF));
+    const { rig, entry, before } = await droppedAtFirstTurn();
     const context = await rig.owned.withEntry(REF, (current) =>
       rig.committer.dispatch(current, joinEvent(rig, 'm1')),
     );
