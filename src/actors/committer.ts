@@ -2,7 +2,12 @@ import { performance } from 'node:perf_hooks';
 import { CoordinatorError, EntryDroppedError } from '../errors.js';
 import type { Clock } from '../machines/clock.js';
 import type { GroupContext } from '../machines/context.js';
-import { steadyHeartbeat } from '../machines/heartbeat.js';
+import {
+  decideSteady,
+  repeatSteady,
+  steadyHeartbeat,
+  type SteadyDecision,
+} from '../machines/heartbeat.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -117,6 +122,31 @@ export class Committer {
     if (steady !== null)
       this.options.deadlines?.noteMember(entry, ctx.liveness.get(request.memberId));
     return steady;
+  }
+
+  /**
+   * {@link steady}, keeping the decision so that the same heartbeat can be answered again by
+   * {@link repeatSteady}; null when not steady. The caller holds the mailbox, or knows it idle.
+   */
+  decideSteady(entry: GroupEntry, now: number, request: HeartbeatRequest): SteadyDecision | null {
+    const ctx = entry.snapshot().context;
+    const decision = decideSteady(ctx, request, now);
+    if (decision !== null)
+      this.options.deadlines?.noteMember(entry, ctx.liveness.get(request.memberId));
+    return decision;
+  }
+
+  /**
+   * The same steady heartbeat again (`decision.reply`): true, its member's liveness refreshed,
+   * while the decision holds on the group as it is; false, nothing touched, when it may not.
+   * O(1), with no lookup of the member in the group. The caller holds the mailbox, or knows it
+   * idle.
+   */
+  repeatSteady(entry: GroupEntry, now: number, decision: SteadyDecision): boolean {
+    const ctx = entry.snapshot().context;
+    if (!repeatSteady(decision, ctx, now)) return false;
+    this.options.deadlines?.noteMember(entry, ctx.liveness.get(decision.member.memberId));
+    return true;
   }
 
   /**

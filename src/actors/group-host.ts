@@ -2,6 +2,8 @@ import { groupLogFields } from '../observability/logger.js';
 import { CoordinatorError, GroupMovedError } from '../errors.js';
 import { restoreGroupSnapshot } from '../machines/group-machine.js';
 import { holdLimitMs, mayStayHeld, tellsNothingNew } from '../machines/held-heartbeat.js';
+import { memberCount } from '../machines/group-state.js';
+import type { SteadyDecision } from '../machines/heartbeat.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
 import type { GroupRef, MigrationRecord } from '../machines/types.js';
 import { commandEvent, unwrap } from './commands.js';
@@ -21,6 +23,7 @@ import type {
   GroupTransition,
   HeartbeatHold,
   RecoveryRequest,
+  SteadyTicket,
 } from './types.js';
 import {
   assignmentsView,
@@ -219,6 +222,25 @@ export class GroupHost implements GroupCoordinator {
       this.parts.holds.has(entry, request.memberId)
         ? null
         : this.parts.committer.steady(entry, this.options.clock.now(), request),
+    );
+  }
+
+  steadyTicket(ref: GroupRef, request: HeartbeatRequest): SteadyTicket | null {
+    return this.parts.owned.withEntryNow(ref, (entry) => {
+      if (this.parts.holds.has(entry, request.memberId)) return null;
+      const decision = this.parts.committer.decideSteady(entry, this.options.clock.now(), request);
+      return decision && new HostTicket(entry, decision);
+    });
+  }
+
+  steadyAgain(ticket: SteadyTicket): boolean {
+    if (!(ticket instanceof HostTicket)) return false;
+    const { entry, decision } = ticket;
+    const { owned, holds, committer } = this.parts;
+    return (
+      owned.servesNow(entry) &&
+      !holds.has(entry, decision.member.memberId) &&
+      committer.repeatSteady(entry, this.options.clock.now(), decision)
     );
   }
 
@@ -429,5 +451,21 @@ export class GroupHost implements GroupCoordinator {
 
   private snapshotOf(entry: GroupEntry): GroupSnapshot {
     return snapshotOf(entry, this.parts.ownership.replicaId);
+  }
+}
+
+/** A steady heartbeat's decision on one entry (see `GroupCoordinator.steadyTicket`). */
+class HostTicket implements SteadyTicket {
+  constructor(
+    readonly entry: GroupEntry,
+    readonly decision: SteadyDecision,
+  ) {}
+
+  get reply(): HeartbeatReply {
+    return this.decision.reply;
+  }
+
+  get groupSize(): number {
+    return memberCount(this.decision.ctx.group);
   }
 }

@@ -197,6 +197,19 @@ export class OwnedGroups {
   }
 
   /**
+   * Whether `entry` is served here now and idle, as {@link withEntryNow} asks of the entry it
+   * finds (the entry of a group dropped or released since is no longer `owned`).
+   */
+  servesNow(entry: GroupEntry): boolean {
+    return (
+      !this.closing &&
+      entry.phase === 'owned' &&
+      entry.mailbox.isIdle() &&
+      this.options.ownership.mayServe(entry.ref)
+    );
+  }
+
+  /**
    * Creates a group this replica owns. A load or create in flight may bring the group: it is
    * let finish first. Requests arriving meanwhile wait for the create instead of loading it.
    */

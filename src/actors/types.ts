@@ -78,6 +78,17 @@ export interface HeartbeatHold {
   readonly onHeld?: () => void;
 }
 
+/**
+ * A steady heartbeat's reply, kept by the HTTP layer with the request it answered, to answer
+ * that request again through {@link GroupCoordinator.steadyAgain} (what else it holds is the
+ * coordinator's).
+ */
+export interface SteadyTicket {
+  readonly reply: HeartbeatReply;
+  /** How many members the group had when it was decided. */
+  readonly groupSize: number;
+}
+
 /** The actor system as the HTTP layer sees it: plain view objects, never the machine context. */
 export interface GroupCoordinator {
   /** How many groups this replica holds now. */
@@ -118,6 +129,19 @@ export interface GroupCoordinator {
    * then ask {@link heartbeat}.
    */
   steadyHeartbeat(ref: GroupRef, request: HeartbeatRequest): HeartbeatReply | null;
+  /**
+   * {@link steadyHeartbeat}, with a ticket that answers the very same heartbeat again
+   * ({@link steadyAgain}): its `reply`, or null when it would be.
+   */
+  steadyTicket(ref: GroupRef, request: HeartbeatRequest): SteadyTicket | null;
+  /**
+   * The ticket's heartbeat again (the same request from the same principal): true when the
+   * group is served here, nothing is queued or held for the member, and the decision still
+   * holds on the group as it is now, the member's liveness then refreshed as
+   * {@link steadyHeartbeat} refreshes it and `ticket.reply` the answer; false, nothing touched,
+   * otherwise (ask {@link steadyTicket} or {@link heartbeat}). O(1), no lookup by name.
+   */
+  steadyAgain(ticket: SteadyTicket): boolean;
   /**
    * One heartbeat. With `hold`, a reply that would tell the member nothing new is held until
    * something changes for the member or the wait is up (docs/protocol.md "Held heartbeats").

@@ -8,14 +8,15 @@ import type { HeartbeatReply } from '../machines/protocol.js';
 import { acceptForwarded, forwardMoved, groupOwnerOf } from './forwarding.js';
 import { assertJsonContentType, errorResult, parseJsonText, requestIdOf } from './pipeline.js';
 import { validate, type HandlerResult } from './route.js';
+import type { SteadyTicket } from '../actors/types.js';
 import {
+  answerAgain,
   answerHeartbeat,
   HEARTBEAT_PATH,
   HEARTBEAT_ROLES,
   heartbeatBodySchema,
 } from './routes/consumer.js';
 import { PacedWrites } from './paced-writes.js';
-import { hasJson, knownJson, type KnownJson } from './same-json.js';
 import { groupParamsSchema } from './schemas.js';
 import type { Services } from './services.js';
 
@@ -213,13 +214,28 @@ interface HeartbeatRoute {
   readonly raw: Readonly<Record<string, string>>;
   /** Null when the parameters are not valid: validated (and refused) on every request. */
   readonly params: GroupParams | null;
-  /** The JSON of the last steady reply to each member of the group (see {@link hasJson}). */
-  readonly replies: Map<string, SteadyJson>;
+  /** The steady heartbeats remembered, by their body's text (see {@link SteadyMemo}). */
+  readonly memos: Map<string, SteadyMemo>;
+  /** Each member's last steady answer. */
+  readonly members: Map<string, SteadyMemo>;
 }
 
-interface SteadyJson {
-  readonly known: KnownJson;
+/**
+ * A member's last steady answer (its JSON, reused while the member is told the same thing) and,
+ * once it was the same twice in a row, the heartbeat it answered (issue 10, capacity): the same
+ * body text from the same principal on the same URL is the same validated request, which
+ * `GroupCoordinator.steadyAgain` answers again in O(1) while its decision holds, without the
+ * body's parse and validation, the group's and member's lookups, the decision and the reply's
+ * encoding. A route remembers at most a few more members than its group has (a memo keeps the
+ * group's context it was decided on alive).
+ */
+interface SteadyMemo {
+  readonly json: string;
   readonly length: string;
+  /** The heartbeat's body text: null until the same answer was given twice in a row. */
+  readonly text: string | null;
+  readonly principal: string;
+  readonly ticket: SteadyTicket;
 }
 
 /**
@@ -230,8 +246,8 @@ interface SteadyJson {
  */
 export const REMEMBERED_ROUTES = { entries: 16_384, chars: 4 << 20 } as const;
 
-/** Members whose last steady reply a route remembers; past it, it starts over. */
-const REMEMBERED_REPLIES_MAX = 65_536;
+/** Members a route remembers steady heartbeats of beyond its group's size; past it, it starts over. */
+const REMEMBERED_MEMOS_SLACK = 64;
 
 type GroupParams = z.infer<typeof groupParamsSchema>;
 type HeartbeatBody = z.infer<typeof heartbeatBodySchema>;
@@ -282,7 +298,8 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       path: query === -1 ? url : url.slice(0, query),
       raw: deepFreeze(raw),
       params: parsed.success ? deepFreeze(parsed.data) : null,
-      replies: new Map(),
+      memos: new Map(),
+      members: new Map(),
     };
     routes.set(url, route);
     return route;
@@ -298,36 +315,56 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
   }
 
   /**
-   * The JSON of a steady reply: the text this member was sent last time when the reply reads
-   * the same (a steady member is told the same thing heartbeat after heartbeat), else its own.
+   * Remembers the steady answer `ticket` to the heartbeat `text` (from `principal`) as its
+   * member's last, and the heartbeat with it when the member was told the same last time.
    */
-  function steadyJson(route: HeartbeatRoute, heartbeat: HeartbeatReply): SteadyJson {
-    const { replies } = route;
-    let steady = replies.get(heartbeat.memberId);
-    if (steady === undefined || !hasJson(steady.known, heartbeat)) {
-      const json = JSON.stringify(heartbeat);
-      steady = { known: knownJson(json), length: String(Buffer.byteLength(json)) };
-      if (replies.size >= REMEMBERED_REPLIES_MAX) replies.clear();
-      replies.set(heartbeat.memberId, steady);
+  function remember(
+    route: HeartbeatRoute,
+    text: string,
+    principal: string,
+    ticket: SteadyTicket,
+  ): SteadyMemo {
+    const { memos, members } = route;
+    const { reply } = ticket;
+    const json = JSON.stringify(reply);
+    const previous = members.get(reply.memberId);
+    let memo: SteadyMemo;
+    if (previous !== undefined && previous.json === json) {
+      memo = { json: previous.json, length: previous.length, text, principal, ticket };
+    } else {
+      memo = { json, length: String(Buffer.byteLength(json)), text: null, principal, ticket };
     }
-    return steady;
+    if (previous?.text != null) memos.delete(previous.text);
+    if (previous === undefined && members.size >= ticket.groupSize + REMEMBERED_MEMOS_SLACK) {
+      memos.clear();
+      members.clear();
+    }
+    members.set(reply.memberId, memo);
+    if (memo.text !== null) memos.set(memo.text, memo);
+    return memo;
+  }
+
+  /** Forgets a memo whose decision no longer holds. */
+  function forget(route: HeartbeatRoute, memo: SteadyMemo): void {
+    if (memo.text !== null) route.memos.delete(memo.text);
+    const memberId = memo.ticket.reply.memberId;
+    if (route.members.get(memberId) === memo) route.members.delete(memberId);
   }
 
   /**
-   * The 200 answer, its headers (those the error path sets one by one) in one `writeHead`.
-   * `steady`: answered at once, so likely what this member was told last time.
+   * The 200 answer, its headers (those the error path sets one by one) in one `writeHead`: the
+   * JSON of `heartbeat`, or the remembered JSON of a steady one.
    */
-  function reply(p: Pending, heartbeat: HeartbeatReply, steady: boolean): void {
+  function reply(p: Pending, answer: HeartbeatReply | SteadyMemo): void {
     const { res } = p;
     if (res.headersSent) return;
     let json: string;
     let length: string;
-    if (steady) {
-      const known = steadyJson(p.route, heartbeat);
-      json = known.known.json;
-      length = known.length;
+    if ('ticket' in answer) {
+      json = answer.json;
+      length = answer.length;
     } else {
-      json = JSON.stringify(heartbeat);
+      json = JSON.stringify(answer);
       length = String(Buffer.byteLength(json));
     }
     const headers =
@@ -365,9 +402,9 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     if (!p.res.headersSent) p.res.destroy();
   }
 
-  function answer(p: Pending, heartbeat: HeartbeatReply, steady: boolean): void {
+  function answer(p: Pending, answer: HeartbeatReply | SteadyMemo): void {
     try {
-      reply(p, heartbeat, steady);
+      reply(p, answer);
     } catch (failure) {
       broken(p, failure);
     }
@@ -377,46 +414,66 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     refuse(p, error, bytes).catch((failure: unknown) => broken(p, failure));
   }
 
-  /** The steps after the body, in the express pipeline's order. */
+  /**
+   * The steps after the body, in the express pipeline's order. A body remembered with its
+   * steady answer ({@link SteadyMemo}) was valid JSON and a valid heartbeat: those two steps
+   * would pass, and are skipped.
+   */
   function serve(p: Pending, bytes: Buffer): void {
     const { req, route } = p;
-    let answered: HeartbeatReply | Promise<HeartbeatReply>;
+    let answered: SteadyTicket | Promise<HeartbeatReply>;
+    let text: string | null = null;
+    let heartbeat: HeartbeatBody | undefined;
+    let principal: string;
     try {
-      let text: string | null = null;
       let body: unknown;
-      let known: HeartbeatBody | undefined;
+      let memo: SteadyMemo | undefined;
       if (bytes.length > 0) {
         const contentType = req.headers['content-type'];
         if (contentType !== jsonType || contentType === undefined) {
           assertJsonContentType(contentType);
           jsonType = contentType;
         }
-        text = bytes.toString('utf8');
-        known = text.length <= REMEMBERED_BODY_MAX ? bodies.get(text) : undefined;
-        if (known === undefined) body = parseJsonText(text);
+        const decoded = bytes.toString('utf8');
+        if (decoded.length <= REMEMBERED_BODY_MAX) {
+          text = decoded;
+          memo = route.memos.get(text);
+          if (memo === undefined) heartbeat = bodies.get(text);
+        }
+        if (heartbeat === undefined && memo === undefined) body = parseJsonText(decoded);
       }
-      const principal = principalOfRequest(services.tokens, req);
-      assertAnyRole(principal, HEARTBEAT_ROLES);
+      const caller = principalOfRequest(services.tokens, req);
+      principal = caller.name;
+      assertAnyRole(caller, HEARTBEAT_ROLES);
       const params = route.params ?? validate(groupParamsSchema, route.raw, 'path');
-      let heartbeat = known;
-      if (heartbeat === undefined) {
-        heartbeat = validate(heartbeatBodySchema, body ?? {}, 'body');
-        if (text !== null && text.length <= REMEMBERED_BODY_MAX)
-          bodies.set(text, deepFreeze(heartbeat));
+      if (memo !== undefined && memo.principal === principal) {
+        assertGroupPermitted(caller, params.stream, params.group);
+        if (answerAgain(services, memo.ticket)) {
+          answer(p, memo);
+          return;
+        }
+        forget(route, memo);
       }
-      assertGroupPermitted(principal, params.stream, params.group);
-      answered = answerHeartbeat(services, principal, params, heartbeat, p.res);
+      if (heartbeat === undefined) {
+        if (memo !== undefined) body = parseJsonText(text!);
+        heartbeat = validate(heartbeatBodySchema, body ?? {}, 'body');
+        if (text !== null) bodies.set(text, deepFreeze(heartbeat));
+      }
+      assertGroupPermitted(caller, params.stream, params.group);
+      answered = answerHeartbeat(services, caller, params, heartbeat, p.res);
     } catch (error) {
       fail(p, error, bytes);
       return;
     }
     if (answered instanceof Promise) {
       answered.then(
-        (heartbeat) => paced.write(() => answer(p, heartbeat, false)),
+        (reply) => paced.write(() => answer(p, reply)),
         (error: unknown) => fail(p, error, bytes),
       );
+    } else if (text !== null) {
+      answer(p, remember(route, text, principal, answered));
     } else {
-      answer(p, answered, true);
+      answer(p, answered.reply);
     }
   }
 

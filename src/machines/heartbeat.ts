@@ -115,6 +115,61 @@ export function steadyHeartbeat(
 }
 
 /**
+ * A steady heartbeat's decision (DESIGN.md §12), kept to answer the very same heartbeat again
+ * ({@link repeatSteady}) without deciding it anew: while the group's context is the object it
+ * was decided on and the clock is below {@link SteadyDecision.until}, the same request gets the
+ * same reply (every check of {@link steadyMember} reads the context and the request; the clock
+ * only through a recompute falling due and a rollback window ending).
+ */
+export interface SteadyDecision {
+  readonly ctx: GroupContext;
+  readonly member: MemberRecord;
+  readonly view: MemberShards;
+  readonly request: HeartbeatRequest;
+  readonly reply: HeartbeatReply;
+  /** The decision holds while the clock is below this. */
+  readonly until: number;
+}
+
+/** {@link steadyHeartbeat}, with what answering the same heartbeat again needs; or null. */
+export function decideSteady(
+  ctx: GroupContext,
+  request: HeartbeatRequest,
+  now: number,
+): SteadyDecision | null {
+  const member = steadyMember(ctx, request, now);
+  if (member === null) return null;
+  const { group } = ctx;
+  const reply = answerMember(ctx, group, member, member.memberEpoch, request, now);
+  const view = memberShards(group, member.memberId);
+  return { ctx, member, view, request, reply, until: steadyUntil(ctx) };
+}
+
+/**
+ * Answers a decided steady heartbeat again at `now` (its `reply`): true, its member's liveness
+ * refreshed as {@link steadyHeartbeat} refreshes it, when the decision still holds on `ctx`;
+ * false, nothing touched, when it may not (decide it anew).
+ */
+export function repeatSteady(decision: SteadyDecision, ctx: GroupContext, now: number): boolean {
+  if (ctx !== decision.ctx || now >= decision.until) return false;
+  refreshLiveness(ctx, decision.member, decision.request, decision.view, now);
+  return true;
+}
+
+/**
+ * Until when a heartbeat found steady on `ctx` stays steady, the context unchanged: a
+ * recompute falls due at `recomputeAt`; a converged migration (the only kind a steady
+ * heartbeat passes) ends its rollback window at `rollbackAllowedUntil`.
+ */
+function steadyUntil(ctx: GroupContext): number {
+  const migration = ctx.group.activeMigration;
+  return Math.min(
+    ctx.recomputeAt ?? Infinity,
+    migration === null ? Infinity : (migration.rollbackAllowedUntil ?? -Infinity),
+  );
+}
+
+/**
  * The checks of {@link steadyHeartbeat}, without touching liveness: the current member the
  * request speaks for when its heartbeat would change nothing but that member's liveness, else
  * null. O(the member's shards).

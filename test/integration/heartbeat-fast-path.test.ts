@@ -477,6 +477,39 @@ describe('heartbeat fast path', () => {
     }
   });
 
+  it('a steady heartbeat is answered again from memory, never once the group changed or from another principal', async () => {
+    const [path] = await Promise.all([createGroup(fast, 'memo'), createGroup(plain, 'memo')]);
+    let body: unknown = { ...JOIN, memberId: 'memo-1' };
+    for (let i = 0; i < 4; i++) {
+      body = nextOf(
+        'memo-1',
+        (await both(path, consumerInit(body))).body as Record<string, unknown>,
+      );
+    }
+    const again = vi.spyOn(fast.host, 'steadyAgain');
+    try {
+      for (let i = 0; i < 3; i++) {
+        const answer = await both(path, consumerInit(body));
+        expect(answer.body).toMatchObject({ outcome: 'OK', assignedShards: [0, 1] });
+      }
+      // The same text answered again from its memo (told the same twice in a row first).
+      expect(
+        again.mock.results.filter((r) => (r.value as boolean) === true).length,
+      ).toBeGreaterThan(0);
+      const intruder = bearer(token(['CONSUMER'], { sub: 'someone-else' }));
+      const refused = await both(path, consumerInit(body, intruder));
+      expect(errorOf(refused).code).toBe('MEMBER_ID_IN_USE');
+      // Another member joins (no debounce): the same text now gets the changed answer.
+      await both(path, consumerInit({ ...JOIN, memberId: 'memo-2' }));
+      again.mockClear();
+      const changed = await both(path, consumerInit(body));
+      expect(again.mock.results.map((r) => r.value as boolean)).toEqual([false]);
+      expect((changed.body as { revokeShards: number[] }).revokeShards).toHaveLength(1);
+    } finally {
+      again.mockRestore();
+    }
+  });
+
   it('what the fast path remembers (a body, a URL, a token) changes no answer', async () => {
     const [path] = await Promise.all([
       createGroup(fast, 'remember'),

@@ -12,7 +12,7 @@ import type { MembershipConfig } from '../../src/machines/config.js';
 import { defaultMembershipConfig } from '../../src/machines/config.js';
 import type { GroupContext } from '../../src/machines/context.js';
 import { createGroupContext } from '../../src/machines/context.js';
-import { steadyHeartbeat } from '../../src/machines/heartbeat.js';
+import { decideSteady, steadyMember } from '../../src/machines/heartbeat.js';
 import { LivenessTable } from '../../src/machines/liveness.js';
 import { PersistentMap } from '../../src/machines/persistent-map.js';
 import type { GroupEvent } from '../../src/machines/events.js';
@@ -63,6 +63,9 @@ type Command =
   | { kind: 'scale'; shardCount: number }
   | { kind: 'rollback' };
 
+/** Steady decisions whose horizon was finite (a recompute waiting, a rollback window open). */
+const horizons = { finite: 0 };
+
 /** Highest shard count a random scale asks for. */
 const MAX_SCALE = 64;
 
@@ -111,7 +114,9 @@ class Simulation {
     // The hot path's O(1) decision (DESIGN.md §12): when it calls a heartbeat steady, the
     // chart's road must agree, byte for byte, and change nothing in the group or the chart.
     const stateBefore = this.actor.getSnapshot().value;
-    const steady = steadyHeartbeat(this.ctx, request, this.now);
+    const decision = decideSteady(this.ctx, request, this.now);
+    const steady = decision?.reply ?? null;
+    if (decision !== null) this.checkHorizon(decision.ctx, request, decision.until);
     const result = this.send({ type: 'HEARTBEAT', now: this.now, request }).result;
     expect(result).not.toBeNull();
     if (steady !== null) {
@@ -139,6 +144,25 @@ class Simulation {
       member.last = reply;
     }
     return reply;
+  }
+
+  /**
+   * A kept steady decision (answered again from memory, DESIGN.md §12) holds on its context
+   * until `until` and not a moment longer: the O(1) checks call the same request steady at
+   * every time before it and not at it (without touching liveness).
+   */
+  private checkHorizon(ctx: GroupContext, request: HeartbeatRequest, until: number): void {
+    if (Number.isFinite(until)) horizons.finite++;
+    for (const later of [
+      this.now + 1,
+      this.now + 60_000,
+      this.now + 86_400_000,
+      until - 1,
+      until,
+    ]) {
+      if (!Number.isFinite(later) || later < this.now) continue;
+      expect(steadyMember(ctx, request, later) !== null).toBe(later < until);
+    }
   }
 
   /**
@@ -515,6 +539,8 @@ describe('property: invariants hold after every step, and honest members converg
         }),
         { numRuns: PROPERTY_RUNS, ...REPLAY },
       );
+      // The horizon checks saw decisions that end (a replayed counterexample may not).
+      if (process.env.PROPERTY_SEED === undefined) expect(horizons.finite).toBeGreaterThan(0);
     },
     PROPERTY_TIMEOUT_MS,
   );

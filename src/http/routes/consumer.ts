@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
+import type { SteadyTicket } from '../../actors/types.js';
 import { CoordinatorError } from '../../errors.js';
 import { MAX_HEARTBEAT_WAIT_MS, type HeartbeatReply } from '../../machines/protocol.js';
 import type { Principal } from '../auth/roles.js';
@@ -67,20 +68,20 @@ export function answerHeartbeat(
   params: z.infer<typeof groupParamsSchema>,
   body: z.infer<typeof heartbeatBodySchema>,
   res: ServerResponse,
-): HeartbeatReply | Promise<HeartbeatReply> {
+): SteadyTicket | Promise<HeartbeatReply> {
   const { metrics, coordinator } = services;
   const startedAt = performance.now();
   const ref = { streamPrefix: params.stream, consumerGroup: params.group };
   if (body.waitMs) return heldHeartbeat(services, principal, ref, body, res, startedAt);
   const request = { ...body, principal: principal.name };
-  let steady: HeartbeatReply | null;
+  let steady: SteadyTicket | null;
   try {
-    steady = coordinator.steadyHeartbeat(ref, request);
+    steady = coordinator.steadyTicket(ref, request);
   } catch (error) {
     throw counted(metrics, startedAt, error);
   }
   if (steady !== null) {
-    metrics.recordHeartbeat(steady.outcome, secondsSince(startedAt));
+    metrics.recordHeartbeat(steady.reply.outcome, secondsSince(startedAt));
     return steady;
   }
   return coordinator.heartbeat(ref, request).then(
@@ -92,6 +93,19 @@ export function answerHeartbeat(
       throw counted(metrics, startedAt, error);
     },
   );
+}
+
+/**
+ * A steady heartbeat answered before, answered again (`GroupCoordinator.steadyAgain`): true,
+ * counted in the metrics as {@link answerHeartbeat} counts it, when `ticket.reply` is the
+ * answer; false when the heartbeat must be decided anew. The caller authenticated and validated
+ * the request, which is the very one the ticket answered.
+ */
+export function answerAgain(services: Services, ticket: SteadyTicket): boolean {
+  const startedAt = performance.now();
+  if (!services.coordinator.steadyAgain(ticket)) return false;
+  services.metrics.recordHeartbeat(ticket.reply.outcome, secondsSince(startedAt));
+  return true;
 }
 
 const secondsSince = (startedAt: number) => (performance.now() - startedAt) / 1000;
@@ -175,7 +189,8 @@ export const consumerRoutes = [
     async handler({ params, body, principal, services, res }) {
       // The role check has run, so there is a principal; the guard is for the type only.
       if (!principal) throw new CoordinatorError('UNAUTHENTICATED', 'no access token');
-      return { status: 200, body: await answerHeartbeat(services, principal, params, body, res) };
+      const answered = answerHeartbeat(services, principal, params, body, res);
+      return { status: 200, body: answered instanceof Promise ? await answered : answered.reply };
     },
   }),
 ];
