@@ -328,12 +328,10 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     const { reply } = ticket;
     const json = JSON.stringify(reply);
     const previous = members.get(reply.memberId);
-    let memo: SteadyMemo;
-    if (previous !== undefined && previous.json === json) {
-      memo = { json: previous.json, length: previous.length, text, principal, ticket };
-    } else {
-      memo = { json, length: String(Buffer.byteLength(json)), text: null, principal, ticket };
-    }
+    const memo: SteadyMemo =
+      previous !== undefined && previous.json === json
+        ? { json: previous.json, length: previous.length, text, principal, ticket }
+        : { json, length: String(Buffer.byteLength(json)), text, principal, ticket };
     if (previous?.text != null) memos.delete(previous.text);
     if (previous === undefined && members.size >= ticket.groupSize + REMEMBERED_MEMOS_SLACK) {
       memos.clear();
