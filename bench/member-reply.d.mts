@@ -8,5 +8,8 @@ export interface RepliedMember {
   currentAssignments: number[];
 }
 
-/** Applies a reply as an honest member does (revoked shards dropped at once); true if anything moved. */
+/** `coordinator.membership.heartbeat-interval` (default): the interval of a reply that waits for nothing. */
+export const STEADY_INTERVAL_MS: number;
+
+/** Applies a reply as an honest member does; true if anything moved or may still move (the short interval). */
 export function applyReply(m: RepliedMember, reply: HeartbeatReply): boolean;
