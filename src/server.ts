@@ -274,6 +274,7 @@ export async function startCoordinator(
         const owner = ownership.ownerOf(ref);
         return owner.self ? replicaId : owner.owner;
       },
+      ownersVersion: () => ownership.ownersVersion(),
       urlOf: (id) => live.urlOf(id),
       list: () => live.list(),
     };

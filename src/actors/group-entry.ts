@@ -69,6 +69,12 @@ export interface GroupEntry {
    */
   sweptContext: GroupContext | null;
   sweptBound: number;
+  /**
+   * Whether the group may be served now, bound to the lease it was loaded under
+   * (`OwnedGroups.servingCheck`, made once): an owned entry keeps its lease until it is dropped
+   * or released.
+   */
+  serving: (() => boolean) | null;
 }
 
 /** What building actors needs: the membership timings, a clock and a logger. */
@@ -129,6 +135,7 @@ class Entry implements GroupEntry {
   floor: Evidence | null = null;
   sweptContext: GroupContext | null = null;
   sweptBound = Infinity;
+  serving: (() => boolean) | null = null;
   lastActiveAt: number;
   private live: GroupActor | null;
   /** The snapshot a parked actor left; null while it runs. */

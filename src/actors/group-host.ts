@@ -229,16 +229,16 @@ export class GroupHost implements GroupCoordinator {
     return this.parts.owned.withEntryNow(ref, (entry) => {
       if (this.parts.holds.has(entry, request.memberId)) return null;
       const decision = this.parts.committer.decideSteady(entry, this.options.clock.now(), request);
-      return decision && new HostTicket(entry, decision);
+      return decision && new HostTicket(entry, decision, this.parts.owned.servingCheck(entry));
     });
   }
 
   steadyAgain(ticket: SteadyTicket): boolean {
     if (!(ticket instanceof HostTicket)) return false;
-    const { entry, decision } = ticket;
+    const { entry, decision, serving } = ticket;
     const { owned, holds, committer } = this.parts;
     return (
-      owned.servesNow(entry) &&
+      owned.servesNow(entry, serving) &&
       !holds.has(entry, decision.member.memberId) &&
       committer.repeatSteady(entry, this.options.clock.now(), decision)
     );
@@ -459,6 +459,8 @@ class HostTicket implements SteadyTicket {
   constructor(
     readonly entry: GroupEntry,
     readonly decision: SteadyDecision,
+    /** Whether the group may be served now (`OwnedGroups.servingCheck`). */
+    readonly serving: () => boolean,
   ) {}
 
   get reply(): HeartbeatReply {

@@ -32,6 +32,13 @@ export interface Ownership {
    * deadline has not passed. False means stop serving (refuse or forward) until renewed.
    */
   mayServe(ref: GroupRef): boolean;
+  /**
+   * {@link mayServe} for `ref` bound to what it reads now (the lease held now), to be asked
+   * again without looking the group up: false from the moment `mayServe(ref)` would be false
+   * for this holding (its deadline passed, the lease released or lost). Optional: without it
+   * the host asks `mayServe(ref)` each time.
+   */
+  servingCheck?(ref: GroupRef): () => boolean;
   /** Gives the group's lease up (handover, shutdown); its mailbox has drained. */
   release(ref: GroupRef): Promise<void>;
   /** Registers the callback for a lost lease: the host drops the group at once. */
@@ -65,6 +72,10 @@ export class SingleReplicaOwnership implements Ownership {
     return true;
   }
 
+  servingCheck(): () => boolean {
+    return ALWAYS;
+  }
+
   release(): Promise<void> {
     return Promise.resolve();
   }
@@ -73,3 +84,5 @@ export class SingleReplicaOwnership implements Ownership {
     // A single replica never loses a group.
   }
 }
+
+const ALWAYS = () => true;

@@ -198,15 +198,24 @@ export class OwnedGroups {
 
   /**
    * Whether `entry` is served here now and idle, as {@link withEntryNow} asks of the entry it
-   * finds (the entry of a group dropped or released since is no longer `owned`).
+   * finds (the entry of a group dropped or released since is no longer `owned`); `serving`
+   * from {@link servingCheck}.
    */
-  servesNow(entry: GroupEntry): boolean {
-    return (
-      !this.closing &&
-      entry.phase === 'owned' &&
-      entry.mailbox.isIdle() &&
-      this.options.ownership.mayServe(entry.ref)
-    );
+  servesNow(entry: GroupEntry, serving: () => boolean): boolean {
+    return !this.closing && entry.phase === 'owned' && entry.mailbox.isIdle() && serving();
+  }
+
+  /**
+   * The ownership layer's `mayServe` for the entry's group, bound to its lease as held now
+   * (`Ownership.servingCheck`), for {@link servesNow}.
+   */
+  servingCheck(entry: GroupEntry): () => boolean {
+    if (entry.serving !== null) return entry.serving;
+    const { ownership } = this.options;
+    const check = ownership.servingCheck?.(entry.ref) ?? (() => ownership.mayServe(entry.ref));
+    // Kept only once it says yes (a check made before the lease is held would stay false).
+    if (check()) entry.serving = check;
+    return check;
   }
 
   /**

@@ -218,6 +218,9 @@ interface HeartbeatRoute {
   readonly memos: Map<string, SteadyMemo>;
   /** Each member's last steady answer. */
   readonly members: Map<string, SteadyMemo>;
+  /** The group's owner (`X-Coord-Owner`) as last looked up, and the owners' version then. */
+  owner: string | null;
+  ownersVersion: number;
 }
 
 /**
@@ -300,9 +303,28 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       params: parsed.success ? deepFreeze(parsed.data) : null,
       memos: new Map(),
       members: new Map(),
+      owner: null,
+      ownersVersion: -1,
     };
     routes.set(url, route);
     return route;
+  }
+
+  /**
+   * The group's owner as this replica sees it (`X-Coord-Owner`), looked up again only when the
+   * owners may have changed (`ReplicaServices.ownersVersion`).
+   */
+  function ownerOf(route: HeartbeatRoute): string | null {
+    const { stream, group } = route.raw;
+    if (!stream || !group) return null;
+    const replicas = services.replicas;
+    if (replicas === undefined) return groupOwnerOf(services, stream, group);
+    const version = replicas.ownersVersion();
+    if (route.ownersVersion !== version) {
+      route.owner = groupOwnerOf(services, stream, group);
+      route.ownersVersion = version;
+    }
+    return route.owner;
   }
 
   /** The request in flight: what its answer needs besides the heartbeat. */
@@ -486,8 +508,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       if (!route) return false;
       const requestId = requestIdOf(req.headers['x-request-id'] as string | undefined);
       acceptForwarded(services, req);
-      const { stream, group } = route.raw;
-      const owner = stream && group ? groupOwnerOf(services, stream, group) : null;
+      const owner = ownerOf(route);
       const pending: Pending = { req, res, route, requestId, owner };
       readBody(req, maxBytes, (error, bytes) => {
         if (error) fail(pending, error, null);

@@ -20,6 +20,8 @@ export interface ReplicaServices {
   readonly secret: string;
   /** The replica id of the group's rendezvous owner; null while nobody is known. */
   ownerOf(ref: GroupRef): string | null;
+  /** Changes whenever `ownerOf` may answer otherwise (the live replicas changed). */
+  ownersVersion(): number;
   /** The advertised URL of a live replica, or null. */
   urlOf(replicaId: string): string | null;
   /** The live replicas, for `GET /coord/v1/monitoring/replicas`. */

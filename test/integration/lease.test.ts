@@ -123,9 +123,14 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
     expect(held).not.toBeNull();
     expect(await b.leases.acquire(REF)).toBeNull();
     expect(b.leases.mayServe(REF)).toBe(false);
+    expect(b.leases.servingCheck(REF)()).toBe(false);
 
+    // A serving check bound to the lease held: false once it is released, and stays so.
+    const serving = a.leases.servingCheck(REF);
+    expect(serving()).toBe(true);
     await a.leases.release(REF);
     expect(a.leases.mayServe(REF)).toBe(false);
+    expect(serving()).toBe(false);
     expect(await leaseCount(a.metrics, 'released')).toBe(1);
     expect(await server.client().exists(keyNames(prefix).lease(REF))).toBe(0);
     const taken = await b.leases.acquire(REF);
@@ -162,11 +167,13 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
       await store.createGroup(state);
       const { leases, metrics, lost } = replica(prefix);
       const lease = await leases.acquire(REF);
+      const serving = leases.servingCheck(REF);
       await interfere(keyNames(prefix).lease(REF));
 
       await waitFor(() => lost.length > 0, { timeoutMs: 3_000, what: 'the lease to be lost' });
       expect(lost).toEqual([REF]);
       expect(leases.mayServe(REF)).toBe(false);
+      expect(serving()).toBe(false);
       expect(leases.status(REF)).toBeNull();
       expect(await leaseCount(metrics, 'renewed-failed')).toBe(1);
       expect(await leaseCount(metrics, 'lost')).toBe(1);
@@ -186,10 +193,13 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
     });
     const lease = await leases.acquire(REF);
     expect(lease?.deadline).toBe(1_000 + 8_000);
+    const serving = leases.servingCheck(REF);
     monotonic = 8_999;
     expect(leases.mayServe(REF)).toBe(true);
+    expect(serving()).toBe(true);
     monotonic = 9_000;
     expect(leases.mayServe(REF)).toBe(false);
+    expect(serving()).toBe(false);
     // The wall clock plays no part: the key itself is still ours.
     expect(leases.status(REF)?.value).toBe(lease?.value);
   });

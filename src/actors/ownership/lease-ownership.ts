@@ -8,7 +8,7 @@ import { rendezvousOwner } from './rendezvous.js';
 /** What {@link LeaseOwnership} needs of the lease manager. */
 export type Leases = Pick<
   LeaseManager,
-  'acquire' | 'status' | 'mayServe' | 'release' | 'heldGroups'
+  'acquire' | 'status' | 'mayServe' | 'servingCheck' | 'release' | 'heldGroups'
 >;
 
 /** Options of {@link LeaseOwnership}. */
@@ -38,20 +38,26 @@ export class LeaseOwnership implements Ownership {
   private readonly owners = new Map<string, OwnerOf>();
   private ownersLive: readonly ReplicaRecord[] | null = null;
   private ownersIds = '';
+  /** Moves on whenever the live ids change: see {@link ownersVersion}. */
+  private ownersGeneration = 0;
   private static readonly OWNERS_MAX = 100_000;
 
   constructor(private readonly options: LeaseOwnershipOptions) {
     this.replicaId = options.replicaId;
   }
 
+  /**
+   * A number that changes whenever {@link ownerOf} may answer otherwise than before (the live
+   * replicas' ids changed): an answer kept with the version it was given at still holds while
+   * the version is the same.
+   */
+  ownersVersion(): number {
+    this.liveNow();
+    return this.ownersGeneration;
+  }
+
   ownerOf(ref: GroupRef): OwnerOf {
-    const live = this.options.live();
-    if (live !== this.ownersLive) {
-      const ids = live.map((replica) => replica.id).join('\n');
-      if (ids !== this.ownersIds) this.owners.clear();
-      this.ownersLive = live;
-      this.ownersIds = ids;
-    }
+    const live = this.liveNow();
     const id = groupId(ref);
     let known = this.owners.get(id);
     if (known === undefined) {
@@ -60,6 +66,21 @@ export class LeaseOwnership implements Ownership {
       this.owners.set(id, known);
     }
     return known;
+  }
+
+  /** The live replicas; forgets the owners decided when their ids changed. */
+  private liveNow(): readonly ReplicaRecord[] {
+    const live = this.options.live();
+    if (live !== this.ownersLive) {
+      const ids = live.map((replica) => replica.id).join('\n');
+      if (ids !== this.ownersIds) {
+        this.owners.clear();
+        this.ownersGeneration++;
+      }
+      this.ownersLive = live;
+      this.ownersIds = ids;
+    }
+    return live;
   }
 
   private decideOwner(ref: GroupRef, live: readonly ReplicaRecord[]): OwnerOf {
@@ -92,6 +113,10 @@ export class LeaseOwnership implements Ownership {
 
   mayServe(ref: GroupRef): boolean {
     return this.options.leases.mayServe(ref);
+  }
+
+  servingCheck(ref: GroupRef): () => boolean {
+    return this.options.leases.servingCheck(ref);
   }
 
   release(ref: GroupRef): Promise<void> {

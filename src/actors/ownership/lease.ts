@@ -178,6 +178,16 @@ export class LeaseManager {
     return lease !== undefined && this.now() < this.deadlineOf(lease);
   }
 
+  /**
+   * {@link mayServe} bound to the lease held now (see `Ownership.servingCheck`): a lease
+   * released or lost is ended, and one acquired again is another lease.
+   */
+  servingCheck(ref: GroupRef): () => boolean {
+    const lease = this.held.get(groupId(ref));
+    if (lease === undefined) return NEVER;
+    return () => !lease.ended && this.now() < this.deadlineOf(lease);
+  }
+
   /** The lease as held now, or null. */
   status(ref: GroupRef): LeaseStatus | null {
     const lease = this.held.get(groupId(ref));
@@ -408,3 +418,5 @@ export class LeaseManager {
     this.options.metrics?.leaseChanges.inc({ event });
   }
 }
+
+const NEVER = () => false;

@@ -28,6 +28,9 @@ class FakeLeases implements Leases {
     const lease = this.held.get(groupId(ref));
     return lease !== undefined && this.now < lease.status.deadline;
   }
+  servingCheck(ref: GroupRef): () => boolean {
+    return () => this.mayServe(ref);
+  }
   release(ref: GroupRef): Promise<void> {
     this.held.delete(groupId(ref));
     return Promise.resolve();
@@ -93,18 +96,25 @@ describe('lease ownership: the rendezvous choice among live replicas owns a grou
       store: { ping: () => Promise.resolve(), claimGroup: () => Promise.reject(new Error('no')) },
     });
     expect(moving.ownerOf(ofB)).toEqual({ self: false, owner: B.id });
-    // A refresh with the same replicas (a new list): the same answers.
+    // The owners' version (what the heartbeat fast path keeps an owner with) moves on with them.
+    const versions = [moving.ownersVersion()];
+    // A refresh with the same replicas (a new list): the same answers, the same version.
     live = [{ ...A }, { ...B, url: 'http://b:9090' }];
     expect(moving.ownerOf(ofA)).toEqual({ self: true });
     expect(moving.ownerOf(ofB)).toEqual({ self: false, owner: B.id });
+    expect(moving.ownersVersion()).toBe(versions[0]);
     // B left: A owns everything.
     live = [A];
+    versions.push(moving.ownersVersion());
     expect(moving.ownerOf(ofB)).toEqual({ self: true });
     // Nobody listed: no owner known. B alone: B owns everything.
     live = [];
+    versions.push(moving.ownersVersion());
     expect(moving.ownerOf(ofA)).toEqual({ self: false, owner: null });
     live = [B];
     expect(moving.ownerOf(ofA)).toEqual({ self: false, owner: B.id });
+    versions.push(moving.ownersVersion());
+    expect(new Set(versions).size).toBe(4);
   });
 });
 
