@@ -419,8 +419,12 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
           `${c.key}: non-2xx ${JSON.stringify([...r.statuses])}, socket errors ${r.socketErrors}`,
         );
       results.set(c.key, [...(results.get(c.key) ?? []), { ...r, cpuUs }]);
+      const wrkUs =
+        r.generatorCpuSeconds === undefined
+          ? ''
+          : `; wrk ${fmt((r.generatorCpuSeconds * 1e6) / r.completed, 1)} µs CPU/request`;
       line.push(
-        `${c.key} ${fmt(r.requestsPerSecond)}/s p99 ${fmt(r.p99Ms, 1)} ms ${fmt(cpuUs)} µs CPU/hb (${split}; ${gc})`,
+        `${c.key} ${fmt(r.requestsPerSecond)}/s p99 ${fmt(r.p99Ms, 1)} ms ${fmt(cpuUs)} µs CPU/hb (${split}; ${gc}${wrkUs})`,
       );
     }
     ctx.log(`  round ${round}/${rounds}: ${line.join(', ')}`);

@@ -35,6 +35,11 @@ export interface LoadResult {
   /** Status code → count, over the window. */
   readonly statuses: ReadonlyMap<number, number>;
   readonly socketErrors: number;
+  /**
+   * CPU time the generator itself used while sending (s), where it can tell (wrk with
+   * {@link wrkRequestsScript}: its process time less the script's setup).
+   */
+  readonly generatorCpuSeconds?: number;
 }
 
 const HEADER_END = Buffer.from('\r\n\r\n');

@@ -37,6 +37,9 @@ export function wrkRequestsScript(
   const lua = [
     'local requests = {}',
     'local i = 0',
+    'local threads = {}',
+    // What wrk itself spends sending (its process CPU, os.clock, less the loading below).
+    'setup = function(thread) threads[#threads + 1] = thread end',
     'wrk.method = "POST"',
     'wrk.headers["Content-Type"] = "application/json"',
     `wrk.headers["Authorization"] = ${JSON.stringify(`Bearer ${token}`)}`,
@@ -46,10 +49,14 @@ export function wrkRequestsScript(
     '    requests[#requests + 1] = wrk.format("POST", line:sub(1, tab - 1), nil, line:sub(tab + 1))',
     '  end',
     '  i = (tonumber(args[1]) or 0) % #requests',
+    '  loaded_cpu = os.clock()',
     'end',
     'request = function()',
     '  i = i % #requests + 1',
     '  return requests[i]',
+    'end',
+    'done = function()',
+    '  io.write(string.format("WRK_CPU %.6f %.6f\\n", os.clock(), threads[1]:get("loaded_cpu")))',
     'end',
     '',
   ].join('\n');
@@ -99,6 +106,7 @@ export function runWrk(options: {
         out,
       );
       const socketErrors = socket ? socket.slice(1).reduce((n, v) => n + Number(v), 0) : 0;
+      const cpu = /^WRK_CPU ([\d.]+) ([\d.]+)$/m.exec(out);
       if (!Number.isFinite(rps)) return reject(new Error(`wrk output not understood: ${out}`));
       resolve({
         completed: total,
@@ -108,6 +116,7 @@ export function runWrk(options: {
         p99Ms: latency('99'),
         statuses: new Map(non2xx > 0 ? [[0, non2xx]] : []),
         socketErrors,
+        ...(cpu ? { generatorCpuSeconds: Number(cpu[1]) - Number(cpu[2]) } : {}),
       });
     });
   });
