@@ -75,6 +75,13 @@ export interface GroupEntry {
    * or released.
    */
   serving: (() => boolean) | null;
+  /**
+   * The steady tickets given out on the group's current context, by member
+   * (`GroupCoordinator.steadyTicket`): they live as long as the entry and that context; the
+   * HTTP layer holds them weakly, so a dropped or deleted group, or a context replaced, takes
+   * its tickets with it.
+   */
+  steadyTickets: { readonly ctx: GroupContext; readonly byMember: Map<string, object> } | null;
 }
 
 /** What building actors needs: the membership timings, a clock and a logger. */
@@ -136,6 +143,7 @@ class Entry implements GroupEntry {
   sweptContext: GroupContext | null = null;
   sweptBound = Infinity;
   serving: (() => boolean) | null = null;
+  steadyTickets: GroupEntry['steadyTickets'] = null;
   lastActiveAt: number;
   private live: GroupActor | null;
   /** The snapshot a parked actor left; null while it runs. */

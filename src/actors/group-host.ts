@@ -229,7 +229,14 @@ export class GroupHost implements GroupCoordinator {
     return this.parts.owned.withEntryNow(ref, (entry) => {
       if (this.parts.holds.has(entry, request.memberId)) return null;
       const decision = this.parts.committer.decideSteady(entry, this.options.clock.now(), request);
-      return decision && new HostTicket(entry, decision, this.parts.owned.servingCheck(entry));
+      if (decision === null) return null;
+      const ticket = new HostTicket(entry, decision, this.parts.owned.servingCheck(entry));
+      // Kept alive by the entry, for its current context only (the HTTP layer holds it weakly).
+      let kept = entry.steadyTickets;
+      if (kept === null || kept.ctx !== decision.ctx)
+        kept = entry.steadyTickets = { ctx: decision.ctx, byMember: new Map() };
+      kept.byMember.set(request.memberId, ticket);
+      return ticket;
     });
   }
 

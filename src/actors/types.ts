@@ -81,7 +81,8 @@ export interface HeartbeatHold {
 /**
  * A steady heartbeat's reply, kept by the HTTP layer with the request it answered, to answer
  * that request again through {@link GroupCoordinator.steadyAgain} (what else it holds is the
- * coordinator's).
+ * coordinator's). The coordinator keeps a ticket alive while it may still answer (its group
+ * served here, on the context it was decided on): hold it weakly.
  */
 export interface SteadyTicket {
   readonly reply: HeartbeatReply;

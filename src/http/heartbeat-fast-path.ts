@@ -224,21 +224,24 @@ interface HeartbeatRoute {
 }
 
 /**
- * A member's last steady answer (its JSON, reused while the member is told the same thing) and,
- * once it was the same twice in a row, the heartbeat it answered (issue 10, capacity): the same
- * body text from the same principal on the same URL is the same validated request, which
- * `GroupCoordinator.steadyAgain` answers again in O(1) while its decision holds, without the
- * body's parse and validation, the group's and member's lookups, the decision and the reply's
- * encoding. A route remembers at most a few more members than its group has (a memo keeps the
- * group's context it was decided on alive).
+ * A member's last steady answer (its JSON, reused while the member is told the same thing) and
+ * the heartbeat it answered (issue 10, capacity): the same body text from the same principal on
+ * the same URL is the same validated request, which `GroupCoordinator.steadyAgain` answers again
+ * in O(1) while its decision holds, without the body's parse and validation, the group's and
+ * member's lookups, the decision and the reply's encoding. The ticket is held weakly: the
+ * coordinator keeps it alive only while its group is served here on the context it was decided
+ * on, so a memo never keeps a deleted, moved or changed group in memory (a memo whose ticket is
+ * gone is decided anew). One per member, the latest; a route holds at most a few more than its
+ * group has members.
  */
 interface SteadyMemo {
   readonly json: string;
   readonly length: string;
-  /** The heartbeat's body text: null until the same answer was given twice in a row. */
-  readonly text: string | null;
+  /** The heartbeat's body text. */
+  readonly text: string;
   readonly principal: string;
-  readonly ticket: SteadyTicket;
+  readonly memberId: string;
+  readonly ticket: WeakRef<SteadyTicket>;
 }
 
 /**
@@ -338,7 +341,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
 
   /**
    * Remembers the steady answer `ticket` to the heartbeat `text` (from `principal`) as its
-   * member's last, and the heartbeat with it when the member was told the same last time.
+   * member's last, in place of the one before (whose JSON text is reused when it reads the same).
    */
   function remember(
     route: HeartbeatRoute,
@@ -350,25 +353,29 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     const { reply } = ticket;
     const json = JSON.stringify(reply);
     const previous = members.get(reply.memberId);
-    const memo: SteadyMemo =
-      previous !== undefined && previous.json === json
-        ? { json: previous.json, length: previous.length, text, principal, ticket }
-        : { json, length: String(Buffer.byteLength(json)), text, principal, ticket };
-    if (previous?.text != null) memos.delete(previous.text);
+    const same = previous !== undefined && previous.json === json;
+    const memo: SteadyMemo = {
+      json: same ? previous.json : json,
+      length: same ? previous.length : String(Buffer.byteLength(json)),
+      text,
+      principal,
+      memberId: reply.memberId,
+      ticket: new WeakRef(ticket),
+    };
+    if (previous !== undefined) memos.delete(previous.text);
     if (previous === undefined && members.size >= ticket.groupSize + REMEMBERED_MEMOS_SLACK) {
       memos.clear();
       members.clear();
     }
     members.set(reply.memberId, memo);
-    if (memo.text !== null) memos.set(memo.text, memo);
+    memos.set(text, memo);
     return memo;
   }
 
   /** Forgets a memo whose decision no longer holds. */
   function forget(route: HeartbeatRoute, memo: SteadyMemo): void {
-    if (memo.text !== null) route.memos.delete(memo.text);
-    const memberId = memo.ticket.reply.memberId;
-    if (route.members.get(memberId) === memo) route.members.delete(memberId);
+    route.memos.delete(memo.text);
+    if (route.members.get(memo.memberId) === memo) route.members.delete(memo.memberId);
   }
 
   /**
@@ -468,7 +475,8 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       const params = route.params ?? validate(groupParamsSchema, route.raw, 'path');
       if (memo !== undefined && memo.principal === principal) {
         assertGroupPermitted(caller, params.stream, params.group);
-        if (answerAgain(services, memo.ticket)) {
+        const ticket = memo.ticket.deref();
+        if (ticket !== undefined && answerAgain(services, ticket)) {
           answer(p, memo);
           return;
         }

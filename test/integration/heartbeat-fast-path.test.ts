@@ -1,9 +1,12 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import jwt from 'jsonwebtoken';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadSettings } from '../../src/config/load.js';
 import { HEARTBEAT_PATH } from '../../src/http/routes/consumer.js';
+import type { GroupRef } from '../../src/machines/types.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startCoordinator, type RunningCoordinator } from '../../src/server.js';
 import { CHANGE, TEST_SECRET } from '../support/coordinator.js';
@@ -122,6 +125,24 @@ function comparable(answer: Answer): unknown {
     return rest;
   }
   return body;
+}
+
+/** What the retention test reaches inside the host (its group table). */
+interface HostInternals {
+  readonly parts: { readonly table: { get(ref: GroupRef): object | undefined } };
+}
+
+/** The host's entry of `ref`, held weakly (no strong reference is left in the caller). */
+function weakEntryOf(c: RunningCoordinator, ref: GroupRef): WeakRef<object> {
+  const held = (c.host as unknown as HostInternals).parts.table.get(ref);
+  if (held === undefined) throw new Error(`no entry for ${ref.consumerGroup}`);
+  return new WeakRef(held);
+}
+
+/** V8's collector, called on demand (`--expose-gc` set at run time, for one test). */
+function forcedGc(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
 }
 
 describe('heartbeat fast path', () => {
@@ -508,6 +529,39 @@ describe('heartbeat fast path', () => {
     } finally {
       again.mockRestore();
     }
+  });
+
+  it('a remembered steady heartbeat keeps no deleted group in memory', async () => {
+    const path = await createGroup(fast, 'gone');
+    let body: unknown = { ...JOIN, memberId: 'gone-1' };
+    for (let i = 0; i < 6; i++) {
+      const answer = await ask(fast, path, consumerInit(body));
+      body = nextOf('gone-1', answer.body as Record<string, unknown>);
+    }
+    const again = vi.spyOn(fast.host, 'steadyAgain');
+    await ask(fast, path, consumerInit(body));
+    expect(again.mock.results.map((r) => r.value as boolean)).toEqual([true]);
+    // The spy keeps the ticket it was called with: forgotten before the group goes.
+    again.mockReset();
+    again.mockRestore();
+    const entry = weakEntryOf(fast, { streamPrefix: 'fp', consumerGroup: 'gone' });
+    expect(entry.deref()).toBeDefined();
+    const deleted = await fetch(`${fast.url}/coord/v1/admin/streams/fp/groups/gone?force=true`, {
+      method: 'DELETE',
+      headers: { ...JSON_TYPE, ...bearer(token(['WRITE'])) },
+      body: JSON.stringify(CHANGE),
+    });
+    expect(deleted.status).toBe(204);
+    // Collected on a turn of its own: a `deref` keeps its target alive until its turn ends.
+    const gc = forcedGc();
+    let collected = false;
+    for (let i = 0; i < 20 && !collected; i++) {
+      await new Promise((resolve) => setImmediate(resolve));
+      gc();
+      await new Promise((resolve) => setImmediate(resolve));
+      collected = entry.deref() === undefined;
+    }
+    expect(collected).toBe(true);
   });
 
   it('what the fast path remembers (a body, a URL, a token) changes no answer', async () => {
