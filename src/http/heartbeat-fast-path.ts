@@ -281,8 +281,9 @@ function deepFreeze<T>(value: T): T {
  * What the steady heartbeat repeats is worked out once: a URL's match and validated
  * parameters, and a body text's validated heartbeat (both decided by the text alone, so
  * remembering them changes no answer; a body is remembered only once it was validated for an
- * authenticated caller). A steady heartbeat is answered in the turn its body ends, its
- * headers written in one `writeHead`.
+ * authenticated caller), and a member's steady heartbeat with its answer ({@link SteadyMemo}:
+ * answered again while the coordinator says its decision holds). A steady heartbeat is answered
+ * in the turn its body ends, its headers written in one `writeHead`.
  */
 export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
   const maxBytes = services.settings.limits['max-body-bytes'];
