@@ -76,12 +76,15 @@ export interface GroupEntry {
    */
   serving: (() => boolean) | null;
   /**
-   * The steady tickets given out on the group's current context, by member
-   * (`GroupCoordinator.steadyTicket`): they live as long as the entry and that context; the
-   * HTTP layer holds them weakly, so a dropped or deleted group, or a context replaced, takes
-   * its tickets with it.
+   * The steady tickets given out on the group's current state, by member
+   * (`GroupCoordinator.steadyTicket`): they live as long as the entry and that state; the HTTP
+   * layer holds them weakly, so a dropped or deleted group, or a group state replaced, takes its
+   * tickets with it.
    */
-  steadyTickets: { readonly ctx: GroupContext; readonly byMember: Map<string, object> } | null;
+  steadyTickets: {
+    readonly group: GroupContext['group'];
+    readonly byMember: Map<string, object>;
+  } | null;
 }
 
 /** What building actors needs: the membership timings, a clock and a logger. */

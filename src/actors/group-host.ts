@@ -231,10 +231,10 @@ export class GroupHost implements GroupCoordinator {
       const decision = this.parts.committer.decideSteady(entry, this.options.clock.now(), request);
       if (decision === null) return null;
       const ticket = new HostTicket(entry, decision, this.parts.owned.servingCheck(entry));
-      // Kept alive by the entry, for its current context only (the HTTP layer holds it weakly).
+      // Kept alive by the entry, for its current group state only (the HTTP layer holds it weakly).
       let kept = entry.steadyTickets;
-      if (kept === null || kept.ctx !== decision.ctx)
-        kept = entry.steadyTickets = { ctx: decision.ctx, byMember: new Map() };
+      if (kept === null || kept.group !== decision.group)
+        kept = entry.steadyTickets = { group: decision.group, byMember: new Map() };
       kept.byMember.set(request.memberId, ticket);
       return ticket;
     });
@@ -475,6 +475,6 @@ class HostTicket implements SteadyTicket {
   }
 
   get groupSize(): number {
-    return memberCount(this.decision.ctx.group);
+    return memberCount(this.decision.group);
   }
 }

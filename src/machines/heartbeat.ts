@@ -116,13 +116,18 @@ export function steadyHeartbeat(
 
 /**
  * A steady heartbeat's decision (DESIGN.md §12), kept to answer the very same heartbeat again
- * ({@link repeatSteady}) without deciding it anew: while the group's context is the object it
- * was decided on and the clock is below {@link SteadyDecision.until}, the same request gets the
- * same reply (every check of {@link steadyMember} reads the context and the request; the clock
- * only through a recompute falling due and a rollback window ending).
+ * ({@link repeatSteady}) without deciding it anew: while the parts of the context it read are
+ * the objects it was decided on (the group, the config, the waiting recompute, the liveness
+ * table) and the clock is below {@link SteadyDecision.until}, the same request gets the same
+ * reply. Every check of {@link steadyMember} and the reply read only those and the request; the
+ * clock only through a recompute falling due and a rollback window ending. A chart event that
+ * changed none of them (a heartbeat through the chart that changed nothing) keeps it.
  */
 export interface SteadyDecision {
-  readonly ctx: GroupContext;
+  readonly group: GroupContext['group'];
+  readonly config: GroupContext['config'];
+  readonly recomputeAt: GroupContext['recomputeAt'];
+  readonly liveness: GroupContext['liveness'];
   readonly member: MemberRecord;
   readonly view: MemberShards;
   readonly request: HeartbeatRequest;
@@ -142,16 +147,35 @@ export function decideSteady(
   const { group } = ctx;
   const reply = answerMember(ctx, group, member, member.memberEpoch, request, now);
   const view = memberShards(group, member.memberId);
-  return { ctx, member, view, request, reply, until: steadyUntil(ctx) };
+  const { config, recomputeAt, liveness } = ctx;
+  return {
+    group,
+    config,
+    recomputeAt,
+    liveness,
+    member,
+    view,
+    request,
+    reply,
+    until: steadyUntil(ctx),
+  };
 }
 
 /**
  * Answers a decided steady heartbeat again at `now` (its `reply`): true, its member's liveness
- * refreshed as {@link steadyHeartbeat} refreshes it, when the decision still holds on `ctx`;
+ * refreshed as {@link steadyHeartbeat} refreshes it, when the decision still holds on `ctx` (the
+ * group's context now);
  * false, nothing touched, when it may not (decide it anew).
  */
 export function repeatSteady(decision: SteadyDecision, ctx: GroupContext, now: number): boolean {
-  if (ctx !== decision.ctx || now >= decision.until) return false;
+  if (
+    ctx.group !== decision.group ||
+    ctx.recomputeAt !== decision.recomputeAt ||
+    ctx.liveness !== decision.liveness ||
+    ctx.config !== decision.config ||
+    now >= decision.until
+  )
+    return false;
   refreshLiveness(ctx, decision.member, decision.request, decision.view, now);
   return true;
 }

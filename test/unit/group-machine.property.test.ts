@@ -12,7 +12,12 @@ import type { MembershipConfig } from '../../src/machines/config.js';
 import { defaultMembershipConfig } from '../../src/machines/config.js';
 import type { GroupContext } from '../../src/machines/context.js';
 import { createGroupContext } from '../../src/machines/context.js';
-import { decideSteady, steadyMember } from '../../src/machines/heartbeat.js';
+import {
+  decideSteady,
+  repeatSteady,
+  steadyMember,
+  type SteadyDecision,
+} from '../../src/machines/heartbeat.js';
 import { LivenessTable } from '../../src/machines/liveness.js';
 import { PersistentMap } from '../../src/machines/persistent-map.js';
 import type { GroupEvent } from '../../src/machines/events.js';
@@ -64,7 +69,7 @@ type Command =
   | { kind: 'rollback' };
 
 /** Steady decisions whose horizon was finite (a recompute waiting, a rollback window open). */
-const horizons = { finite: 0 };
+const horizons = { finite: 0, repeated: 0 };
 
 /** Highest shard count a random scale asks for. */
 const MAX_SCALE = 64;
@@ -83,6 +88,8 @@ class Simulation {
   /** Heartbeats the hot path's O(1) check called steady (the chart agreed, see `heartbeat`). */
   steadyBeats = 0;
   private migrations = 0;
+  /** Steady decisions by the request they decided (JSON), as the fast path keeps them. */
+  private readonly kept = new Map<string, SteadyDecision>();
 
   constructor(shardCount: number, memberCount: number) {
     this.members = Array.from({ length: memberCount }, (_, i) => ({
@@ -114,9 +121,21 @@ class Simulation {
     // The hot path's O(1) decision (DESIGN.md §12): when it calls a heartbeat steady, the
     // chart's road must agree, byte for byte, and change nothing in the group or the chart.
     const stateBefore = this.actor.getSnapshot().value;
+    // A decision kept from an earlier identical heartbeat that says it still holds (the memo of
+    // the fast path) answers what deciding anew answers, whatever events came in between.
+    const key = JSON.stringify(request);
+    const kept = this.kept.get(key);
+    const repeated = kept !== undefined && repeatSteady(kept, this.ctx, this.now);
     const decision = decideSteady(this.ctx, request, this.now);
     const steady = decision?.reply ?? null;
-    if (decision !== null) this.checkHorizon(decision.ctx, request, decision.until);
+    if (repeated) {
+      expect(JSON.stringify(steady)).toBe(JSON.stringify(kept.reply));
+      horizons.repeated++;
+    }
+    if (decision !== null) {
+      this.checkHorizon(this.ctx, request, decision.until);
+      this.kept.set(key, decision);
+    }
     const result = this.send({ type: 'HEARTBEAT', now: this.now, request }).result;
     expect(result).not.toBeNull();
     if (steady !== null) {
@@ -540,7 +559,10 @@ describe('property: invariants hold after every step, and honest members converg
         { numRuns: PROPERTY_RUNS, ...REPLAY },
       );
       // The horizon checks saw decisions that end (a replayed counterexample may not).
-      if (process.env.PROPERTY_SEED === undefined) expect(horizons.finite).toBeGreaterThan(0);
+      if (process.env.PROPERTY_SEED === undefined) {
+        expect(horizons.finite).toBeGreaterThan(0);
+        expect(horizons.repeated).toBeGreaterThan(0);
+      }
     },
     PROPERTY_TIMEOUT_MS,
   );

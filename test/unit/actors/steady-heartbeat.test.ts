@@ -94,6 +94,26 @@ describe('a steady heartbeat is answered from memory with the bytes of the full 
   });
 });
 
+describe('a kept steady decision outlives chart events that change nothing it read', () => {
+  it("another member's heartbeat through the chart keeps it; a join ends it", async () => {
+    const rig = await settledGroup(8, ['m-a', 'm-b']);
+    const decision = rig.committer.decideSteady(rig.entry, rig.clock.now(), requestOf(rig, 'm-a'));
+    expect(decision).not.toBeNull();
+    const before = contextOf(rig);
+    await fullRoad(rig, requestOf(rig, 'm-b'));
+    // A new context object, the same group state: the decision still holds, and answers what
+    // deciding anew answers.
+    expect(contextOf(rig)).not.toBe(before);
+    expect(contextOf(rig).group).toBe(before.group);
+    rig.clock.advance(1_000);
+    expect(rig.committer.repeatSteady(rig.entry, rig.clock.now(), decision!)).toBe(true);
+    const fresh = steadyHeartbeat(contextOf(rig), requestOf(rig, 'm-a'), rig.clock.now());
+    expect(JSON.stringify(fresh)).toBe(JSON.stringify(decision!.reply));
+    await fullRoad(rig, joinRequest('m-c'));
+    expect(rig.committer.repeatSteady(rig.entry, rig.clock.now(), decision!)).toBe(false);
+  });
+});
+
 describe('a heartbeat that may change the group takes the chart road', () => {
   it('joins, leaves, revoke DONE, stale epochs, versions ahead and due recomputes are not steady', async () => {
     const rig = await settledGroup(4, ['m-a', 'm-b']);
