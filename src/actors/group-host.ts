@@ -87,8 +87,16 @@ export class GroupHost implements GroupCoordinator {
     for (const stop of this.stops.splice(0)) stop();
     await this.parts.owned.stop();
     this.parts.publication.releaseAll();
-    await Promise.allSettled(this.parts.table.all().map((e) => e.mailbox.idle()));
+    await this.idle();
     this.parts.table.clear();
+  }
+
+  /**
+   * Resolves once every group's mailbox has run what was queued on it so far (timer work and
+   * writes in flight included) and is idle: a barrier for tests and for close.
+   */
+  async idle(): Promise<void> {
+    await Promise.allSettled(this.parts.table.all().map((e) => e.mailbox.idle()));
   }
 
   /** Hands a group over (DESIGN.md §8): its mailbox drains, then its lease is given up. */

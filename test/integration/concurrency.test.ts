@@ -461,8 +461,12 @@ describe.each(['memory', 'redis'] as const)('concurrent traffic on the %s store'
     /** Everything checked between batches, while nothing else runs. */
     const afterBatch = async (label: string) => {
       await drainPolls();
-      // A mailbox barrier: verify() queues behind all work on the group (timer sweeps too).
+      // The store checked (verify), then a mailbox barrier: every group's queued work (timer
+      // ticks and writes in flight too) has run. verify() alone is no barrier: a group whose
+      // stored revision is already at or past the one it holds is not queued (a write whose
+      // answer has not come back yet, for instance).
       await c.host.verify();
+      await c.host.idle();
       for (const r of log.splice(0)) {
         if (r.status === 503 && r.code !== null && CODES_503.has(r.code))
           problems.push(`${label}: ${r.what} answered 503 ${r.code} on a healthy store`);
