@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import type { HeartbeatReply } from '../src/machines/protocol.js';
 import type { BenchContext } from './context.js';
-import type { LoadResult } from './load.js';
+import { assertAllOk, type LoadResult } from './load.js';
 import {
   CONSUMER_TOKEN,
   applyReply,
@@ -414,10 +414,7 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
       const cpuUs = ((cpuSecondsOf(pid(c.child)) - cpuFrom) * 1e6) / r.completed;
       const split = cpuSplitSince(pid(c.child), splitFrom, r.completed);
       const gc = gcPausesSince(gcFrom, await gcPausesOf(c.child.port), r.completed);
-      if (r.statuses.size > 0 || r.socketErrors > 0)
-        throw new Error(
-          `${c.key}: non-2xx ${JSON.stringify([...r.statuses])}, socket errors ${r.socketErrors}`,
-        );
+      assertAllOk(r, c.key);
       results.set(c.key, [...(results.get(c.key) ?? []), { ...r, cpuUs }]);
       const wrkUs =
         r.generatorCpuSeconds === undefined

@@ -224,17 +224,9 @@ export class GroupHost implements GroupCoordinator {
     return this.withEntry(ref, (entry) => this.runCommand(entry, command));
   }
 
-  steadyHeartbeat(ref: GroupRef, request: HeartbeatRequest): HeartbeatReply | null {
-    return this.parts.owned.withEntryNow(ref, (entry) =>
-      // A member with a held heartbeat takes heartbeat(): the held one is decided first.
-      this.parts.holds.has(entry, request.memberId)
-        ? null
-        : this.parts.committer.steady(entry, this.options.clock.now(), request),
-    );
-  }
-
   steadyTicket(ref: GroupRef, request: HeartbeatRequest): SteadyTicket | null {
     return this.parts.owned.withEntryNow(ref, (entry) => {
+      // A member with a held heartbeat takes heartbeat(): the held one is decided first.
       if (this.parts.holds.has(entry, request.memberId)) return null;
       const decision = this.parts.committer.decideSteady(entry, this.options.clock.now(), request);
       if (decision === null) return null;

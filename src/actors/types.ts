@@ -125,21 +125,17 @@ export interface GroupCoordinator {
   command(ref: GroupRef, command: AdminCommand): Promise<CommandOutcome>;
   /**
    * The reply to a steady heartbeat (DESIGN.md §12) given at once, without a turn of the
-   * group's mailbox, when that is what {@link heartbeat} would answer next; null otherwise
+   * group's mailbox, when that is what {@link heartbeat} would answer next, as the `reply` of a
+   * ticket that answers the very same heartbeat again ({@link steadyAgain}); null otherwise
    * (not steady, not served from memory here, work queued, or a heartbeat of the member held):
    * then ask {@link heartbeat}.
-   */
-  steadyHeartbeat(ref: GroupRef, request: HeartbeatRequest): HeartbeatReply | null;
-  /**
-   * {@link steadyHeartbeat}, with a ticket that answers the very same heartbeat again
-   * ({@link steadyAgain}): its `reply`, or null when it would be.
    */
   steadyTicket(ref: GroupRef, request: HeartbeatRequest): SteadyTicket | null;
   /**
    * The ticket's heartbeat again (the same request from the same principal): true when the
    * group is served here, nothing is queued or held for the member, and the decision still
    * holds on the group as it is now, the member's liveness then refreshed as
-   * {@link steadyHeartbeat} refreshes it and `ticket.reply` the answer; false, nothing touched,
+   * {@link steadyTicket} refreshes it and `ticket.reply` the answer; false, nothing touched,
    * otherwise (ask {@link steadyTicket} or {@link heartbeat}). O(1), no lookup by name.
    */
   steadyAgain(ticket: SteadyTicket): boolean;

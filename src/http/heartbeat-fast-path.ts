@@ -442,6 +442,13 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     refuse(p, error, bytes).catch((failure: unknown) => broken(p, failure));
   }
 
+  /** The body's validated heartbeat, remembered by its text (unless too long to). */
+  function validated(text: string | null, body: unknown): HeartbeatBody {
+    const heartbeat = validate(heartbeatBodySchema, body ?? {}, 'body');
+    if (text !== null) bodies.set(text, deepFreeze(heartbeat));
+    return heartbeat;
+  }
+
   /**
    * The steps after the body, in the express pipeline's order. A body remembered with its
    * steady answer ({@link SteadyMemo}) was valid JSON and a valid heartbeat: those two steps
@@ -451,10 +458,10 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     const { req, route } = p;
     let answered: SteadyTicket | Promise<HeartbeatReply>;
     let text: string | null = null;
-    let heartbeat: HeartbeatBody | undefined;
     let principal: string;
     try {
       let body: unknown;
+      let known: HeartbeatBody | undefined;
       let memo: SteadyMemo | undefined;
       if (bytes.length > 0) {
         const contentType = req.headers['content-type'];
@@ -466,29 +473,31 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
         if (decoded.length <= REMEMBERED_BODY_MAX) {
           text = decoded;
           memo = route.memos.get(text);
-          if (memo === undefined) heartbeat = bodies.get(text);
+          if (memo === undefined) known = bodies.get(text);
         }
-        if (heartbeat === undefined && memo === undefined) body = parseJsonText(decoded);
+        if (known === undefined && memo === undefined) body = parseJsonText(decoded);
       }
       const caller = principalOfRequest(services.tokens, req);
       principal = caller.name;
       assertAnyRole(caller, HEARTBEAT_ROLES);
       const params = route.params ?? validate(groupParamsSchema, route.raw, 'path');
-      if (memo !== undefined && memo.principal === principal) {
+      let heartbeat: HeartbeatBody;
+      if (memo === undefined) {
+        heartbeat = known ?? validated(text, body);
         assertGroupPermitted(caller, params.stream, params.group);
-        const ticket = memo.ticket.deref();
-        if (ticket !== undefined && answerAgain(services, ticket)) {
-          answer(p, memo);
-          return;
+      } else {
+        // A memo's text is a valid heartbeat: its validation, which would pass, comes after.
+        assertGroupPermitted(caller, params.stream, params.group);
+        if (memo.principal === principal) {
+          const ticket = memo.ticket.deref();
+          if (ticket !== undefined && answerAgain(services, ticket)) {
+            answer(p, memo);
+            return;
+          }
+          forget(route, memo);
         }
-        forget(route, memo);
+        heartbeat = validated(memo.text, parseJsonText(memo.text));
       }
-      if (heartbeat === undefined) {
-        if (memo !== undefined) body = parseJsonText(text!);
-        heartbeat = validate(heartbeatBodySchema, body ?? {}, 'body');
-        if (text !== null) bodies.set(text, deepFreeze(heartbeat));
-      }
-      assertGroupPermitted(caller, params.stream, params.group);
       answered = answerHeartbeat(services, caller, params, heartbeat, p.res);
     } catch (error) {
       fail(p, error, bytes);

@@ -164,8 +164,7 @@ export function decideSteady(
 /**
  * Answers a decided steady heartbeat again at `now` (its `reply`): true, its member's liveness
  * refreshed as {@link steadyHeartbeat} refreshes it, when the decision still holds on `ctx` (the
- * group's context now);
- * false, nothing touched, when it may not (decide it anew).
+ * group's context now); false, nothing touched, when it may not (decide it anew).
  */
 export function repeatSteady(decision: SteadyDecision, ctx: GroupContext, now: number): boolean {
   if (

@@ -59,8 +59,8 @@ export const HEARTBEAT_ROLES = ['CONSUMER'] as const;
  * heartbeat fast path (`src/http/heartbeat-fast-path.ts`). The member is bound to the caller's
  * principal (DESIGN.md §5), which comes from the verified token, never from the body.
  *
- * A steady heartbeat the group can answer at once (`GroupCoordinator.steadyHeartbeat`) is
- * answered synchronously, without a promise; any other returns the promise of its answer.
+ * A steady heartbeat the group can answer at once (`GroupCoordinator.steadyTicket`) is
+ * answered synchronously with its ticket, without a promise; any other returns the promise of its answer.
  */
 export function answerHeartbeat(
   services: Services,

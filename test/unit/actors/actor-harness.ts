@@ -68,6 +68,15 @@ export function joinRequest(memberId: string): HeartbeatRequest {
   return joinBody(memberId, { revokeProgress: [] });
 }
 
+/** The steady reply the host gives at once (its ticket's), or null. */
+export function steadyReply(
+  host: GroupHost,
+  ref: GroupRef,
+  request: HeartbeatRequest,
+): HeartbeatReply | null {
+  return host.steadyTicket(ref, request)?.reply ?? null;
+}
+
 /** The next heartbeat of a member, from what it was told last. */
 export function nextRequest(memberId: string, last: HeartbeatReply): HeartbeatRequest {
   return {

@@ -17,6 +17,7 @@ import {
   partsRig,
   REF,
   TestOwnership,
+  steadyReply,
 } from './actor-harness.js';
 
 type Rig = ReturnType<typeof partsRig> & { entry: GroupEntry };
@@ -209,9 +210,9 @@ describe('a steady heartbeat is answered at once, without a turn of the mailbox,
     for (let i = 0; i < 5; i++)
       reply = await host.heartbeat(REF, { ...nextRequest('m-a', reply), principal: 'p' });
     const request = { ...nextRequest('m-a', reply), principal: 'p' };
-    expect(host.steadyHeartbeat(REF, request)).toEqual(reply);
-    expect(host.steadyHeartbeat({ ...REF, consumerGroup: 'unknown' }, request)).toBeNull();
+    expect(steadyReply(host, REF, request)).toEqual(reply);
+    expect(steadyReply(host, { ...REF, consumerGroup: 'unknown' }, request)).toBeNull();
     ownership.unservable.add(groupId(REF));
-    expect(host.steadyHeartbeat(REF, request)).toBeNull();
+    expect(steadyReply(host, REF, request)).toBeNull();
   });
 });

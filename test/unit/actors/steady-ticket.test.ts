@@ -13,6 +13,7 @@ import {
   REF,
   TestOwnership,
   type ActorRig,
+  steadyReply,
 } from './actor-harness.js';
 
 /** A group of 8 shards with members `ids` settled (their last replies OK); the rig and those replies. */
@@ -52,7 +53,7 @@ describe('a kept steady decision answers the same heartbeat again', () => {
     const refreshed = await livenessOf(rig, 'm-a');
     expect(refreshed?.lastHeartbeatAt).toBe(new Date(rig.clock.now()).toISOString());
     // Deciding it anew at the same time gives the same bytes and the same liveness.
-    const fresh = rig.host.steadyHeartbeat(REF, request);
+    const fresh = steadyReply(rig.host, REF, request);
     expect(JSON.stringify(fresh)).toBe(JSON.stringify(ticket!.reply));
     expect(await livenessOf(rig, 'm-a')).toEqual(refreshed);
   });
