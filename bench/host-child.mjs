@@ -173,7 +173,7 @@ async function buildGroups(host, prefix, groups, shards, membersPerGroup) {
 
 /**
  * Steady heartbeats for `ms` from `concurrency` loops over the members: heartbeats/s. Each is
- * asked as the HTTP layer asks it (`steadyHeartbeat`, then `heartbeat` if that says null).
+ * asked as the HTTP layer asks it (`steadyTicket`, then `heartbeat` if that says null).
  */
 async function measure(host, members, ms, concurrency) {
   let done = 0;
@@ -188,7 +188,7 @@ async function measure(host, members, ms, concurrency) {
         // As the HTTP layer asks (answerHeartbeat): at once when the group can, else in turn.
         const heartbeat = request(m);
         const reply =
-          host.steadyHeartbeat(m.ref, heartbeat) ?? (await host.heartbeat(m.ref, heartbeat));
+          host.steadyTicket(m.ref, heartbeat)?.reply ?? (await host.heartbeat(m.ref, heartbeat));
         if (reply.outcome !== 'OK') bad++;
         done++;
       }
