@@ -94,7 +94,7 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
       await leases.releaseAll();
       client.disconnect();
     });
-    return { leases, metrics, lost };
+    return { leases, metrics, lost, client };
   }
 
   it('acquires: the key holds our value, the group may be served, and a claim with it succeeds', async () => {
@@ -267,9 +267,11 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
       acquireAttempts: 2,
       acquireRetryMs: 60_000,
       // Drawn after the failed attempt, before the key's remaining time is read: the old owner
-      // hands the group over in between.
+      // hands the group over in between (its lease key deleted, as a release deletes it). Sent on
+      // b's own connection, so that Redis runs it before b reads the key's remaining time: the
+      // old owner's own release goes through redlock and may arrive after that read.
       random: () => {
-        void a.leases.release(REF).then(() => (released = true));
+        void b.client.del(keyNames(prefix).lease(REF)).then(() => (released = true));
         return 0;
       },
     });
@@ -277,6 +279,7 @@ describe('group leases on a real redis-server (DESIGN.md §8)', () => {
     expect(released).toBe(true);
     expect(lease).not.toBeNull();
     expect(delays[0]).toBe(0); // then the renewal's timer
+    await a.leases.release(REF);
   });
 
   describe('batched renewals (docs/decisions.md)', () => {
