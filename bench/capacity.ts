@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import type { HeartbeatReply } from '../src/machines/protocol.js';
@@ -33,7 +34,9 @@ import { runWrk, wrkRequestsScript } from './wrk.js';
  * large process's RSS is read from /proc/<pid>/status (VmRSS) once steady and again after the
  * rounds. Throughput: wrk (its own process, one thread, 64 connections) cycling through every
  * member's steady heartbeat (its own path and body, in a shuffled order, from a random start
- * each round), interleaved rounds small / large, medians, ratio. CPU time per heartbeat of each
+ * each round; each request with its own X-Request-Id, as the SDK sends, and as many requests in
+ * the small case's cycle as in the large one's, so the generator does the same work in both),
+ * interleaved rounds small / large, medians, ratio. CPU time per heartbeat of each
  * coordinator (/proc/<pid>/stat) is printed beside it, and the large replica's CPU use while no
  * heartbeat arrives (lease renewals of its 10,000 groups, the registry, the sweeps).
  * `--profile <dir>` profiles that idle period and each measured round alone (node:inspector in
@@ -306,9 +309,16 @@ function shuffled<T>(items: readonly T[]): T[] {
   return out;
 }
 
-/** Each member's steady heartbeat as wrk sends it: its group's path and its body. */
-function steadyRequests(groups: readonly Group[]) {
-  return shuffled(
+/**
+ * The steady heartbeats wrk sends: `count` requests, each member's in turn (its group's path and
+ * its body) in a fixed shuffled order, each with an `X-Request-Id` of its own as the SDK sends
+ * (a UUID per request). Both cases get the same count, the large replica's member count, so the
+ * generator's work is the same in both: its table of prebuilt requests is as large (LuaJIT
+ * interns equal strings: the ids make each request its own string), and the ratio measures the
+ * coordinator's state, not wrk's (docs/BENCHMARKS.md, capacity).
+ */
+function steadyRequests(groups: readonly Group[], count: number) {
+  const beats = shuffled(
     groups.flatMap((g) =>
       g.members.map((m) => ({
         path: heartbeatPath(g.stream, g.group),
@@ -316,6 +326,10 @@ function steadyRequests(groups: readonly Group[]) {
       })),
     ),
   );
+  return Array.from({ length: count }, (_, i) => ({
+    ...(beats[i % beats.length] as { path: string; body: string }),
+    requestId: randomUUID(),
+  }));
 }
 
 /** Beats a sample of members once more: each must be answered OK with nothing moved. */
@@ -383,13 +397,14 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
   const driven = Number(process.env.BENCH_CAPACITY_GROUPS ?? 0) || l.groups.length;
   if (driven < l.groups.length)
     ctx.log(`  BENCH_CAPACITY_GROUPS: wrk drives ${fmt(driven)} of the large replica's groups`);
+  // Both cases cycle as many requests (see steadyRequests).
+  const requests = driven * MEMBERS_PER_GROUP;
   const cases = [
     { key: 'small', child: small, groups: s.groups },
     { key: 'large', child: large, groups: l.groups.slice(0, driven) },
   ].map((c) => ({
     ...c,
-    requests: c.groups.length * MEMBERS_PER_GROUP,
-    script: wrkRequestsScript(CONSUMER_TOKEN, steadyRequests(c.groups)),
+    script: wrkRequestsScript(CONSUMER_TOKEN, steadyRequests(c.groups, requests)),
   }));
   // Each run starts at a random place in the cycle, so that every round reaches other members.
   const run = (c: (typeof cases)[number], ms: number) =>
@@ -398,7 +413,7 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
       script: c.script,
       connections,
       durationMs: ms,
-      args: [String(Math.floor(Math.random() * c.requests))],
+      args: [String(Math.floor(Math.random() * requests))],
     });
   for (const c of cases) await run(c, 1_000); // warm-up
   const results = new Map<string, Array<LoadResult & { cpuUs: number }>>();

@@ -21,19 +21,29 @@ export function wrkScript(path: string, token: string, bodies: readonly string[]
 }
 
 /**
- * Writes a wrk Lua script that cycles through `requests` (each its own path and body) as POSTs
- * with the token, starting at the index given as the script's first argument. The requests go
- * in a data file of their own, one `path<TAB>body` a line, read once by `init`: a Lua table
- * constructor of 100,000 strings would pass LuaJIT's limit on constants per function.
+ * Writes a wrk Lua script that cycles through `requests` (each its own path and body, and its
+ * own `X-Request-Id` when it has one, as the SDK sends) as POSTs with the token, starting at the
+ * index given as the script's first argument. The requests go in a data file of their own, one
+ * `path<TAB>body[<TAB>request id]` a line, read once by `init`: a Lua table constructor of
+ * 100,000 strings would pass LuaJIT's limit on constants per function.
  */
 export function wrkRequestsScript(
   token: string,
-  requests: ReadonlyArray<{ readonly path: string; readonly body: string }>,
+  requests: ReadonlyArray<{
+    readonly path: string;
+    readonly body: string;
+    readonly requestId?: string;
+  }>,
 ): string {
   const dir = mkdtempSync(join(tmpdir(), 'coord-bench-wrk-'));
   const data = join(dir, 'requests.tsv');
   const file = join(dir, 'requests.lua');
-  writeFileSync(data, requests.map((r) => `${r.path}\t${r.body}\n`).join(''));
+  writeFileSync(
+    data,
+    requests
+      .map((r) => `${r.path}\t${r.body}${r.requestId === undefined ? '' : `\t${r.requestId}`}\n`)
+      .join(''),
+  );
   const lua = [
     'local requests = {}',
     'local i = 0',
@@ -46,7 +56,17 @@ export function wrkRequestsScript(
     'init = function(args)',
     `  for line in io.lines(${JSON.stringify(data)}) do`,
     '    local tab = line:find("\t", 1, true)',
-    '    requests[#requests + 1] = wrk.format("POST", line:sub(1, tab - 1), nil, line:sub(tab + 1))',
+    '    local path = line:sub(1, tab - 1)',
+    '    local rest = line:sub(tab + 1)',
+    '    local id = rest:find("\t", 1, true)',
+    '    local headers = nil',
+    '    if id then',
+    // wrk.format takes the headers it is given in place of wrk.headers (Host aside).
+    '      headers = { ["X-Request-Id"] = rest:sub(id + 1) }',
+    '      for name, value in pairs(wrk.headers) do headers[name] = value end',
+    '      rest = rest:sub(1, id - 1)',
+    '    end',
+    '    requests[#requests + 1] = wrk.format("POST", path, headers, rest)',
     '  end',
     '  i = (tonumber(args[1]) or 0) % #requests',
     '  loaded_cpu = os.clock()',
