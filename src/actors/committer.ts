@@ -143,9 +143,9 @@ export class Committer {
    * idle.
    */
   repeatSteady(entry: GroupEntry, now: number, decision: SteadyDecision): boolean {
-    const ctx = entry.snapshot().context;
-    if (!repeatSteady(decision, ctx, now)) return false;
-    this.options.deadlines?.noteMember(entry, ctx.liveness.get(decision.member.memberId));
+    const live = repeatSteady(decision, entry.snapshot().context, now);
+    if (live === null) return false;
+    this.options.deadlines?.noteMember(entry, live);
     return true;
   }
 

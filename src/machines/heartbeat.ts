@@ -31,7 +31,14 @@ import { rollbackAllowed } from './migration-view.js';
 import { retiringStep, type RetiringStep } from './retiring.js';
 import type { VersionReport } from './rollback-signals.js';
 import { recordRollbackSignal, versionsAhead } from './rollback-signals.js';
-import type { GroupState, MemberRecord, RevokeProgress, ShardRecord } from './types.js';
+import type { KeptRefresh } from './liveness.js';
+import type {
+  GroupState,
+  MemberLiveness,
+  MemberRecord,
+  RevokeProgress,
+  ShardRecord,
+} from './types.js';
 import { groupId } from './types.js';
 
 /** Decides one heartbeat on a context whose event has begun (see `applyHeartbeat`). */
@@ -123,7 +130,7 @@ export function steadyHeartbeat(
  * clock only through a recompute falling due and a rollback window ending. A chart event that
  * changed none of them (a heartbeat through the chart that changed nothing) keeps it.
  */
-export interface SteadyDecision {
+export interface SteadyDecision extends KeptRefresh {
   readonly group: GroupContext['group'];
   readonly config: GroupContext['config'];
   readonly recomputeAt: GroupContext['recomputeAt'];
@@ -148,6 +155,9 @@ export function decideSteady(
   const reply = answerMember(ctx, group, member, member.memberEpoch, request, now);
   const view = memberShards(group, member.memberId);
   const { config, recomputeAt, liveness } = ctx;
+  // What answerMember wrote into the member's record, to write again in place (a held
+  // heartbeat's times count from its arrival: repeated the long way).
+  const record = request.heardAt === undefined ? (liveness.get(member.memberId) ?? null) : null;
   return {
     group,
     config,
@@ -158,15 +168,29 @@ export function decideSteady(
     request,
     reply,
     until: steadyUntil(ctx),
+    record,
+    version: liveness.version,
+    sessionTimeoutMs: member.sessionTimeoutMs,
+    revokeTimeoutMs: view.revoking.length === 0 ? null : member.rebalanceTimeoutMs,
+    reportedMetadataVersion: record?.reportedMetadataVersion ?? request.metadataVersion,
+    reportedAssignmentEpoch: record?.reportedAssignmentEpoch ?? request.assignmentEpoch,
+    currentAssignments: record?.currentAssignments ?? request.currentAssignments,
+    revokeProgress: record?.revokeProgress ?? request.revokeProgress,
   };
 }
 
 /**
- * Answers a decided steady heartbeat again at `now` (its `reply`): true, its member's liveness
+ * Answers a decided steady heartbeat again at `now` (its `reply`): its member's liveness record,
  * refreshed as {@link steadyHeartbeat} refreshes it, when the decision still holds on `ctx` (the
- * group's context now); false, nothing touched, when it may not (decide it anew).
+ * group's context now); null, nothing touched, when it may not (decide it anew). The refresh
+ * is written in place into the record the decision kept while that is still its member's
+ * (`LivenessTable.repeat`), else the long way.
  */
-export function repeatSteady(decision: SteadyDecision, ctx: GroupContext, now: number): boolean {
+export function repeatSteady(
+  decision: SteadyDecision,
+  ctx: GroupContext,
+  now: number,
+): MemberLiveness | null {
   if (
     ctx.group !== decision.group ||
     ctx.recomputeAt !== decision.recomputeAt ||
@@ -174,9 +198,15 @@ export function repeatSteady(decision: SteadyDecision, ctx: GroupContext, now: n
     ctx.config !== decision.config ||
     now >= decision.until
   )
-    return false;
-  refreshLiveness(ctx, decision.member, decision.request, decision.view, now);
-  return true;
+    return null;
+  if (ctx.liveness.repeat(decision, now)) return decision.record;
+  const live = refreshLiveness(ctx, decision.member, decision.request, decision.view, now);
+  // The record is its member's again (another was put in meanwhile): the next goes in place.
+  if (decision.record !== null) {
+    decision.record = live;
+    decision.version = ctx.liveness.version;
+  }
+  return live;
 }
 
 /**
@@ -534,7 +564,7 @@ function refreshLiveness(
   request: HeartbeatRequest,
   view: MemberShards,
   now: number,
-): void {
+): MemberLiveness {
   const previous = ctx.liveness.get(member.memberId);
   const revokeDeadline =
     view.revoking.length === 0
@@ -552,7 +582,7 @@ function refreshLiveness(
       heardAt + member.sessionTimeoutMs,
     );
   }
-  ctx.liveness.refresh(
+  return ctx.liveness.refresh(
     member.memberId,
     lastHeartbeatAt,
     sessionExpiresAt,

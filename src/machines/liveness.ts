@@ -12,6 +12,26 @@
 import type { MemberLiveness, RevokeProgress } from './types.js';
 
 type Undo = readonly [memberId: string, previous: MemberLiveness | undefined];
+
+/**
+ * What a steady heartbeat wrote into its member's record, kept with its decision to write it
+ * again ({@link LivenessTable.repeat}) without the member's lookup or its request's lists: the
+ * record, the table's {@link LivenessTable.version} then, and the values that came from the
+ * request and the member (the clock's come at each repeat). A repeat that had to go the long
+ * way keeps the record it wrote then (`repeatSteady`).
+ */
+export interface KeptRefresh {
+  /** Null: never kept (a held heartbeat, whose times count from its arrival). */
+  record: MemberLiveness | null;
+  version: number;
+  readonly sessionTimeoutMs: number;
+  /** The member's rebalance timeout while it has shards to revoke, else null (no deadline). */
+  readonly revokeTimeoutMs: number | null;
+  readonly reportedMetadataVersion: number;
+  readonly reportedAssignmentEpoch: number;
+  readonly currentAssignments: readonly number[];
+  readonly revokeProgress: readonly RevokeProgress[];
+}
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 export class LivenessTable {
@@ -21,6 +41,8 @@ export class LivenessTable {
   private depth = 0;
   /** The earliest deadline of the records set (or restored) since {@link takeEarliestSet}. */
   private earliestSet = Infinity;
+  /** See {@link version}. */
+  private replaced = 0;
 
   /** A table holding `entries`, journal closed. */
   static of(entries: Iterable<readonly [string, MemberLiveness]> = []): LivenessTable {
@@ -37,9 +59,19 @@ export class LivenessTable {
     return this.entries.size;
   }
 
+  /**
+   * Changes whenever a record is put in, replaced or taken out ({@link set}, {@link delete},
+   * {@link undo}), not when one is refreshed in place: while it reads the same, every record
+   * read before is still its member's.
+   */
+  get version(): number {
+    return this.replaced;
+  }
+
   set(memberId: string, live: MemberLiveness): void {
     this.remember(memberId);
     this.entries.set(memberId, live);
+    this.replaced++;
     this.noteDeadlines(live);
   }
 
@@ -70,10 +102,10 @@ export class LivenessTable {
     reportedAssignmentEpoch: number,
     currentAssignments: readonly number[],
     revokeProgress: readonly RevokeProgress[],
-  ): void {
+  ): MemberLiveness {
     const current = this.entries.get(memberId);
     if (this.journal !== null || current === undefined) {
-      this.set(memberId, {
+      const live = {
         lastHeartbeatAt,
         sessionExpiresAt,
         revokeDeadline,
@@ -81,8 +113,9 @@ export class LivenessTable {
         reportedAssignmentEpoch,
         currentAssignments,
         revokeProgress,
-      });
-      return;
+      };
+      this.set(memberId, live);
+      return live;
     }
     current.lastHeartbeatAt = lastHeartbeatAt;
     current.sessionExpiresAt = sessionExpiresAt;
@@ -92,12 +125,36 @@ export class LivenessTable {
     current.currentAssignments = currentAssignments;
     current.revokeProgress = revokeProgress;
     this.noteDeadlines(current);
+    return current;
+  }
+
+  /**
+   * The refresh `kept` describes, again at `now`, in place: what {@link refresh} writes for the
+   * same heartbeat (its session from now, its revoke deadline kept once set), with no lookup.
+   * False, nothing written, when the record may no longer be its member's (the table's
+   * {@link version} moved) or a journal is open: refresh it the long way.
+   */
+  repeat(kept: KeptRefresh, now: number): boolean {
+    // Readonly to everyone else: the table alone writes into a record.
+    const record: Mutable<MemberLiveness> | null = kept.record;
+    if (record === null || kept.version !== this.replaced || this.journal !== null) return false;
+    record.lastHeartbeatAt = now;
+    record.sessionExpiresAt = now + kept.sessionTimeoutMs;
+    record.revokeDeadline =
+      kept.revokeTimeoutMs === null ? null : (record.revokeDeadline ?? now + kept.revokeTimeoutMs);
+    record.reportedMetadataVersion = kept.reportedMetadataVersion;
+    record.reportedAssignmentEpoch = kept.reportedAssignmentEpoch;
+    record.currentAssignments = kept.currentAssignments;
+    record.revokeProgress = kept.revokeProgress;
+    this.noteDeadlines(record);
+    return true;
   }
 
   delete(memberId: string): void {
     if (!this.entries.has(memberId)) return;
     this.remember(memberId);
     this.entries.delete(memberId);
+    this.replaced++;
   }
 
   /**
@@ -121,6 +178,7 @@ export class LivenessTable {
   undo(mark: number): void {
     const journal = this.journal;
     if (!journal) return;
+    if (journal.length > mark) this.replaced++;
     while (journal.length > mark) {
       const [memberId, previous] = journal.pop()!;
       if (previous === undefined) {

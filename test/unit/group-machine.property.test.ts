@@ -68,8 +68,11 @@ type Command =
   | { kind: 'scale'; shardCount: number }
   | { kind: 'rollback' };
 
-/** Steady decisions whose horizon was finite (a recompute waiting, a rollback window open). */
-const horizons = { finite: 0, repeated: 0 };
+/**
+ * Steady decisions whose horizon was finite (a recompute waiting, a rollback window open), kept
+ * ones answered again, and those written again in place.
+ */
+const horizons = { finite: 0, repeated: 0, inPlace: 0 };
 
 /** Highest shard count a random scale asks for. */
 const MAX_SCALE = 64;
@@ -125,11 +128,24 @@ class Simulation {
     // the fast path) answers what deciding anew answers, whatever events came in between.
     const key = JSON.stringify(request);
     const kept = this.kept.get(key);
-    const repeated = kept !== undefined && repeatSteady(kept, this.ctx, this.now);
+    // What a repeat must write: what deciding anew writes, on a copy of the liveness before it.
+    const copy = kept && LivenessTable.of(Object.entries(this.ctx.liveness.toRecord()));
+    if (copy) decideSteady({ ...this.ctx, liveness: copy }, request, this.now);
+    const repeated = kept !== undefined && repeatSteady(kept, this.ctx, this.now) !== null;
+    const liveAfterRepeat = { ...this.ctx.liveness.get(request.memberId) };
+    if (repeated) expect(liveAfterRepeat).toEqual({ ...copy?.get(request.memberId) });
+    if (repeated && kept.record !== null) {
+      // Once more at the same time: in place now (a repeat the long way keeps the record it
+      // wrote), and the same values.
+      expect(this.ctx.liveness.repeat(kept, this.now)).toBe(true);
+      expect({ ...this.ctx.liveness.get(request.memberId) }).toEqual(liveAfterRepeat);
+      horizons.inPlace++;
+    }
     const decision = decideSteady(this.ctx, request, this.now);
     const steady = decision?.reply ?? null;
     if (repeated) {
       expect(JSON.stringify(steady)).toBe(JSON.stringify(kept.reply));
+      expect(liveAfterRepeat).toEqual({ ...this.ctx.liveness.get(request.memberId) });
       horizons.repeated++;
     }
     if (decision !== null) {
@@ -562,6 +578,7 @@ describe('property: invariants hold after every step, and honest members converg
       if (process.env.PROPERTY_SEED === undefined) {
         expect(horizons.finite).toBeGreaterThan(0);
         expect(horizons.repeated).toBeGreaterThan(0);
+        expect(horizons.inPlace).toBeGreaterThan(0);
       }
     },
     PROPERTY_TIMEOUT_MS,

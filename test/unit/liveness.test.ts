@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LivenessTable } from '../../src/machines/liveness.js';
+import { LivenessTable, type KeptRefresh } from '../../src/machines/liveness.js';
 import type { MemberLiveness } from '../../src/machines/types.js';
 
 const T0 = Date.UTC(2026, 0, 1);
@@ -45,5 +45,86 @@ describe('liveness table: refreshed in place, undone with a journal', () => {
     // Closed again: in place once more.
     beat(table, T0 + 2_000);
     expect(table.get('m-1')).toBe(record);
+  });
+
+  describe('repeat: a kept steady refresh written again in place', () => {
+    const keptOf = (table: LivenessTable, revokeTimeoutMs: number | null = null): KeptRefresh => ({
+      record: table.get('m-1') ?? null,
+      version: table.version,
+      sessionTimeoutMs: 45_000,
+      revokeTimeoutMs,
+      reportedMetadataVersion: 3,
+      reportedAssignmentEpoch: 4,
+      currentAssignments: [1],
+      revokeProgress: [],
+    });
+
+    it('writes what refresh writes for the same heartbeat, in the same record', () => {
+      const table = new LivenessTable();
+      beat(table, T0);
+      const kept = keptOf(table);
+      const record = table.get('m-1');
+      table.takeEarliestSet();
+      expect(table.repeat(kept, T0 + 2_000)).toBe(true);
+      expect(table.get('m-1')).toBe(record);
+      const other = new LivenessTable();
+      beat(other, T0);
+      beat(other, T0 + 2_000);
+      expect(table.get('m-1')).toEqual(other.get('m-1'));
+      expect(table.takeEarliestSet()).toBe(T0 + 47_000);
+    });
+
+    it('keeps a revoke deadline once set, and clears it when nothing is left to revoke', () => {
+      const table = new LivenessTable();
+      beat(table, T0);
+      expect(table.repeat(keptOf(table, 30_000), T0 + 1_000)).toBe(true);
+      expect(table.get('m-1')?.revokeDeadline).toBe(T0 + 31_000);
+      expect(table.repeat(keptOf(table, 30_000), T0 + 2_000)).toBe(true);
+      expect(table.get('m-1')?.revokeDeadline).toBe(T0 + 31_000);
+      expect(table.repeat(keptOf(table), T0 + 3_000)).toBe(true);
+      expect(table.get('m-1')?.revokeDeadline).toBeNull();
+    });
+
+    it('refuses, writing nothing, once a record was put in, replaced, removed or undone', () => {
+      const table = new LivenessTable();
+      beat(table, T0);
+      const changes: Array<(t: LivenessTable) => void> = [
+        (t) => t.refresh('m-2', T0, T0 + 1, null, 0, 0, [], []),
+        (t) => t.set('m-1', { ...(t.get('m-1') as MemberLiveness) }),
+        (t) => t.delete('m-2'),
+        (t) => {
+          const mark = t.begin();
+          beat(t, T0 + 500);
+          t.end();
+          t.undo(mark);
+        },
+      ];
+      for (const change of changes) {
+        const kept = keptOf(table);
+        change(table);
+        const before = { ...table.get('m-1') };
+        expect(table.repeat(kept, T0 + 9_000)).toBe(false);
+        expect({ ...table.get('m-1') }).toEqual(before);
+        // A heartbeat refreshed in place does not move the version.
+        beat(table, T0 + 1_000);
+        expect(table.repeat(keptOf(table), T0 + 2_000)).toBe(true);
+      }
+    });
+
+    it('refuses while a journal is open (a step that may be thrown away)', () => {
+      const table = new LivenessTable();
+      beat(table, T0);
+      const kept = keptOf(table);
+      table.begin();
+      expect(table.repeat(kept, T0 + 1_000)).toBe(false);
+      table.end();
+      expect(table.repeat(kept, T0 + 1_000)).toBe(true);
+    });
+
+    it('never repeats a refresh that was not kept', () => {
+      const table = new LivenessTable();
+      beat(table, T0);
+      expect(table.repeat({ ...keptOf(table), record: null }, T0 + 1_000)).toBe(false);
+    });
   });
 });
