@@ -352,7 +352,7 @@ async function checkSteady(port: number, groups: readonly Group[], sample: numbe
 
 export async function capacity(ctx: BenchContext): Promise<Row[]> {
   const groupCount = ctx.quick ? 2_000 : GOAL_GROUPS;
-  const rounds = ctx.quick ? 3 : 5;
+  const rounds = ctx.quick ? 3 : 7;
   const durationMs = 3_000;
   const connections = 64;
   const full = groupCount === GOAL_GROUPS;
