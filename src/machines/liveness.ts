@@ -21,6 +21,8 @@ type Undo = readonly [memberId: string, previous: MemberLiveness | undefined];
  * way keeps the record it wrote then (`repeatSteady`).
  */
 export interface KeptRefresh {
+  /** The table the record is in. */
+  readonly liveness: LivenessTable;
   /** Null: never kept (a held heartbeat, whose times count from its arrival). */
   record: MemberLiveness | null;
   version: number;
@@ -131,13 +133,19 @@ export class LivenessTable {
   /**
    * The refresh `kept` describes, again at `now`, in place: what {@link refresh} writes for the
    * same heartbeat (its session from now, its revoke deadline kept once set), with no lookup.
-   * False, nothing written, when the record may no longer be its member's (the table's
-   * {@link version} moved) or a journal is open: refresh it the long way.
+   * False, nothing written, when the record may no longer be its member's (another table's,
+   * or the table's {@link version} moved) or a journal is open: refresh it the long way.
    */
   repeat(kept: KeptRefresh, now: number): boolean {
     // Readonly to everyone else: the table alone writes into a record.
     const record: Mutable<MemberLiveness> | null = kept.record;
-    if (record === null || kept.version !== this.replaced || this.journal !== null) return false;
+    if (
+      record === null ||
+      kept.liveness !== this ||
+      kept.version !== this.replaced ||
+      this.journal !== null
+    )
+      return false;
     record.lastHeartbeatAt = now;
     record.sessionExpiresAt = now + kept.sessionTimeoutMs;
     record.revokeDeadline =

@@ -49,6 +49,7 @@ describe('liveness table: refreshed in place, undone with a journal', () => {
 
   describe('repeat: a kept steady refresh written again in place', () => {
     const keptOf = (table: LivenessTable, revokeTimeoutMs: number | null = null): KeptRefresh => ({
+      liveness: table,
       record: table.get('m-1') ?? null,
       version: table.version,
       sessionTimeoutMs: 45_000,
@@ -92,12 +93,6 @@ describe('liveness table: refreshed in place, undone with a journal', () => {
         (t) => t.refresh('m-2', T0, T0 + 1, null, 0, 0, [], []),
         (t) => t.set('m-1', { ...(t.get('m-1') as MemberLiveness) }),
         (t) => t.delete('m-2'),
-        (t) => {
-          const mark = t.begin();
-          beat(t, T0 + 500);
-          t.end();
-          t.undo(mark);
-        },
       ];
       for (const change of changes) {
         const kept = keptOf(table);
@@ -111,6 +106,33 @@ describe('liveness table: refreshed in place, undone with a journal', () => {
       }
     });
 
+    it('refuses a record kept inside a journal once its change is undone', () => {
+      const table = new LivenessTable();
+      beat(table, T0);
+      const mark = table.begin();
+      beat(table, T0 + 500);
+      const kept = keptOf(table);
+      table.undo(mark);
+      table.end();
+      const before = { ...table.get('m-1') };
+      expect(table.repeat(kept, T0 + 9_000)).toBe(false);
+      expect({ ...table.get('m-1') }).toEqual(before);
+    });
+
+    it("after another request of the member wrote in place, writes its own request's values", () => {
+      const table = new LivenessTable();
+      beat(table, T0);
+      const kept = keptOf(table);
+      const progress = [{ shard: 2, state: 'DRAINING' as const }];
+      table.refresh('m-1', T0 + 500, T0 + 45_500, T0 + 9_000, 7, 8, [1, 2], progress);
+      expect(table.repeat(kept, T0 + 1_000)).toBe(true);
+      const other = new LivenessTable();
+      beat(other, T0 + 1_000);
+      // The revoke deadline carries on from the record (the kept request has nothing to revoke:
+      // cleared), every other value is the kept request's.
+      expect(table.get('m-1')).toEqual(other.get('m-1'));
+    });
+
     it('refuses while a journal is open (a step that may be thrown away)', () => {
       const table = new LivenessTable();
       beat(table, T0);
@@ -121,10 +143,14 @@ describe('liveness table: refreshed in place, undone with a journal', () => {
       expect(table.repeat(kept, T0 + 1_000)).toBe(true);
     });
 
-    it('never repeats a refresh that was not kept', () => {
+    it("never repeats a refresh that was not kept, nor another table's", () => {
       const table = new LivenessTable();
       beat(table, T0);
       expect(table.repeat({ ...keptOf(table), record: null }, T0 + 1_000)).toBe(false);
+      const other = new LivenessTable();
+      beat(other, T0);
+      expect(table.repeat(keptOf(other), T0 + 1_000)).toBe(false);
+      expect(other.get('m-1')?.lastHeartbeatAt).toBe(T0);
     });
   });
 });

@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { unwrap } from '../../../src/actors/commands.js';
 import type { GroupEntry } from '../../../src/actors/group-entry.js';
+import { LivenessTable } from '../../../src/machines/liveness.js';
 import { groupId } from '../../../src/machines/types.js';
 import { steadyHeartbeat } from '../../../src/machines/heartbeat.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../../../src/machines/protocol.js';
@@ -112,6 +113,32 @@ describe('a kept steady decision outlives chart events that change nothing it re
     expect(JSON.stringify(fresh)).toBe(JSON.stringify(decision!.reply));
     await fullRoad(rig, joinRequest('m-c'));
     expect(rig.committer.repeatSteady(rig.entry, rig.clock.now(), decision!)).toBe(false);
+  });
+
+  it("a revoking member's decision is repeated in place and keeps the revoke deadline", async () => {
+    const rig = await settledGroup(4, ['m-a']);
+    await fullRoad(rig, joinRequest('m-b'));
+    rig.clock.advance(contextOf(rig).config.assignmentDebounceMs);
+    const told = await fullRoad(rig, requestOf(rig, 'm-a'));
+    expect(told.revokeShards.length).toBeGreaterThan(0);
+    const draining: HeartbeatRequest = {
+      ...nextRequest('m-a', told),
+      currentAssignments: [...told.assignedShards, ...told.revokeShards].sort((a, b) => a - b),
+      revokeProgress: told.revokeShards.map((shard) => ({ shard, state: 'DRAINING' as const })),
+    };
+    const decision = rig.committer.decideSteady(rig.entry, rig.clock.now(), draining);
+    expect(decision?.reply.outcome).toBe('REVOKE_PENDING');
+    const record = contextOf(rig).liveness.get('m-a');
+    const deadline = record?.revokeDeadline;
+    expect(deadline).toEqual(expect.any(Number));
+    rig.clock.advance(1_000);
+    // What deciding anew writes, on a copy of the liveness as it is now.
+    const copy = LivenessTable.of(Object.entries(contextOf(rig).liveness.toRecord()));
+    steadyHeartbeat({ ...contextOf(rig), liveness: copy }, draining, rig.clock.now());
+    expect(rig.committer.repeatSteady(rig.entry, rig.clock.now(), decision!)).toBe(true);
+    expect(contextOf(rig).liveness.get('m-a')).toBe(record);
+    expect(record).toMatchObject({ lastHeartbeatAt: rig.clock.now(), revokeDeadline: deadline });
+    expect({ ...record }).toEqual({ ...copy.get('m-a') });
   });
 });
 
