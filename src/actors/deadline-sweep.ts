@@ -1,3 +1,4 @@
+import { EntryDroppedError } from '../errors.js';
 import type { Clock } from '../machines/clock.js';
 import { earliestDeadlineOf, nextDeadline, type GroupContext } from '../machines/context.js';
 import type { MemberLiveness } from '../machines/types.js';
@@ -231,6 +232,9 @@ export class DeadlineSweep {
         try {
           await committer.dispatch(entry, { type: 'TICK', now: clock.now() });
         } catch (error) {
+          // The group left this replica while its tick ran: nothing changed here, and nothing
+          // is left to look at (the replica that serves it now has its own timers).
+          if (error instanceof EntryDroppedError) return;
           // Nothing changed (the write failed): looked at again shortly, not in a tight loop.
           logger.error('sweep failed', { error: String(error) });
           if (this.started) this.waitFor(entry, clock.now() + intervalMs);

@@ -10,7 +10,8 @@ import { TimerWheel } from '../../../src/actors/timer-wheel.js';
 import { ManualClock } from '../../../src/machines/clock.js';
 import { LivenessTable } from '../../../src/machines/liveness.js';
 import { PersistentMap } from '../../../src/machines/persistent-map.js';
-import { createLogger } from '../../../src/observability/logger.js';
+import { createLogger, type Logger } from '../../../src/observability/logger.js';
+import { EntryDroppedError } from '../../../src/errors.js';
 import type { HeartbeatReply } from '../../../src/machines/protocol.js';
 import type { MemberLiveness } from '../../../src/machines/types.js';
 import { joinRequest, nextRequest, partsRig, REF, testSettings } from './actor-harness.js';
@@ -72,6 +73,41 @@ describe('deadline sweep: a silent member expires at its session deadline', () =
     rig.clock.advance(SESSION_TIMEOUT + 1_000);
     await vi.waitFor(() => expect(members(rig)).toEqual([]));
     stop();
+  });
+});
+
+describe('deadline sweep: a group that left the replica while its tick ran', () => {
+  it('is not reported as a failure and not looked at again', async () => {
+    const rig = await rigWithMember();
+    const errors: unknown[] = [];
+    const logger = { error: (...args: unknown[]) => errors.push(args) } as unknown as Logger;
+    let entries = [rig.entry];
+    let ticks = 0;
+    const sweep = new DeadlineSweep({
+      clock: rig.clock,
+      logger,
+      entries: () => entries,
+      run: (_entry, work) => work(),
+      // The tick finds the entry dropped (its lease lost mid-batch), as Committer.dispatch says.
+      committer: {
+        dispatch: () => {
+          ticks++;
+          entries = [];
+          return Promise.reject(new EntryDroppedError());
+        },
+      },
+      intervalMs: 250,
+    });
+    const stop = sweep.start();
+    rig.clock.advance(SESSION_TIMEOUT + 1);
+    await vi.waitFor(() => expect(ticks).toBe(1));
+    for (let i = 0; i < 8; i++) {
+      rig.clock.advance(250);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    stop();
+    expect(ticks).toBe(1);
+    expect(errors).toEqual([]);
   });
 });
 
