@@ -152,12 +152,14 @@ export function decideSteady(
   const member = steadyMember(ctx, request, now);
   if (member === null) return null;
   const { group } = ctx;
-  const reply = answerMember(ctx, group, member, member.memberEpoch, request, now);
+  // answerMember's steps, keeping the view and the record it writes.
   const view = memberShards(group, member.memberId);
+  const live = refreshLiveness(ctx, member, request, view, now);
+  const reply = replyToMember(ctx, member.memberId, member.memberEpoch, view);
   const { config, recomputeAt, liveness } = ctx;
-  // What answerMember wrote into the member's record, to write again in place (a held
-  // heartbeat's times count from its arrival: repeated the long way).
-  const record = request.heardAt === undefined ? (liveness.get(member.memberId) ?? null) : null;
+  // The record written, to write again in place (a held heartbeat's times count from its
+  // arrival: repeated the long way).
+  const record = request.heardAt === undefined ? live : null;
   return {
     group,
     config,
@@ -536,9 +538,18 @@ function answerMember(
   request: HeartbeatRequest,
   now: number,
 ): HeartbeatReply {
-  const memberId = member.memberId;
-  const view = memberShards(group, memberId);
+  const view = memberShards(group, member.memberId);
   refreshLiveness(ctx, member, request, view, now);
+  return replyToMember(ctx, member.memberId, epoch, view);
+}
+
+/** The reply to a current member whose liveness was refreshed: OK, or REVOKE_PENDING. */
+function replyToMember(
+  ctx: GroupContext,
+  memberId: string,
+  epoch: number,
+  view: MemberShards,
+): HeartbeatReply {
   const blocked = view.revoking.length > 0 || view.pending.length > 0;
   return replyOf(
     ctx,
