@@ -49,6 +49,24 @@ async function fullRoad(rig: Rig, request: HeartbeatRequest): Promise<HeartbeatR
 
 const contextOf = (rig: Rig) => rig.entry.actor.getSnapshot().context;
 
+/**
+ * m-a settled alone, then m-b joined: m-a is told to revoke shards, and `draining` is its next
+ * heartbeat still draining them.
+ */
+async function drainingMember() {
+  const rig = await settledGroup(4, ['m-a']);
+  const joined = await fullRoad(rig, joinRequest('m-b'));
+  rig.clock.advance(contextOf(rig).config.assignmentDebounceMs);
+  const told = await fullRoad(rig, requestOf(rig, 'm-a'));
+  expect(told.revokeShards.length).toBeGreaterThan(0);
+  const draining: HeartbeatRequest = {
+    ...nextRequest('m-a', told),
+    currentAssignments: [...told.assignedShards, ...told.revokeShards].sort((a, b) => a - b),
+    revokeProgress: told.revokeShards.map((shard) => ({ shard, state: 'DRAINING' as const })),
+  };
+  return { rig, joined, draining };
+}
+
 describe('a steady heartbeat is answered from memory with the bytes of the full path', () => {
   it('the steady reply is byte-identical to the reply the chart gives the same heartbeat', async () => {
     const rig = await settledGroup(8, ['m-a', 'm-b', 'm-c']);
@@ -79,16 +97,7 @@ describe('a steady heartbeat is answered from memory with the bytes of the full 
   });
 
   it('a revoking member still draining is steady too, and told REVOKE_PENDING as by the chart', async () => {
-    const rig = await settledGroup(4, ['m-a']);
-    const joined = await fullRoad(rig, joinRequest('m-b'));
-    rig.clock.advance(contextOf(rig).config.assignmentDebounceMs);
-    const told = await fullRoad(rig, requestOf(rig, 'm-a'));
-    expect(told.revokeShards.length).toBeGreaterThan(0);
-    const draining: HeartbeatRequest = {
-      ...nextRequest('m-a', told),
-      currentAssignments: [...told.assignedShards, ...told.revokeShards].sort((a, b) => a - b),
-      revokeProgress: told.revokeShards.map((shard) => ({ shard, state: 'DRAINING' as const })),
-    };
+    const { rig, joined, draining } = await drainingMember();
     const steady = steadyHeartbeat(contextOf(rig), draining, rig.clock.now());
     expect(steady?.outcome).toBe('REVOKE_PENDING');
     expect(JSON.stringify(steady)).toBe(JSON.stringify(await fullRoad(rig, draining)));
@@ -116,16 +125,7 @@ describe('a kept steady decision outlives chart events that change nothing it re
   });
 
   it("a revoking member's decision is repeated in place and keeps the revoke deadline", async () => {
-    const rig = await settledGroup(4, ['m-a']);
-    await fullRoad(rig, joinRequest('m-b'));
-    rig.clock.advance(contextOf(rig).config.assignmentDebounceMs);
-    const told = await fullRoad(rig, requestOf(rig, 'm-a'));
-    expect(told.revokeShards.length).toBeGreaterThan(0);
-    const draining: HeartbeatRequest = {
-      ...nextRequest('m-a', told),
-      currentAssignments: [...told.assignedShards, ...told.revokeShards].sort((a, b) => a - b),
-      revokeProgress: told.revokeShards.map((shard) => ({ shard, state: 'DRAINING' as const })),
-    };
+    const { rig, draining } = await drainingMember();
     const decision = rig.committer.decideSteady(rig.entry, rig.clock.now(), draining);
     expect(decision?.reply.outcome).toBe('REVOKE_PENDING');
     const record = contextOf(rig).liveness.get('m-a');
