@@ -131,8 +131,12 @@ export class Committer {
   decideSteady(entry: GroupEntry, now: number, request: HeartbeatRequest): SteadyDecision | null {
     const ctx = entry.snapshot().context;
     const decision = decideSteady(ctx, request, now);
+    // The record the decision refreshed (looked up only for a held heartbeat's, not kept).
     if (decision !== null)
-      this.options.deadlines?.noteMember(entry, ctx.liveness.get(request.memberId));
+      this.options.deadlines?.noteMember(
+        entry,
+        decision.record ?? ctx.liveness.get(request.memberId),
+      );
     return decision;
   }
 
