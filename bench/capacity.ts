@@ -7,6 +7,7 @@ import { assertAllOk, type LoadResult } from './load.js';
 import {
   CONSUMER_TOKEN,
   applyReply,
+  cpuSecondsOf,
   createGroup,
   fmt,
   heartbeatBody,
@@ -16,6 +17,7 @@ import {
   sleep,
   startCoordinator,
   startRedis,
+  TICKS_PER_S,
   verdict,
   type Child,
   type MemberState,
@@ -56,23 +58,12 @@ interface Group {
   readonly members: MemberState[];
 }
 
-/** Clock ticks per second of the times in /proc/<pid>/stat (USER_HZ, 100 on Linux). */
-const TICKS_PER_S = 100;
-
 /** VmRSS and VmHWM of a process in MiB (/proc/<pid>/status). */
 export function memoryOf(pid: number): { rss: number; peak: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (field: string) =>
     Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1]);
   return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
-}
-
-/** User + system CPU seconds a process has used (/proc/<pid>/stat). */
-function cpuSecondsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // The command name may hold spaces: fields count from after its closing parenthesis.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_S;
 }
 
 /**

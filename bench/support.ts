@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import jwt from 'jsonwebtoken';
@@ -81,6 +82,17 @@ export interface Child {
 }
 const children: Child[] = [];
 const redisServers: RedisServerHandle[] = [];
+
+/** Clock ticks per second of the times in /proc/<pid>/stat (USER_HZ, 100 on Linux). */
+export const TICKS_PER_S = 100;
+
+/** User + system CPU seconds a process has used (/proc/<pid>/stat). */
+export function cpuSecondsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // The command name may hold spaces: fields count from after its closing parenthesis.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_S;
+}
 
 /**
  * Starts `node [--import tsx] [flags] bench/<file>` and resolves once it prints `LISTENING <port>`
