@@ -36,6 +36,15 @@ export interface LoadResult {
   readonly statuses: ReadonlyMap<number, number>;
   readonly socketErrors: number;
   /**
+   * Open loop only: the p99 of how late the generator itself sent a request (its send time less
+   * the later of when it was due and when the connection's previous answer came: its timers,
+   * its own GC and event loop), and the p99 from the send to the answer. Latency (p50Ms, p99Ms)
+   * counts from when a request was due, and so also holds the wait for a late previous answer:
+   * these two tell whose the tail is.
+   */
+  readonly sendLateP99Ms?: number;
+  readonly fromSendP99Ms?: number;
+  /**
    * CPU time the generator itself used while sending (s), where it can tell (wrk with
    * {@link wrkRequestsScript}: its process time less the script's setup).
    */
@@ -110,16 +119,27 @@ function percentile(sorted: Float64Array, p: number): number {
   return sorted[Math.max(0, index)] ?? Number.NaN;
 }
 
-/** Opens the connections, runs the closed loop for `durationMs`, closes them. */
+/** How often the open loop's pacer looks for requests that have come due (ms). */
+const PACER_MS = 1;
+
+/**
+ * Opens the connections, runs the closed loop (or, with a rate, the open loop) for
+ * `durationMs`, closes them. Times are `performance.now()` (ms, sub-µs resolution), which
+ * allocates nothing, unlike `process.hrtime.bigint()`: the generator shares the two cores with
+ * the server it measures, so what it costs per request is taken from that server.
+ */
 export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   const latenciesUs: number[] = [];
+  /** Open loop: how late each request went out (µs), and its answer's time from then. */
+  const lateUs: number[] = [];
+  const fromSendUs: number[] = [];
   const statuses = new Map<number, number>();
   let socketErrors = 0;
   let running = false;
-  let deadline = 0n;
+  let deadline = 0;
   let inFlight = 0;
   let onIdle: (() => void) | null = null;
-  let started = 0n;
+  let started = 0;
   const onIdleIfDone = () => {
     if (inFlight === 0) onIdle?.();
   };
@@ -127,40 +147,45 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   const sockets = await openConnections(options.port, options.connections);
 
   const rate = options.ratePerSecond;
-  /** With a rate: ns between two sends of one connection. */
-  const periodNs = rate ? BigInt(Math.round((options.connections / rate) * 1e9)) : 0n;
-  const timers = new Set<NodeJS.Timeout>();
+  /** With a rate: ms between two sends of one connection. */
+  const periodMs = rate ? (options.connections / rate) * 1_000 : 0;
+  /**
+   * With a rate: the connections whose next request is not yet due, sent by one pacer that
+   * looks every {@link PACER_MS} (one timer for all of them, not one per request).
+   */
+  const waiting = new Set<(now: number) => boolean>();
+  let pacer: NodeJS.Timeout | null = null;
   const loops = sockets.map((socket, i) => {
     const request = options.requests[i % options.requests.length];
     if (!request) throw new Error('no request to send');
-    let sentAt = 0n;
-    /** With a rate: when this connection's next request is due. */
-    let dueAt = 0n;
-    const write = () => {
+    /** When the request in flight was sent (closed loop) or due (open loop). */
+    let sentAt = 0;
+    /** With a rate: when this connection's next request is due, and when it went out. */
+    let dueAt = 0;
+    let wroteAt = 0;
+    /** With a rate: when the connection's last answer came. */
+    let answeredAt = 0;
+    const write = (now: number) => {
       inFlight++;
+      wroteAt = now;
       socket.write(request);
     };
-    const send = () => {
+    const whenDue = (now: number) => {
+      if (dueAt > now) return false;
+      waiting.delete(whenDue);
+      write(now);
+      return true;
+    };
+    const send = (now: number) => {
       if (!rate) {
-        sentAt = process.hrtime.bigint();
-        write();
+        sentAt = now;
+        write(now);
         return;
       }
-      if (dueAt === 0n) dueAt = started + (periodNs * BigInt(i)) / BigInt(options.connections);
-      else dueAt += periodNs;
+      dueAt = dueAt === 0 ? started + (periodMs * i) / options.connections : dueAt + periodMs;
       sentAt = dueAt; // latency counts from when it was due
-      const waitNs = dueAt - process.hrtime.bigint();
-      if (waitNs <= 0n) return write();
       if (dueAt > deadline) return onIdleIfDone();
-      const timer = setTimeout(
-        () => {
-          timers.delete(timer);
-          if (running) write();
-          else onIdleIfDone();
-        },
-        Math.ceil(Number(waitNs) / 1e6),
-      );
-      timers.add(timer);
+      if (!whenDue(now)) waiting.add(whenDue);
     };
     socket.removeAllListeners('error');
     socket.on('error', () => {
@@ -169,26 +194,44 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     socket.on(
       'data',
       responseReader((head) => {
-        const now = process.hrtime.bigint();
+        const now = performance.now();
         inFlight--;
+        const previousAnswer = answeredAt;
+        answeredAt = now;
         if (now <= deadline) {
-          latenciesUs.push(Number(now - sentAt) / 1_000);
+          latenciesUs.push((now - sentAt) * 1_000);
+          if (rate) {
+            // This request could go out once it was due and the one before it was answered.
+            lateUs.push((wroteAt - Math.max(previousAnswer, sentAt)) * 1_000);
+            fromSendUs.push((now - wroteAt) * 1_000);
+          }
           const status = statusOf(head);
           statuses.set(status, (statuses.get(status) ?? 0) + 1);
         }
-        if (running && now < deadline) send();
+        if (running && now < deadline) send(now);
         else onIdleIfDone();
       }),
     );
     return send;
   });
 
-  started = process.hrtime.bigint();
-  deadline = started + BigInt(options.durationMs) * 1_000_000n;
+  started = performance.now();
+  deadline = started + options.durationMs;
   running = true;
-  for (const send of loops) send();
+  if (rate)
+    pacer = setInterval(() => {
+      const now = performance.now();
+      if (!running) {
+        waiting.clear();
+        onIdleIfDone();
+        return;
+      }
+      for (const due of waiting) due(now);
+    }, PACER_MS);
+  for (const send of loops) send(started);
   await new Promise<void>((resolve) => setTimeout(resolve, options.durationMs));
   running = false;
+  waiting.clear();
   if (inFlight > 0) {
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, DRAIN_TIMEOUT_MS);
@@ -198,11 +241,13 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
       };
     });
   }
-  for (const timer of timers) clearTimeout(timer);
+  if (pacer) clearInterval(pacer);
   for (const socket of sockets) socket.destroy();
 
   const sorted = Float64Array.from(latenciesUs).sort();
+  const p99Of = (us: number[]) => percentile(Float64Array.from(us).sort(), 0.99) / 1_000;
   return {
+    ...(rate ? { sendLateP99Ms: p99Of(lateUs), fromSendP99Ms: p99Of(fromSendUs) } : {}),
     completed: sorted.length,
     durationMs: options.durationMs,
     requestsPerSecond: sorted.length / (options.durationMs / 1_000),

@@ -4,6 +4,7 @@ import {
   CONSUMER_TOKEN,
   commandCalls,
   countWrites,
+  cpuSecondsOf,
   fmt,
   heartbeatBody,
   heartbeatPath,
@@ -80,9 +81,27 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
         });
 
   const targets = [
-    { key: 'bare', port: bare.port },
-    { key: 'coordinator', port: coordinator.port },
+    { key: 'bare', port: bare.port, pid: bare.process.pid as number },
+    { key: 'coordinator', port: coordinator.port, pid: coordinator.process.pid as number },
   ] as const;
+  /** `load` against `target`, with the CPU its server used per answer (µs, user + system). */
+  const measured = async (
+    target: (typeof targets)[number],
+    load: () => Promise<LoadResult>,
+  ): Promise<{ r: LoadResult; cpuUs: number; ownUs: number }> => {
+    const from = cpuSecondsOf(target.pid);
+    const own = process.cpuUsage();
+    const r = await load();
+    const used = process.cpuUsage(own);
+    return {
+      r,
+      cpuUs: ((cpuSecondsOf(target.pid) - from) * 1e6) / r.completed,
+      ownUs: (used.user + used.system) / r.completed,
+    };
+  };
+  const cpuMedians = new Map<string, number[]>();
+  const noteCpu = (key: string, cpuUs: number) =>
+    cpuMedians.set(key, [...(cpuMedians.get(key) ?? []), cpuUs]);
   const generators: Generator[] = ['wrk', 'raw'];
   for (const gen of generators) for (const t of targets) await run(gen, t.port, 1_000); // warm-up
   const results = new Map<string, LoadResult[]>();
@@ -102,7 +121,8 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
           written.reset();
           await client.config('RESETSTAT');
         }
-        const r = await run(gen, t.port, durationMs);
+        const { r, cpuUs } = await measured(t, () => run(gen, t.port, durationMs));
+        noteCpu(`${gen}/${t.key}`, cpuUs);
         if (t.key === 'coordinator') {
           for (const [c, n] of await commandCalls(client)) calls.set(c, (calls.get(c) ?? 0) + n);
           const seen = await written.settle();
@@ -113,7 +133,9 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
         assertAllOk(r, `${gen}/${t.key}`);
         const key = `${gen}/${t.key}`;
         results.set(key, [...(results.get(key) ?? []), r]);
-        line.push(`${key} ${fmt(r.requestsPerSecond)}/s p99 ${fmt(r.p99Ms, 1)} ms`);
+        line.push(
+          `${key} ${fmt(r.requestsPerSecond)}/s p99 ${fmt(r.p99Ms, 1)} ms ${fmt(cpuUs, 1)} µs CPU`,
+        );
       }
     ctx.log(`  round ${round}/${rounds}: ${line.join(', ')}`);
   }
@@ -134,18 +156,23 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
     for (const t of targets) {
-      const r = await runLoad({
-        host: '127.0.0.1',
-        port: t.port,
-        connections,
-        requests: requestBytes(t.port, path, members),
-        durationMs,
-        ratePerSecond: fixedRate,
-      });
+      const { r, cpuUs, ownUs } = await measured(t, () =>
+        runLoad({
+          host: '127.0.0.1',
+          port: t.port,
+          connections,
+          requests: requestBytes(t.port, path, members),
+          durationMs,
+          ratePerSecond: fixedRate,
+        }),
+      );
+      noteCpu(`fixed/${t.key}`, cpuUs);
       assertAllOk(r, `fixed rate/${t.key}`);
       fixed.set(t.key, [...(fixed.get(t.key) ?? []), r]);
       line.push(
-        `${t.key} ${fmt(r.requestsPerSecond)}/s p50 ${fmt(r.p50Ms, 1)} p99 ${fmt(r.p99Ms, 1)} ms`,
+        `${t.key} ${fmt(r.requestsPerSecond)}/s p50 ${fmt(r.p50Ms, 1)} p99 ${fmt(r.p99Ms, 1)} ms ` +
+          `(sent late p99 ${fmt(r.sendLateP99Ms ?? NaN, 1)}, from send p99 ${fmt(r.fromSendP99Ms ?? NaN, 1)}) ` +
+          `${fmt(cpuUs, 1)} µs CPU, generator ${fmt(ownUs, 1)} µs`,
       );
     }
     ctx.log(`  fixed rate ${fmt(fixedRate)}/s, round ${round}/${rounds}: ${line.join(', ')}`);
@@ -161,6 +188,22 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
   ctx.log(
     `  generator: ${best} drove bare harder (${fmt(bareRps)}/s vs ${other} ${fmt(rps(`${other}/bare`))}/s); ` +
       `with ${other}: coordinator ${fmt(rps(`${other}/coordinator`))}/s = ${(rps(`${other}/coordinator`) / rps(`${other}/bare`)).toFixed(2)} x bare`,
+  );
+  const cpu = (key: string) => median(cpuMedians.get(key) ?? []);
+  ctx.log(
+    `  server CPU per answer, median µs (user + system): ` +
+      ['wrk', 'raw', 'fixed']
+        .map(
+          (g) =>
+            `${g} bare ${fmt(cpu(`${g}/bare`), 1)}, coordinator ${fmt(cpu(`${g}/coordinator`), 1)} ` +
+            `(${(cpu(`${g}/coordinator`) / cpu(`${g}/bare`)).toFixed(2)} x)`,
+        )
+        .join('; '),
+  );
+  ctx.log(
+    `  the fixed rate is ${Math.round((fixedRate / rps('raw/coordinator')) * 100)} % of the coordinator's ` +
+      `closed-loop median with the raw generator (${fmt(rps('raw/coordinator'))}/s), ` +
+      `${Math.round((fixedRate / rps('raw/bare')) * 100)} % of bare's`,
   );
   ctx.log(
     `  Redis during ${fmt(heartbeats)} steady heartbeats: ${total} commands, ${writes} write commands ` +
