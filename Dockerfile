@@ -18,4 +18,4 @@ COPY bin ./bin
 USER node
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s CMD node -e "fetch('http://127.0.0.1:8080/coord/v1/monitoring/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-CMD ["node", "--max-semi-space-size=32", "dist/main.js"]
+CMD ["node", "--max-semi-space-size=64", "dist/main.js"]

@@ -3,12 +3,17 @@
  * (package.json), the container image (Dockerfile `CMD`) and the benchmarks' coordinators
  * (bench/support.ts). test/unit/deployment-files.test.ts checks that the first two say the same.
  *
- * `--max-semi-space-size=32` (MiB; Node 20's default is 16): a young generation of up to
- * 2 × 32 MiB. Measured on a replica holding 2,000 groups (why its young-generation GCs cost so
- * much more than with one group was not established): with the default size they came every
- * ~1,000 heartbeats and took 8–11 ms each (8–12 µs per heartbeat, against 1–2 µs with one
- * group); with 32 MiB they come two to three times less often and take about 2 ms, about 1 µs
- * per heartbeat (docs/BENCHMARKS.md, capacity).
- * The price is up to 32 MiB more resident memory.
+ * `--max-semi-space-size=64` (MiB; Node 20's default is 16): a young generation of up to
+ * 2 × 64 MiB, which V8 grows to only when what it collects there survives (one group's replica
+ * stays at a few MiB). Measured on a replica holding many groups, where a young-generation GC
+ * costs about the same whatever the size (its time goes to the large old generation, not to
+ * what survives): at 2,000 groups, with the default size they came every ~1,000 heartbeats and
+ * took 8–11 ms each (8–12 µs per heartbeat); with 32 MiB, about 2 ms, two to three times less
+ * often. At 10,000 groups (docs/BENCHMARKS.md, capacity, 2026-11-26): 16 MiB (one run), 8–10 ms
+ * each, 8–9 µs per heartbeat, RSS 1,064 MiB; 32 MiB (five runs), 2.4–3.3 ms, about 20 per 3 s
+ * round, RSS 795–1,058 MiB; 64 MiB (three runs), the same 2.5–3.3 ms half as often, RSS
+ * 677–826 MiB (less of the build promoted to the old generation before it died), the heartbeat
+ * rate unchanged within the noise. The price: up to 64 MiB more resident memory than the
+ * default where the young generation does grow.
  */
-export const COORDINATOR_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=32'];
+export const COORDINATOR_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=64'];
