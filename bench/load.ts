@@ -2,9 +2,10 @@ import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 
 /*
- * A small closed-loop HTTP/1.1 load generator: fixed keep-alive connections, one request in
- * flight on each, requests prebuilt as bytes (so the generator spends its CPU on sockets, not
- * on building requests), latency measured per request with process.hrtime in microseconds.
+ * A small HTTP/1.1 load generator, closed loop (or open loop at a rate): fixed keep-alive
+ * connections, one request in flight on each, requests prebuilt as bytes (so the generator
+ * spends its CPU on sockets, not on building requests), latency measured per request with
+ * performance.now() and kept in microseconds.
  * Responses must carry Content-Length (node:http and express both set it for these bodies).
  */
 
@@ -38,7 +39,8 @@ export interface LoadResult {
   /**
    * Open loop only: the p99 of how late the generator itself sent a request (its send time less
    * the later of when it was due and when the connection's previous answer came: its timers,
-   * its own GC and event loop), and the p99 from the send to the answer. Latency (p50Ms, p99Ms)
+   * its own GC and event loop), and the p99 from the send to the answer (the server's time, the
+   * network's and any delay of the generator in reading the answer). Latency (p50Ms, p99Ms)
    * counts from when a request was due, and so also holds the wait for a late previous answer:
    * these two tell whose the tail is.
    */
@@ -173,7 +175,8 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     const whenDue = (now: number) => {
       if (dueAt > now) return false;
       waiting.delete(whenDue);
-      write(now);
+      // Its own time: a pacer's tick writes many, one system call each.
+      write(performance.now());
       return true;
     };
     const send = (now: number) => {
@@ -221,14 +224,14 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   if (rate)
     pacer = setInterval(() => {
       const now = performance.now();
-      if (!running) {
+      if (!running || now >= deadline) {
         waiting.clear();
         onIdleIfDone();
         return;
       }
       for (const due of waiting) due(now);
     }, PACER_MS);
-  for (const send of loops) send(started);
+  for (const send of loops) send(performance.now());
   await new Promise<void>((resolve) => setTimeout(resolve, options.durationMs));
   running = false;
   waiting.clear();

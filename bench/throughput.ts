@@ -203,7 +203,7 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
   ctx.log(
     `  the fixed rate is ${Math.round((fixedRate / rps('raw/coordinator')) * 100)} % of the coordinator's ` +
       `closed-loop median with the raw generator (${fmt(rps('raw/coordinator'))}/s), ` +
-      `${Math.round((fixedRate / rps('raw/bare')) * 100)} % of bare's`,
+      `${Math.round((fixedRate / rps('raw/bare')) * 100)} % of bare's with it`,
   );
   ctx.log(
     `  Redis during ${fmt(heartbeats)} steady heartbeats: ${total} commands, ${writes} write commands ` +
