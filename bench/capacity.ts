@@ -103,8 +103,17 @@ function cpuSplitSince(pid: number, from: ReturnType<typeof cpuSplitOf>, per: nu
 /** The coordinator's GC pauses so far, by kind: count and seconds (its own `/metrics`). */
 type GcPauses = Map<string, { count: number; seconds: number }>;
 
-async function gcPausesOf(port: number): Promise<GcPauses> {
+/**
+ * From the coordinator's own `/metrics`: its GC pauses so far, and the heartbeats it answered
+ * again from the fast path's memory (`coord_heartbeats_repeated_total`).
+ */
+async function metricsOf(port: number): Promise<{ gc: GcPauses; repeated: number }> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const repeated = Number(/^coord_heartbeats_repeated_total (\d+)$/m.exec(text)?.[1] ?? NaN);
+  return { gc: gcPausesIn(text), repeated };
+}
+
+function gcPausesIn(text: string): GcPauses {
   const pauses: GcPauses = new Map();
   const line = /^coord_process_nodejs_gc_duration_seconds_(sum|count)\{kind="(\w+)"\} (\S+)$/gm;
   for (const [, what, kind, value] of text.matchAll(line)) {
@@ -411,7 +420,7 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
     for (const c of cases) {
-      const gcFrom = await gcPausesOf(c.child.port);
+      const from = await metricsOf(c.child.port);
       const cpuFrom = cpuSecondsOf(pid(c.child));
       const splitFrom = cpuSplitOf(pid(c.child));
       const r = await profilePhase(c.child, profiles, `${c.key}-round-${round}`, () =>
@@ -419,7 +428,10 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
       );
       const cpuUs = ((cpuSecondsOf(pid(c.child)) - cpuFrom) * 1e6) / r.completed;
       const split = cpuSplitSince(pid(c.child), splitFrom, r.completed);
-      const gc = gcPausesSince(gcFrom, await gcPausesOf(c.child.port), r.completed);
+      const now = await metricsOf(c.child.port);
+      const gc = gcPausesSince(from.gc, now.gc, r.completed);
+      // Every steady heartbeat should be a repeat: the large case's cost is then its memory's.
+      const repeated = `${fmt(((now.repeated - from.repeated) / r.completed) * 100)} % repeated from memory`;
       assertAllOk(r, c.key);
       results.set(c.key, [...(results.get(c.key) ?? []), { ...r, cpuUs }]);
       const wrkUs =
@@ -427,7 +439,7 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
           ? ''
           : `; wrk ${fmt((r.generatorCpuSeconds * 1e6) / r.completed, 1)} µs CPU/request`;
       line.push(
-        `${c.key} ${fmt(r.requestsPerSecond)}/s p99 ${fmt(r.p99Ms, 1)} ms ${fmt(cpuUs)} µs CPU/hb (${split}; ${gc}${wrkUs})`,
+        `${c.key} ${fmt(r.requestsPerSecond)}/s p99 ${fmt(r.p99Ms, 1)} ms ${fmt(cpuUs)} µs CPU/hb (${split}; ${gc}; ${repeated}${wrkUs})`,
       );
     }
     ctx.log(`  round ${round}/${rounds}: ${line.join(', ')}`);

@@ -50,6 +50,14 @@ export class Metrics {
     registers: [this.registry],
     collect: () => this.flushHeartbeats(),
   });
+  readonly heartbeatsRepeated = new Counter({
+    name: 'coord_heartbeats_repeated_total',
+    help:
+      "Steady heartbeats answered again from the fast path's memory (a member's last steady " +
+      'heartbeat, the same text, while its decision holds); also counted in coord_heartbeats_total',
+    registers: [this.registry],
+    collect: () => this.flushRepeated(),
+  });
   readonly heartbeatDuration = new Histogram({
     name: 'coord_heartbeat_duration_seconds',
     help: 'Time to answer a heartbeat, including any store write',
@@ -138,6 +146,9 @@ export class Metrics {
   /** Children of `heartbeats_total` by outcome, bound on first use. */
   private readonly heartbeatOutcomes = new Map<string, { inc(value?: number): void }>();
 
+  /** Repeated heartbeats not yet added to `heartbeats_repeated_total` (see {@link recordRepeated}). */
+  private pendingRepeated = 0;
+
   /** Heartbeats answered and not yet handed to their metrics (see {@link recordHeartbeat}). */
   private readonly pendingOutcomes: string[] = [];
   private readonly pendingSeconds = new Float64Array(HEARTBEAT_BATCH);
@@ -154,6 +165,20 @@ export class Metrics {
     this.pendingSeconds[next] = seconds;
     this.pendingOutcomes.push(outcome);
     if (next + 1 >= HEARTBEAT_BATCH) this.flushHeartbeats();
+  }
+
+  /**
+   * Counts one heartbeat answered again from the fast path's memory, besides its
+   * {@link recordHeartbeat}: a number added up here and handed over when the metric is read.
+   */
+  recordRepeated(): void {
+    this.pendingRepeated++;
+  }
+
+  private flushRepeated(): void {
+    if (this.pendingRepeated === 0) return;
+    this.heartbeatsRepeated.inc(this.pendingRepeated);
+    this.pendingRepeated = 0;
   }
 
   private flushHeartbeats(): void {

@@ -508,23 +508,31 @@ describe('heartbeat fast path', () => {
       );
     }
     const again = vi.spyOn(fast.host, 'steadyAgain');
+    const repeatedMetric = async () => {
+      const text = await (await fetch(`${fast.url}/metrics`)).text();
+      return Number(/^coord_heartbeats_repeated_total (\d+)$/m.exec(text)?.[1]);
+    };
     try {
+      const repeatedBefore = await repeatedMetric();
       for (let i = 0; i < 3; i++) {
         const answer = await both(path, consumerInit(body));
         expect(answer.body).toMatchObject({ outcome: 'OK', assignedShards: [0, 1] });
       }
       // The same text answered again from its memo (told the same twice in a row first).
-      expect(
-        again.mock.results.filter((r) => (r.value as boolean) === true).length,
-      ).toBeGreaterThan(0);
+      const repeats = again.mock.results.filter((r) => (r.value as boolean) === true).length;
+      expect(repeats).toBeGreaterThan(0);
+      // Each counted in coord_heartbeats_repeated_total, and nothing else.
+      expect((await repeatedMetric()) - repeatedBefore).toBe(repeats);
       const intruder = bearer(token(['CONSUMER'], { sub: 'someone-else' }));
       const refused = await both(path, consumerInit(body, intruder));
       expect(errorOf(refused).code).toBe('MEMBER_ID_IN_USE');
       // Another member joins (no debounce): the same text now gets the changed answer.
       await both(path, consumerInit({ ...JOIN, memberId: 'memo-2' }));
       again.mockClear();
+      const repeatedBeforeChange = await repeatedMetric();
       const changed = await both(path, consumerInit(body));
       expect(again.mock.results.map((r) => r.value as boolean)).toEqual([false]);
+      expect(await repeatedMetric()).toBe(repeatedBeforeChange);
       expect((changed.body as { revokeShards: number[] }).revokeShards).toHaveLength(1);
     } finally {
       again.mockRestore();

@@ -105,6 +105,7 @@ export function answerAgain(services: Services, ticket: SteadyTicket): boolean {
   const startedAt = performance.now();
   if (!services.coordinator.steadyAgain(ticket)) return false;
   services.metrics.recordHeartbeat(ticket.reply.outcome, secondsSince(startedAt));
+  services.metrics.recordRepeated();
   return true;
 }
 
