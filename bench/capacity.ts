@@ -68,14 +68,24 @@ export function memoryOf(pid: number): { rss: number; peak: number } {
 
 /**
  * Where a process's CPU time went, in s: the main thread's user and system time, and every
- * other thread's (V8's GC and compiler helpers, libuv's pool) from /proc/<pid>/task/.
+ * other thread's (V8's GC and compiler helpers, libuv's pool) from /proc/<pid>/task/; and the
+ * whole process's minor page faults (memory the kernel had to map in).
  */
-function cpuSplitOf(pid: number): { user: number; system: number; others: number } {
-  const times = (path: string) => {
+function cpuSplitOf(pid: number): {
+  user: number;
+  system: number;
+  others: number;
+  faults: number;
+} {
+  const fieldsOf = (path: string) => {
     const stat = readFileSync(path, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  };
+  const times = (path: string) => {
+    const fields = fieldsOf(path);
     return { user: Number(fields[11]) / TICKS_PER_S, system: Number(fields[12]) / TICKS_PER_S };
   };
+  const faults = Number(fieldsOf(`/proc/${pid}/stat`)[7]);
   const main = times(`/proc/${pid}/task/${pid}/stat`);
   let others = 0;
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
@@ -87,7 +97,7 @@ function cpuSplitOf(pid: number): { user: number; system: number; others: number
       // The thread ended meanwhile.
     }
   }
-  return { ...main, others };
+  return { ...main, others, faults };
 }
 
 /** `cpuSplitOf` now minus `from`, in µs per `per`. */
@@ -96,7 +106,8 @@ function cpuSplitSince(pid: number, from: ReturnType<typeof cpuSplitOf>, per: nu
   const us = (s: number) => fmt((s * 1e6) / per);
   return (
     `main ${us(now.user - from.user)} user + ${us(now.system - from.system)} sys, ` +
-    `other threads ${us(now.others - from.others)}`
+    `other threads ${us(now.others - from.others)}; ` +
+    `${((now.faults - from.faults) / per).toFixed(2)} page faults/hb`
   );
 }
 
