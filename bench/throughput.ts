@@ -40,6 +40,30 @@ const MEMBERS = 32;
 
 type Generator = 'wrk' | 'raw';
 
+/** The coordinator's longest event-loop delay and its GC pauses since `from`, as printed. */
+async function loopSince(port: number, from: { gcMs: number; gcs: number }): Promise<string> {
+  const now = await loopAndGcOf(port);
+  return (
+    `; its event loop delayed at most ${fmt(now.lagMaxMs, 1)} ms, ` +
+    `GC ${fmt(now.gcMs - from.gcMs, 1)} ms in ${now.gcs - from.gcs} pauses`
+  );
+}
+
+/**
+ * What the coordinator's own `/metrics` says of its event loop and GC: the longest event-loop
+ * delay since the last read (prom-client resets it on each read) and its GC pauses so far.
+ */
+async function loopAndGcOf(port: number): Promise<{ lagMaxMs: number; gcMs: number; gcs: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const value = (pattern: RegExp) =>
+    [...text.matchAll(pattern)].reduce((a, m) => a + Number(m[1]), 0);
+  return {
+    lagMaxMs: value(/^coord_process_nodejs_eventloop_lag_max_seconds (\S+)$/gm) * 1_000,
+    gcMs: value(/^coord_process_nodejs_gc_duration_seconds_sum\{[^}]*\} (\S+)$/gm) * 1_000,
+    gcs: value(/^coord_process_nodejs_gc_duration_seconds_count\{[^}]*\} (\S+)$/gm),
+  };
+}
+
 export async function throughput(ctx: BenchContext): Promise<Row[]> {
   const connections = 64;
   const rounds = ctx.quick ? 2 : 3;
@@ -156,6 +180,7 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
     for (const t of targets) {
+      const loopFrom = t.key === 'coordinator' ? await loopAndGcOf(t.port) : null;
       const { r, cpuUs, ownUs } = await measured(t, () =>
         runLoad({
           host: '127.0.0.1',
@@ -172,7 +197,8 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
       line.push(
         `${t.key} ${fmt(r.requestsPerSecond)}/s p50 ${fmt(r.p50Ms, 1)} p99 ${fmt(r.p99Ms, 1)} ms ` +
           `(sent late p99 ${fmt(r.sendLateP99Ms ?? NaN, 1)}, from send p99 ${fmt(r.fromSendP99Ms ?? NaN, 1)}) ` +
-          `${fmt(cpuUs, 1)} µs CPU, generator ${fmt(ownUs, 1)} µs`,
+          `${fmt(cpuUs, 1)} µs CPU, generator ${fmt(ownUs, 1)} µs` +
+          (loopFrom === null ? '' : await loopSince(t.port, loopFrom)),
       );
     }
     ctx.log(`  fixed rate ${fmt(fixedRate)}/s, round ${round}/${rounds}: ${line.join(', ')}`);
