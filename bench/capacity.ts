@@ -10,9 +10,12 @@ import {
   cpuSecondsOf,
   createGroup,
   fmt,
+  gcPausesIn,
   heartbeatBody,
   heartbeatPath,
   median,
+  metricsTextOf,
+  procStatFields,
   profilePhase,
   sleep,
   startCoordinator,
@@ -20,6 +23,7 @@ import {
   TICKS_PER_S,
   verdict,
   type Child,
+  type GcPauses,
   type MemberState,
   type Row,
 } from './support.js';
@@ -77,15 +81,11 @@ function cpuSplitOf(pid: number): {
   others: number;
   faults: number;
 } {
-  const fieldsOf = (path: string) => {
-    const stat = readFileSync(path, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  };
   const times = (path: string) => {
-    const fields = fieldsOf(path);
+    const fields = procStatFields(path);
     return { user: Number(fields[11]) / TICKS_PER_S, system: Number(fields[12]) / TICKS_PER_S };
   };
-  const faults = Number(fieldsOf(`/proc/${pid}/stat`)[7]);
+  const faults = Number(procStatFields(`/proc/${pid}/stat`)[7]);
   const main = times(`/proc/${pid}/task/${pid}/stat`);
   let others = 0;
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
@@ -111,29 +111,14 @@ function cpuSplitSince(pid: number, from: ReturnType<typeof cpuSplitOf>, per: nu
   );
 }
 
-/** The coordinator's GC pauses so far, by kind: count and seconds (its own `/metrics`). */
-type GcPauses = Map<string, { count: number; seconds: number }>;
-
 /**
  * From the coordinator's own `/metrics`: its GC pauses so far, and the heartbeats it answered
  * again from the fast path's memory (`coord_heartbeats_repeated_total`).
  */
 async function metricsOf(port: number): Promise<{ gc: GcPauses; repeated: number }> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const text = await metricsTextOf(port);
   const repeated = Number(/^coord_heartbeats_repeated_total (\d+)$/m.exec(text)?.[1] ?? NaN);
   return { gc: gcPausesIn(text), repeated };
-}
-
-function gcPausesIn(text: string): GcPauses {
-  const pauses: GcPauses = new Map();
-  const line = /^coord_process_nodejs_gc_duration_seconds_(sum|count)\{kind="(\w+)"\} (\S+)$/gm;
-  for (const [, what, kind, value] of text.matchAll(line)) {
-    const entry = pauses.get(kind!) ?? { count: 0, seconds: 0 };
-    if (what === 'sum') entry.seconds = Number(value);
-    else entry.count = Number(value);
-    pauses.set(kind!, entry);
-  }
-  return pauses;
 }
 
 /**

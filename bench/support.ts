@@ -86,12 +86,40 @@ const redisServers: RedisServerHandle[] = [];
 /** Clock ticks per second of the times in /proc/<pid>/stat (USER_HZ, 100 on Linux). */
 export const TICKS_PER_S = 100;
 
+/**
+ * The fields of a `/proc/<pid>/stat` (or `/proc/<pid>/task/<tid>/stat`) file after the command
+ * name, which may hold spaces: [7] minor faults, [11] user and [12] system time in ticks.
+ */
+export function procStatFields(path: string): string[] {
+  const stat = readFileSync(path, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
 /** User + system CPU seconds a process has used (/proc/<pid>/stat). */
 export function cpuSecondsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // The command name may hold spaces: fields count from after its closing parenthesis.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const fields = procStatFields(`/proc/${pid}/stat`);
   return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_S;
+}
+
+/** A coordinator's own `/metrics`, as text. */
+export async function metricsTextOf(port: number): Promise<string> {
+  return (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+}
+
+/** A coordinator's GC pauses so far, by kind: count and seconds. */
+export type GcPauses = Map<string, { count: number; seconds: number }>;
+
+/** The GC pauses in a coordinator's `/metrics` text (`coord_process_nodejs_gc_duration_seconds`). */
+export function gcPausesIn(text: string): GcPauses {
+  const pauses: GcPauses = new Map();
+  const line = /^coord_process_nodejs_gc_duration_seconds_(sum|count)\{kind="(\w+)"\} (\S+)$/gm;
+  for (const [, what, kind, value] of text.matchAll(line)) {
+    const entry = pauses.get(kind!) ?? { count: 0, seconds: 0 };
+    if (what === 'sum') entry.seconds = Number(value);
+    else entry.count = Number(value);
+    pauses.set(kind!, entry);
+  }
+  return pauses;
 }
 
 /**

@@ -6,9 +6,11 @@ import {
   countWrites,
   cpuSecondsOf,
   fmt,
+  gcPausesIn,
   heartbeatBody,
   heartbeatPath,
   median,
+  metricsTextOf,
   requestBytes,
   startChild,
   startCoordinator,
@@ -54,13 +56,13 @@ async function loopSince(port: number, from: { gcMs: number; gcs: number }): Pro
  * delay since the last read (prom-client resets it on each read) and its GC pauses so far.
  */
 async function loopAndGcOf(port: number): Promise<{ lagMaxMs: number; gcMs: number; gcs: number }> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const value = (pattern: RegExp) =>
-    [...text.matchAll(pattern)].reduce((a, m) => a + Number(m[1]), 0);
+  const text = await metricsTextOf(port);
+  const pauses = [...gcPausesIn(text).values()];
+  const lagMax = /^coord_process_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text)?.[1];
   return {
-    lagMaxMs: value(/^coord_process_nodejs_eventloop_lag_max_seconds (\S+)$/gm) * 1_000,
-    gcMs: value(/^coord_process_nodejs_gc_duration_seconds_sum\{[^}]*\} (\S+)$/gm) * 1_000,
-    gcs: value(/^coord_process_nodejs_gc_duration_seconds_count\{[^}]*\} (\S+)$/gm),
+    lagMaxMs: Number(lagMax ?? NaN) * 1_000,
+    gcMs: pauses.reduce((ms, p) => ms + p.seconds * 1_000, 0),
+    gcs: pauses.reduce((n, p) => n + p.count, 0),
   };
 }
 
