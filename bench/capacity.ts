@@ -22,6 +22,7 @@ import {
   startRedis,
   TICKS_PER_S,
   verdict,
+  warmUpScrapes,
   type Child,
   type GcPauses,
   type MemberState,
@@ -412,6 +413,8 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
       args: [String(Math.floor(Math.random() * requests))],
     });
   for (const c of cases) await run(c, 1_000); // warm-up
+  // Every round reads each coordinator's /metrics: warm up with such reads too.
+  for (const c of cases) await warmUpScrapes(c.child.port, () => run(c, 500));
   const results = new Map<string, Array<LoadResult & { cpuUs: number }>>();
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];

@@ -106,6 +106,28 @@ export async function metricsTextOf(port: number): Promise<string> {
   return (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
 }
 
+/**
+ * `/metrics` reads in a warm-up, each followed by a short run of heartbeats
+ * ({@link warmUpScrapes}).
+ */
+export const WARM_UP_SCRAPES = 8;
+
+/**
+ * The end of a warm-up for rounds that read the coordinator's `/metrics` (an express route, as
+ * a replica's scrape is): {@link WARM_UP_SCRAPES} times, a read and then `load`. After a run of
+ * heartbeats through the fast path, each of the first few express requests makes V8 deoptimize
+ * some twenty functions of node's HTTP internals that both paths share (`--trace-deopt`: "wrong
+ * map", 30, 22, 19, 20, 5 and then 0 per read in one run), which then run unoptimized until
+ * compiled again; a replica gets over that with its first scrapes and health checks. Without
+ * this, the first rounds measure it (docs/BENCHMARKS.md, throughput).
+ */
+export async function warmUpScrapes(port: number, load: () => Promise<unknown>): Promise<void> {
+  for (let i = 0; i < WARM_UP_SCRAPES; i++) {
+    await metricsTextOf(port);
+    await load();
+  }
+}
+
 /** A coordinator's GC pauses so far, by kind: count and seconds. */
 export type GcPauses = Map<string, { count: number; seconds: number }>;
 
