@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import jwt from 'jsonwebtoken';
@@ -175,7 +175,9 @@ export function startChild(
       clearTimeout(timer);
       if (!resolved) reject(new Error(`${name} exited (${code ?? signal}) before listening`));
     });
+    const log = process.env.BENCH_CHILD_STDOUT;
     child.stdout?.on('data', (chunk: Buffer) => {
+      if (log) appendChildOutput(log, name, chunk.toString());
       output += chunk.toString();
       const port = /LISTENING (\d+)/.exec(output)?.[1];
       if (port && !resolved) {
@@ -187,6 +189,16 @@ export function startChild(
       }
     });
   });
+}
+
+/**
+ * Appends a child's stdout to `file` (`BENCH_CHILD_STDOUT`), each line with the wall clock in
+ * ms and the child's name, to line up what a child printed (`--trace-deopt`) with the rounds.
+ */
+function appendChildOutput(file: string, name: string, text: string): void {
+  const at = Date.now();
+  const lines = text.split('\n').filter((line) => line.length > 0);
+  appendFileSync(file, lines.map((line) => `${at} ${name}: ${line}\n`).join(''));
 }
 
 export async function stopChild(child: Child, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
@@ -228,6 +240,8 @@ export function startCoordinator(
     {
       nodeFlags: [
         ...(process.env.BENCH_NO_FLAGS === '1' ? [] : COORDINATOR_NODE_FLAGS),
+        // Diagnosis (docs/BENCHMARKS.md): e.g. --trace-deopt, with BENCH_CHILD_STDOUT.
+        ...(process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean),
         ...nodeFlags,
       ],
     },
