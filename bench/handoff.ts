@@ -397,7 +397,7 @@ export async function handoff(ctx: BenchContext): Promise<Row[]> {
       );
       ctx.log(
         `  KCL-style crash (killed ${fmt(phase)} ms after steady state; each worker's taker at its own phase): shards running again after ${fmtMs(t.lastMs)} ms ` +
-          `(bounds: failover ${kclDefaults.failoverMs} ms .. failover + taker interval ${kclDefaults.failoverMs + kclDefaults.takerIntervalMs} ms)`,
+          `(usually between failover ${kclDefaults.failoverMs} ms and failover + taker interval ${kclDefaults.failoverMs + kclDefaults.takerIntervalMs} ms)`,
       );
       kclCrashMs = t.lastMs;
       rows.push({
