@@ -89,21 +89,24 @@ export class KclWorker {
     owners.forEach((owner, shard) => {
       if (owner === this.options.workerId) this.acquired(shard);
     });
+    /** Runs `fn` every `ms` (never two at once); returns a run to start one now. */
     const loop = (ms: number, fn: () => Promise<void>) => {
       let busy = false;
-      this.timers.push(
-        setInterval(() => {
-          if (busy) return;
-          busy = true;
-          void fn().finally(() => (busy = false));
-        }, ms),
-      );
+      const run = () => {
+        if (busy) return;
+        busy = true;
+        void fn().finally(() => (busy = false));
+      };
+      this.timers.push(setInterval(run, ms));
+      return run;
     };
     await this.take();
     loop(this.renewerIntervalMs, () => this.renew());
-    // As if this worker had started at another moment than the others (see the header).
+    // As if this worker had started at another moment than the others (see the header): its
+    // takes fall at that phase of the interval, the first of them when the phase comes (not an
+    // interval later, which left up to two intervals without a take after the start).
     this.phase = setTimeout(
-      () => loop(this.takerIntervalMs, () => this.take()),
+      () => loop(this.takerIntervalMs, () => this.take())(),
       Math.random() * this.takerIntervalMs,
     );
   }
