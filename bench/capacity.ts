@@ -413,8 +413,9 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
       args: [String(Math.floor(Math.random() * requests))],
     });
   for (const c of cases) await run(c, 1_000); // warm-up
-  // Every round reads each coordinator's /metrics: warm up with such reads too.
-  for (const c of cases) await warmUpScrapes(c.child.port, () => run(c, 500));
+  // Every round reads each coordinator's /metrics: warm up with such reads too (wrk runs
+  // whole seconds).
+  for (const c of cases) await warmUpScrapes(c.child.port, () => run(c, 1_000));
   const results = new Map<string, Array<LoadResult & { cpuUs: number }>>();
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];

@@ -110,13 +110,13 @@ export async function metricsTextOf(port: number): Promise<string> {
  * `/metrics` reads in a warm-up, each followed by a short run of heartbeats
  * ({@link warmUpScrapes}).
  */
-export const WARM_UP_SCRAPES = 8;
+const WARM_UP_SCRAPES = 8;
 
 /**
  * The end of a warm-up for rounds that read the coordinator's `/metrics` (an express route, as
  * a replica's scrape is): {@link WARM_UP_SCRAPES} times, a read and then `load`. After a run of
  * heartbeats through the fast path, each of the first few express requests makes V8 deoptimize
- * some twenty functions of node's HTTP internals that both paths share (`--trace-deopt`: "wrong
+ * up to thirty functions of node's HTTP internals that both paths share (`--trace-deopt`: "wrong
  * map", 30, 22, 19, 20, 5 and then 0 per read in one run), which then run unoptimized until
  * compiled again; a replica gets over that with its first scrapes and health checks. Without
  * this, the first rounds measure it (docs/BENCHMARKS.md, throughput).
@@ -176,9 +176,12 @@ export function startChild(
       if (!resolved) reject(new Error(`${name} exited (${code ?? signal}) before listening`));
     });
     const log = process.env.BENCH_CHILD_STDOUT;
+    /** The last line of what the child printed so far, while it has no end yet. */
+    let partial = '';
     child.stdout?.on('data', (chunk: Buffer) => {
-      if (log) appendChildOutput(log, name, chunk.toString());
+      if (log) partial = appendChildOutput(log, name, partial + chunk.toString());
       output += chunk.toString();
+      if (resolved) return;
       const port = /LISTENING (\d+)/.exec(output)?.[1];
       if (port && !resolved) {
         resolved = true;
@@ -192,13 +195,18 @@ export function startChild(
 }
 
 /**
- * Appends a child's stdout to `file` (`BENCH_CHILD_STDOUT`), each line with the wall clock in
- * ms and the child's name, to line up what a child printed (`--trace-deopt`) with the rounds.
+ * Appends the complete lines of a child's stdout to `file` (`BENCH_CHILD_STDOUT`), each with
+ * the wall clock in ms and the child's name, to line up what a child printed
+ * (`--trace-deopt`) with the rounds; returns the unfinished last line, for the next chunk.
  */
-function appendChildOutput(file: string, name: string, text: string): void {
+function appendChildOutput(file: string, name: string, text: string): string {
   const at = Date.now();
-  const lines = text.split('\n').filter((line) => line.length > 0);
-  appendFileSync(file, lines.map((line) => `${at} ${name}: ${line}\n`).join(''));
+  const lines = text.split('\n');
+  const rest = lines.pop() ?? '';
+  const complete = lines.filter((line) => line.length > 0);
+  if (complete.length > 0)
+    appendFileSync(file, complete.map((line) => `${at} ${name}: ${line}\n`).join(''));
+  return rest;
 }
 
 export async function stopChild(child: Child, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
@@ -241,7 +249,7 @@ export function startCoordinator(
       nodeFlags: [
         ...(process.env.BENCH_NO_FLAGS === '1' ? [] : COORDINATOR_NODE_FLAGS),
         // Diagnosis (docs/BENCHMARKS.md): e.g. --trace-deopt, with BENCH_CHILD_STDOUT.
-        ...(process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean),
+        ...(process.env.BENCH_NODE_FLAGS ?? '').split(/\s+/).filter(Boolean),
         ...nodeFlags,
       ],
     },

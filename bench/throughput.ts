@@ -131,8 +131,9 @@ export async function throughput(ctx: BenchContext): Promise<Row[]> {
     cpuMedians.set(key, [...(cpuMedians.get(key) ?? []), cpuUs]);
   const generators: Generator[] = ['wrk', 'raw'];
   for (const gen of generators) for (const t of targets) await run(gen, t.port, 1_000); // warm-up
-  // The open-loop rounds read the coordinator's /metrics: warm up with such reads too.
-  await warmUpScrapes(coordinator.port, () => run('raw', coordinator.port, 500));
+  // The open-loop rounds read the coordinator's /metrics: warm up with such reads too, and
+  // bare the same way (it answers them 404).
+  for (const t of targets) await warmUpScrapes(t.port, () => run('raw', t.port, 500));
   const results = new Map<string, LoadResult[]>();
   const client = redis.client();
   const calls = new Map<string, number>();
