@@ -228,6 +228,44 @@ async function clusterState(port: number): Promise<string> {
   return /cluster_state:(\w+)/.exec(info)?.[1] ?? 'unknown';
 }
 
+/** Attempts at a cluster node's ports before giving up (see {@link startClusterNode}). */
+const CLUSTER_NODE_ATTEMPTS = 5;
+
+/**
+ * Starts one cluster-enabled redis-server on a free port. A cluster node also listens on its
+ * port + 10000 (the cluster bus), which nothing reserved: when either port was taken between
+ * the choice and the bind (redis-server exits with "Address already in use"), it tries
+ * another port.
+ */
+async function startClusterNode(dir: string): Promise<{ port: number; server: RunningServer }> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    if (port + 10_000 > 65_535) continue;
+    try {
+      const server = await startProcess(port, [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        dir,
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--cluster-enabled',
+        'yes',
+        '--cluster-config-file',
+        join(dir, `nodes-${port}.conf`),
+      ]);
+      return { port, server };
+    } catch (error) {
+      const inUse = (error as Error).message.includes('Address already in use');
+      if (!inUse || attempt >= CLUSTER_NODE_ATTEMPTS) throw error;
+    }
+  }
+}
+
 /**
  * Starts three cluster-enabled masters, joins them with `redis-cli --cluster create`, and
  * resolves once every node reports `cluster_state:ok`.
@@ -242,26 +280,9 @@ export async function startRedisCluster(): Promise<RedisClusterHandle> {
   };
   try {
     for (let i = 0; i < 3; i++) {
-      const port = await freePort();
+      const { port, server } = await startClusterNode(dir);
       ports.push(port);
-      servers.push(
-        await startProcess(port, [
-          '--port',
-          String(port),
-          '--bind',
-          '127.0.0.1',
-          '--dir',
-          dir,
-          '--save',
-          '',
-          '--appendonly',
-          'no',
-          '--cluster-enabled',
-          'yes',
-          '--cluster-config-file',
-          join(dir, `nodes-${port}.conf`),
-        ]),
-      );
+      servers.push(server);
     }
     const nodes = ports.map((port) => `127.0.0.1:${port}`);
     await execFileAsync(
