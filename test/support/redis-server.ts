@@ -148,6 +148,22 @@ function launch(args: readonly string[]): RunningServer {
   return server;
 }
 
+/** A test server's arguments: its port on 127.0.0.1, its directory, no persistence. */
+function baseArgs(port: number, dir: string): string[] {
+  return [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+  ];
+}
+
 async function startProcess(port: number, args: readonly string[]): Promise<RunningServer> {
   const server = launch(args);
   try {
@@ -181,19 +197,7 @@ export async function startRedisServer(
 ): Promise<RedisServerHandle> {
   const port = await freePort();
   const dir = await mkdtemp(join(tmpdir(), 'coord-redis-'));
-  const args = [
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--dir',
-    dir,
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    ...(options.extraArgs ?? []),
-  ];
+  const args = [...baseArgs(port, dir), ...(options.extraArgs ?? [])];
   let server = await startProcess(port, args);
   let assertionClient: Redis | undefined;
   return {
@@ -243,16 +247,7 @@ async function startClusterNode(dir: string): Promise<{ port: number; server: Ru
     if (port + 10_000 > 65_535) continue;
     try {
       const server = await startProcess(port, [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--dir',
-        dir,
-        '--save',
-        '',
-        '--appendonly',
-        'no',
+        ...baseArgs(port, dir),
         '--cluster-enabled',
         'yes',
         '--cluster-config-file',
