@@ -14,6 +14,7 @@ import {
   heartbeatBody,
   heartbeatPath,
   median,
+  metricIn,
   metricsTextOf,
   procStatFields,
   profilePhase,
@@ -118,7 +119,7 @@ function cpuSplitSince(pid: number, from: ReturnType<typeof cpuSplitOf>, per: nu
  */
 async function metricsOf(port: number): Promise<{ gc: GcPauses; repeated: number }> {
   const text = await metricsTextOf(port);
-  const repeated = Number(/^coord_heartbeats_repeated_total (\d+)$/m.exec(text)?.[1] ?? NaN);
+  const repeated = metricIn(text, 'coord_heartbeats_repeated_total');
   return { gc: gcPausesIn(text), repeated };
 }
 

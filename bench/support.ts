@@ -128,6 +128,12 @@ export async function warmUpScrapes(port: number, load: () => Promise<unknown>):
   }
 }
 
+/** The value of an unlabelled metric in a coordinator's `/metrics` text; NaN when absent. */
+export function metricIn(text: string, name: string): number {
+  const line = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
+  return Number(line?.[1] ?? NaN);
+}
+
 /** A coordinator's GC pauses so far, by kind: count and seconds. */
 export type GcPauses = Map<string, { count: number; seconds: number }>;
 
@@ -179,11 +185,12 @@ export function startChild(
     /** The last line of what the child printed so far, while it has no end yet. */
     let partial = '';
     child.stdout?.on('data', (chunk: Buffer) => {
-      if (log) partial = appendChildOutput(log, name, partial + chunk.toString());
-      output += chunk.toString();
+      const text = chunk.toString();
+      if (log) partial = appendChildOutput(log, name, partial + text);
+      output += text;
       if (resolved) return;
       const port = /LISTENING (\d+)/.exec(output)?.[1];
-      if (port && !resolved) {
+      if (port) {
         resolved = true;
         clearTimeout(timer);
         const started = { name, process: child, port: Number(port), output: () => output };

@@ -10,6 +10,7 @@ import {
   heartbeatBody,
   heartbeatPath,
   median,
+  metricIn,
   metricsTextOf,
   requestBytes,
   startChild,
@@ -59,9 +60,8 @@ async function loopSince(port: number, from: { gcMs: number; gcs: number }): Pro
 async function loopAndGcOf(port: number): Promise<{ lagMaxMs: number; gcMs: number; gcs: number }> {
   const text = await metricsTextOf(port);
   const pauses = [...gcPausesIn(text).values()];
-  const lagMax = /^coord_process_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(text)?.[1];
   return {
-    lagMaxMs: Number(lagMax ?? NaN) * 1_000,
+    lagMaxMs: metricIn(text, 'coord_process_nodejs_eventloop_lag_max_seconds') * 1_000,
     gcMs: pauses.reduce((ms, p) => ms + p.seconds * 1_000, 0),
     gcs: pauses.reduce((n, p) => n + p.count, 0),
   };
