@@ -6,7 +6,15 @@
  *   MEMBER_ID=worker-1 npx tsx --conditions=source examples/consumer.ts
  */
 import { Consumer } from 'stream-coordinator/client';
-import { consumerGroup, coordinatorClient, redisUrl, streamPrefix } from './shared.js';
+import {
+  closeOnSignals,
+  consumerGroup,
+  coordinatorClient,
+  describeError,
+  fail,
+  redisUrl,
+  streamPrefix,
+} from './shared.js';
 
 const consumer = new Consumer({
   client: coordinatorClient(),
@@ -21,19 +29,26 @@ const consumer = new Consumer({
   },
 });
 
-consumer.on('assigned', (shards) => console.log(`now reading shards ${shards.join(', ')}`));
+consumer.on('assigned', (granted, current) =>
+  console.log(`now reading shards ${current.join(', ')} (new: ${granted.join(', ')})`),
+);
 consumer.on('revoked', (shards) => console.log(`gave up shards ${shards.join(', ')}`));
 consumer.on('fenced', ({ reason }) => console.log(`dropped every shard (${reason}); rejoining`));
-consumer.on('error', (error) => console.error('consumer error:', error));
+consumer.on('streamsUnreachable', ({ shards, cause }) =>
+  console.error(
+    `cannot read the streams (${cause}): gave shards ${shards.join(', ')} back; rejoining once Redis answers`,
+  ),
+);
+consumer.on('streamsReachable', () => console.log('the streams Redis answers again: rejoining'));
+consumer.on('error', (error) => console.error(`consumer error: ${describeError(error)}`));
 
-await consumer.start();
-console.log(`${consumer.memberId} joined ${streamPrefix}/${consumerGroup}`);
-
-let stopping = false;
-const stop = () => {
-  if (stopping) return;
-  stopping = true;
-  void consumer.close().then(() => process.exit(0));
-};
-process.on('SIGINT', stop);
-process.on('SIGTERM', stop);
+// Ctrl-C (or SIGTERM) finishes the message in hand and leaves, within the close timeout.
+const signals = closeOnSignals(() => consumer.close());
+try {
+  await consumer.start();
+} catch (error) {
+  // A refusal (401, 403, 404, ...) ends here; so does a stop before the join was answered.
+  if (!signals.stopping()) fail('consumer cannot join', error);
+}
+if (!signals.stopping())
+  console.log(`${consumer.memberId} joined ${streamPrefix}/${consumerGroup}`);

@@ -8,7 +8,7 @@ import {
   type HeartbeatRequest,
 } from '../machines/protocol.js';
 import type { HeartbeatHoldOptions } from './coordinator-client.js';
-import type { SealVersion } from './stream-seal.js';
+import { sealVersionOf, type SealVersion } from './stream-seal.js';
 import {
   AuthenticationError,
   ConflictError,
@@ -19,6 +19,7 @@ import {
   UnavailableError,
 } from './errors.js';
 import {
+  groupStart,
   heartbeatRequest,
   JOINING,
   planReply,
@@ -27,7 +28,7 @@ import {
   type ShardPhase,
 } from './member-state.js';
 import { blockingConnection, resolveRedis, type RedisOption } from './redis-connection.js';
-import { backoffDelay } from './retry.js';
+import { backoffDelay, settledBy } from './retry.js';
 import { ShardReader, type MessageHandler } from './shard-reader.js';
 
 /**
@@ -110,6 +111,26 @@ export interface ConsumerOptions {
    * @default true
    */
   readonly holdHeartbeats?: boolean;
+  /**
+   * How long the consumer may be unable to read its shards' streams (the streams Redis down or
+   * unreachable, its commands failing or left without a reply) before it gives all its shards
+   * back: it stops reading, leaves the group (`memberEpoch: -1`) so that other members take the
+   * shards, and emits `streamsUnreachable`. It then sends PING to the streams Redis with
+   * backoff; once it answers, the consumer emits `streamsReachable` and joins again
+   * (`memberEpoch: 0`). Keep it well under the session timeout: until it passes, the shards
+   * wait. A blocking read counts only once its `blockMs` is over, and time spent in the handler
+   * never counts. `Infinity` turns this off.
+   * @default 10000
+   */
+  readonly streamsUnreachableMs?: number;
+  /**
+   * The longest {@link Consumer.close} takes. The drain of the messages in hand and the leave
+   * heartbeat are given up when it is over (a message abandoned stays pending for the next
+   * owner; without the leave, the coordinator releases the shards when the session expires),
+   * the connections the consumer owns are disconnected, and `close()` resolves.
+   * @default 5000
+   */
+  readonly closeTimeoutMs?: number;
 }
 
 /** Why a consumer dropped all its shards at once. */
@@ -123,15 +144,39 @@ export interface FencedEvent {
   readonly shards: readonly number[];
 }
 
+/** Why a consumer gave all its shards back: it could not read their streams. */
+export interface StreamsUnreachableEvent {
+  /** The shards it was reading and gave back, ascending. */
+  readonly shards: readonly number[];
+  /** What went wrong, in one line (`connect ECONNREFUSED 127.0.0.1:6379`, ...). */
+  readonly cause: string;
+}
+
 /** Events of a {@link Consumer}. */
 export interface ConsumerEvents {
-  /** Shards granted by the coordinator that the consumer started reading. */
-  assigned: [shards: number[]];
+  /**
+   * Shards granted by the coordinator that the consumer started reading (`shards`), and every
+   * shard it reads now, those included (`current`, ascending, as {@link Consumer.shards}). A
+   * listener that takes only `shards` gets what it always got.
+   */
+  assigned: [shards: number[], current: number[]];
   /** Shards the consumer stopped reading: drained and reported, retired, or taken away. */
   revoked: [shards: number[]];
   /** Every shard dropped at once; the consumer rejoins by itself. */
   fenced: [event: FencedEvent];
-  /** Handler rejections, Redis errors and heartbeat failures; emitted only while listened to. */
+  /**
+   * The streams could not be read for `streamsUnreachableMs`: every shard was given back and
+   * the consumer left the group. It joins again by itself once Redis answers PING.
+   */
+  streamsUnreachable: [event: StreamsUnreachableEvent];
+  /** The streams Redis answers again after `streamsUnreachable`: the consumer joins again. */
+  streamsReachable: [];
+  /**
+   * Emitted only while listened to: a handler's rejection (each one); trouble with the streams
+   * Redis or the coordinator (once per episode: the first failure after things worked, not each
+   * retry). A routine move of the group between coordinator replicas (503 `GROUP_MOVED`,
+   * `OWNER_MOVING`, `OWNER_UNAVAILABLE`) is retried without one.
+   */
   error: [error: unknown];
 }
 
@@ -149,12 +194,29 @@ interface Slot {
 const SESSION_LOSS_FRACTION = 0.8;
 /** Ceiling of the retry delay of failed heartbeats. */
 const MAX_RETRY_DELAY_MS = 30_000;
+/** How long a PING probing the streams Redis may take. */
+const PROBE_TIMEOUT_MS = 2_000;
+/** 503 answers of a group moving between coordinator replicas: retried, never news. */
+const ROUTINE_MOVES = new Set(['GROUP_MOVED', 'OWNER_MOVING', 'OWNER_UNAVAILABLE']);
+
+/** What is going wrong: each kind is reported once per episode. */
+type Trouble = 'coordinator' | 'streams';
+
+/** The consumer gave its shards back because it cannot read their streams. */
+interface Unreachable {
+  /** The leave heartbeat is still to be answered. */
+  leave: boolean;
+  /** PING probes so far (their backoff). */
+  attempt: number;
+}
 
 /**
  * Consumes a coordinated group: heartbeats the coordinator, reads exactly the shards it is
  * granted (XREADGROUP, acking after the handler), drains revoked shards before reporting them
  * DONE, consumes retiring shards to their end, claims pending entries of shards it takes over,
- * and drops everything at once when fenced or cut off for its session timeout.
+ * and drops everything at once when fenced or cut off for its session timeout. When it cannot
+ * read the streams for `streamsUnreachableMs`, it leaves the group so that others take its
+ * shards, and joins again once the streams Redis answers.
  */
 export class Consumer extends EventEmitter<ConsumerEvents> {
   /** This member's id in the group. */
@@ -165,7 +227,11 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly sessionTimeoutMs: number;
   private readonly rebalanceTimeoutMs: number;
   private readonly drainTimeoutMs: number;
+  private readonly streamsUnreachableMs: number;
+  private readonly closeTimeoutMs: number;
   private versions: MemberVersions = JOINING;
+  /** Where a shard's Redis consumer group starts if it has to be created (the last reply's). */
+  private startPositions: Pick<HeartbeatReply, 'startAt' | 'initialShardCount' | 'createdAt'> = {};
   /** The routing of the last reply: a shard retired now is sealed with it. */
   private routing: SealVersion = { lifecycleId: '', metadataVersion: 0 };
   private readonly slots = new Map<number, Slot>();
@@ -179,26 +245,45 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   /** Cancels the heartbeat held open now (null when none is). */
   private held: AbortController | null = null;
   private watchdog: NodeJS.Timeout | undefined;
+  private closing: Promise<void> | null = null;
+  /** Set while the shards are given back because their streams cannot be read. */
+  private unreachable: Unreachable | null = null;
+  private streamsCheck: NodeJS.Timeout | undefined;
+  /** Trouble reported already and not over yet. */
+  private readonly troubles = new Set<Trouble>();
+  /** The latest error of the streams Redis in this episode: the cause given with the shards. */
+  private lastStreamsError: unknown = null;
 
   constructor(private readonly options: ConsumerOptions) {
     super();
     this.client = options.client;
     this.memberId = options.memberId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
-    const { redis, owned } = resolveRedis(options.redis);
+    const { redis, owned } = resolveRedis(options.redis, (error) => this.streamsTrouble(error));
     this.redis = redis;
     this.ownsRedis = owned;
     this.sessionTimeoutMs = options.sessionTimeoutMs ?? 45_000;
     this.rebalanceTimeoutMs = options.rebalanceTimeoutMs ?? 60_000;
     this.drainTimeoutMs = options.drainTimeoutMs ?? Math.floor(this.rebalanceTimeoutMs / 2);
+    this.streamsUnreachableMs = options.streamsUnreachableMs ?? 10_000;
+    this.closeTimeoutMs = options.closeTimeoutMs ?? 5_000;
+    if (!(this.streamsUnreachableMs > 0)) throw new RangeError('streamsUnreachableMs must be > 0');
+    if (!(this.closeTimeoutMs >= 0)) throw new RangeError('closeTimeoutMs must be >= 0');
   }
 
   /**
    * Joins the group and starts the heartbeat loop; resolves once the coordinator answered the
-   * join. Rejects (and stops) when the join is refused for good: unknown group, no permission,
-   * group full, invalid request.
+   * join. Rejects (and stops, as {@link Consumer.close} does) when the join is refused for good:
+   * unknown group, no permission, group full, invalid request; rejects too when `close()` is
+   * called before the join was answered.
    */
   async start(): Promise<void> {
     if (this.loop) throw new Error('consumer already started');
+    if (this.closing) throw new Error('consumer closed');
+    const every = Number.isFinite(this.streamsUnreachableMs)
+      ? Math.min(1_000, Math.max(20, this.streamsUnreachableMs / 4))
+      : 1_000;
+    this.streamsCheck = setInterval(() => this.checkStreams(), every);
+    this.streamsCheck.unref();
     let joined!: () => void;
     let refused!: (error: unknown) => void;
     const first = new Promise<void>((resolve, reject) => {
@@ -217,34 +302,66 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       .sort((a, b) => a - b);
   }
 
-  /** Stops reading, finishes in-flight messages (within the drain timeout), leaves the group. */
-  async close(): Promise<void> {
-    if (this.closed) return;
+  /**
+   * Stops reading, finishes the messages in hand (within the drain timeout), leaves the group
+   * and disconnects the connections it owns, all within `closeTimeoutMs`: what is not done by
+   * then (a drain, the leave heartbeat to a coordinator that does not answer, a Redis command
+   * that hangs) is given up, and the promise resolves anyway. Calling it again returns the same
+   * promise.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.shutDown();
+    return this.closing;
+  }
+
+  private async shutDown(): Promise<void> {
+    const deadline = Date.now() + this.closeTimeoutMs;
     this.closed = true;
     this.nudge();
-    await this.loop?.catch(() => undefined);
+    clearInterval(this.streamsCheck);
     clearTimeout(this.watchdog);
-    const generation = this.generation;
-    await Promise.all(
-      [...this.slots.values()].map((slot) =>
-        slot.reader
-          ? slot.reader.stop({ drain: true, drainTimeoutMs: this.drainTimeoutMs })
-          : Promise.resolve(),
-      ),
-    );
+    await settledBy(this.leave(deadline), deadline);
+    // Whatever did not finish in time is abandoned: its message stays pending for the next owner.
+    for (const slot of this.slots.values()) void slot.reader?.stop({ drain: false });
     this.slots.clear();
-    if (this.versions.memberEpoch > 0 && generation === this.generation) {
-      await this.client
-        .heartbeat(this.options.streamPrefix, this.options.consumerGroup, {
-          ...this.request(),
-          memberEpoch: -1,
-          currentAssignments: [],
-          revokeProgress: [],
-        })
-        .catch((error: unknown) => this.report(error));
-    }
     this.versions = JOINING;
     if (this.ownsRedis) this.redis.disconnect();
+  }
+
+  /** The orderly part of close(): drains, then the leave heartbeat, all by `deadline`. */
+  private async leave(deadline: number): Promise<void> {
+    // Kept for the leave heartbeat, however long the drains take.
+    const reserve = Math.min(1_000, this.closeTimeoutMs / 4);
+    await settledBy(this.loop ?? Promise.resolve(), deadline - reserve);
+    const generation = this.generation;
+    const drainTimeoutMs = Math.min(
+      this.drainTimeoutMs,
+      Math.max(0, deadline - reserve - Date.now()),
+    );
+    await Promise.all(
+      [...this.slots.values()].map((slot) =>
+        slot.reader ? slot.reader.stop({ drain: true, drainTimeoutMs }) : Promise.resolve(),
+      ),
+    );
+    if (this.versions.memberEpoch > 0 && generation === this.generation) {
+      await this.client
+        .heartbeat(
+          this.options.streamPrefix,
+          this.options.consumerGroup,
+          this.leaveRequest(),
+          Math.max(1, deadline - Date.now()),
+        )
+        .catch((error: unknown) => this.report(error));
+    }
+  }
+
+  private leaveRequest(): HeartbeatRequest {
+    return { ...this.request(), memberEpoch: -1, currentAssignments: [], revokeProgress: [] };
+  }
+
+  /** How long one heartbeat (not held) may take. */
+  private heartbeatTimeoutMs(): number {
+    return Math.min(10_000, Math.max(1_000, this.sessionTimeoutMs / 4));
   }
 
   private request(): HeartbeatRequest {
@@ -265,6 +382,14 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     /** The wait the next heartbeat asks for: the advised interval, while nothing is going on. */
     let holdMs = 0;
     while (!this.closed) {
+      if (this.unreachable) {
+        // No member any more (or leaving): nothing is held, and the rejoin starts afresh.
+        holdMs = 0;
+        failures = 0;
+        const wait = await this.whileUnreachable(this.unreachable);
+        if (!this.closed) await this.sleep(wait);
+        continue;
+      }
       const generation = this.generation;
       const sentAt = Date.now();
       const request = this.request();
@@ -276,10 +401,11 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
           this.options.streamPrefix,
           this.options.consumerGroup,
           request,
-          Math.min(10_000, Math.max(1_000, this.sessionTimeoutMs / 4)),
+          this.heartbeatTimeoutMs(),
           held ? { waitMs: holdMs, signal: held.signal } : undefined,
         );
         failures = 0;
+        this.troubles.delete('coordinator');
         holdMs = 0;
         if (generation === this.generation && !this.closed) {
           this.answered(sentAt);
@@ -307,6 +433,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
           if (!started && isRefusal(error)) {
             this.closed = true;
             refused(error);
+            void this.close();
             return;
           }
           holdMs = 0;
@@ -317,6 +444,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       }
       if (!this.closed) await this.sleep(wait);
     }
+    if (!started) refused(new Error('consumer closed before it joined'));
   }
 
   /**
@@ -343,7 +471,12 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       return 0;
     }
     this.versions = versionsAfter(reply);
-    this.routing = { lifecycleId: reply.lifecycleId, metadataVersion: reply.metadataVersion };
+    this.routing = sealVersionOf(reply);
+    this.startPositions = {
+      startAt: reply.startAt,
+      initialShardCount: reply.initialShardCount,
+      createdAt: reply.createdAt,
+    };
     // SYNC_METADATA is retry-safe and changes nothing about the member but its versions.
     if (reply.outcome === 'SYNC_METADATA') return 0;
     const phases = new Map([...this.slots].map(([shard, slot]) => [shard, slot.phase]));
@@ -388,7 +521,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       }
     }
     if (gone.length > 0) this.emit('revoked', gone);
-    if (started.length > 0) this.emit('assigned', started);
+    if (started.length > 0) this.emit('assigned', started, this.shards());
     return reply.heartbeatIntervalMs;
   }
 
@@ -400,12 +533,14 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       group: this.options.consumerGroup,
       consumerName: this.memberId,
       redis: this.redis,
-      reader: blockingConnection(this.redis, (error) => this.report(error)),
+      reader: blockingConnection(this.redis, (error) => this.streamsTrouble(error)),
       handler: this.options.handler,
       keyField: this.options.keyField ?? 'key',
       batchSize: this.options.batchSize ?? 10,
       blockMs: this.options.blockMs ?? 500,
+      createAt: groupStart(shard, this.startPositions),
       onError: (error) => this.report(error),
+      onRedisError: (error) => this.streamsTrouble(error),
       onRetired: (done) => {
         const slot = this.slots.get(done);
         if (generation !== this.generation || slot?.reader !== reader) return;
@@ -430,7 +565,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       if (generation !== this.generation || this.slots.get(shard) !== slot) return;
       if (slot.restart !== null) {
         this.open(shard, slot.restart);
-        this.emit('assigned', [shard]);
+        this.emit('assigned', [shard], this.shards());
       } else {
         slot.phase = 'drained';
         slot.reader = null;
@@ -465,9 +600,121 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.watchdog.unref();
   }
 
+  /**
+   * Runs every quarter of `streamsUnreachableMs` (at most every second): gives every shard back
+   * once a reader has been unable to read for that long, and ends an episode of streams trouble
+   * once every reader reads again.
+   */
+  private checkStreams(): void {
+    if (this.closed || this.unreachable) return;
+    const now = Date.now();
+    let stalledSince: number | null = null;
+    for (const slot of this.slots.values()) {
+      const since = slot.reader?.stalledSince() ?? null;
+      if (since !== null && since <= now && (stalledSince === null || since < stalledSince)) {
+        stalledSince = since;
+      }
+    }
+    if (stalledSince === null) {
+      if (this.redis.status === 'ready') this.streamsFine();
+      return;
+    }
+    if (now - stalledSince >= this.streamsUnreachableMs) this.giveBack(now - stalledSince);
+  }
+
+  /**
+   * The streams cannot be read: stops every reader at once (their work cannot be acked
+   * anyway), tells the loop to leave the group and wait for Redis, and says so.
+   */
+  private giveBack(stalledMs: number): void {
+    this.generation++;
+    clearTimeout(this.watchdog);
+    const shards = this.request().currentAssignments;
+    for (const slot of this.slots.values()) void slot.reader?.stop({ drain: false });
+    this.slots.clear();
+    this.unreachable = { leave: this.versions.memberEpoch > 0, attempt: 0 };
+    const cause =
+      this.lastStreamsError === null
+        ? `no reply from the streams Redis for ${stalledMs} ms`
+        : oneLine(this.lastStreamsError);
+    this.emit('streamsUnreachable', { shards: [...shards], cause });
+    this.nudge();
+  }
+
+  /**
+   * One turn of the loop while the shards are given back: back to a join once the streams
+   * Redis answers PING; until then the leave heartbeat (until answered). Returns the wait.
+   */
+  private async whileUnreachable(state: Unreachable): Promise<number> {
+    if (await this.streamsAnswer()) {
+      this.unreachable = null;
+      this.versions = JOINING;
+      this.streamsFine();
+      this.emit('streamsReachable');
+      return 0;
+    }
+    if (state.leave && !this.closed) {
+      try {
+        await this.client.heartbeat(
+          this.options.streamPrefix,
+          this.options.consumerGroup,
+          this.leaveRequest(),
+          this.heartbeatTimeoutMs(),
+        );
+        this.troubles.delete('coordinator');
+        state.leave = false;
+        this.versions = JOINING;
+      } catch (error) {
+        if (!isRoutineMove(error)) this.trouble('coordinator', error);
+        if (isRefusal(error)) {
+          // Not a member any more anyway.
+          state.leave = false;
+          this.versions = JOINING;
+        }
+      }
+    }
+    const base = Math.min(500, Math.max(20, this.streamsUnreachableMs / 10));
+    const ceiling = Math.max(base, Math.min(5_000, this.streamsUnreachableMs));
+    return Math.max(10, backoffDelay(state.attempt++, { baseDelayMs: base, maxDelayMs: ceiling }));
+  }
+
+  /** Whether the streams Redis answers PING now. */
+  private async streamsAnswer(): Promise<boolean> {
+    // A connection still (re)connecting would only queue the PING.
+    if (this.redis.status !== 'ready' && this.redis.status !== 'wait') return false;
+    let answered = false;
+    await settledBy(
+      this.redis.ping().then((reply) => {
+        answered = reply === 'PONG';
+      }),
+      Date.now() + PROBE_TIMEOUT_MS,
+    );
+    return answered;
+  }
+
+  /** An error of the streams Redis (a connection's, or a command's). */
+  private streamsTrouble(error: unknown): void {
+    if (this.closed) return;
+    this.lastStreamsError = error;
+    this.trouble('streams', error);
+  }
+
+  /** The streams Redis works again: the next trouble is news. */
+  private streamsFine(): void {
+    this.troubles.delete('streams');
+    this.lastStreamsError = null;
+  }
+
+  /** Reports `error` unless trouble of its kind was reported already and is not over yet. */
+  private trouble(kind: Trouble, error: unknown): void {
+    if (this.troubles.has(kind)) return;
+    this.troubles.add(kind);
+    this.report(error);
+  }
+
   /** A failed heartbeat: what it means for the membership, and how long to wait. */
   private failed(error: unknown, attempt: number, sentAt: number): number {
-    this.report(error);
+    if (!isRoutineMove(error)) this.trouble('coordinator', error);
     const retryAfterMs = error instanceof CoordinatorApiError ? error.retryAfterMs : null;
     const base = this.interval > 0 ? Math.min(this.interval, 1_000) : 100;
     const patient = { baseDelayMs: base, maxDelayMs: MAX_RETRY_DELAY_MS };
@@ -519,6 +766,17 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private report(error: unknown): void {
     if (this.listenerCount('error') > 0) this.emit('error', error);
   }
+}
+
+/** A 503 of a group moving between coordinator replicas: retry, nothing to report. */
+function isRoutineMove(error: unknown): boolean {
+  return error instanceof UnavailableError && ROUTINE_MOVES.has(error.code);
+}
+
+/** The first line of an error's message. */
+function oneLine(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return text.split('\n')[0]!.trim() || (error instanceof Error ? error.name : 'unknown error');
 }
 
 /** Answers that say this member cannot be (or stay) a member, as opposed to "try again". */

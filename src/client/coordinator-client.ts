@@ -68,6 +68,13 @@ export interface RoutingMetadata {
   readonly streams: readonly string[];
   readonly partitioner: string;
   readonly producersPaused: boolean;
+  /**
+   * The stream prefix's shard layout the group follows (every group on a prefix shares it);
+   * absent from older coordinators. Appends are checked against seals with it
+   * (src/client/stream-seal.ts).
+   */
+  readonly layoutId?: string;
+  readonly layoutVersion?: number;
 }
 
 /** Options of one request made through {@link CoordinatorClient.request}. */
@@ -183,7 +190,8 @@ export class CoordinatorClient {
     const idempotent = method === 'GET' || method === 'HEAD' || method === 'PUT';
     return withRetry(
       once,
-      (error) => retryDecision(error, idempotent),
+      // A request its caller cancelled is not repeated.
+      (error) => (options.signal?.aborted ? { retry: false } : retryDecision(error, idempotent)),
       retryPolicy(this.options.retry),
     );
   }
@@ -340,17 +348,23 @@ export class CoordinatorClient {
     );
   }
 
-  /** Creates a group. */
+  /**
+   * Creates a group. `shardCount` `undefined` adopts the stream prefix's count (a second group
+   * on a prefix, docs/protocol.md#one-shard-layout-per-stream-prefix); `options.startAt` says
+   * where its shards start being read (docs/protocol.md#start-position).
+   */
   createGroup(
     sp: string,
     cg: string,
-    shardCount: number,
+    shardCount: number | undefined,
     change: ChangeMeta,
+    options: { readonly startAt?: 'earliest' | 'latest' } = {},
   ): Promise<Record<string, unknown>> {
     return this.request('POST', '/coord/v1/admin/groups', {
       streamPrefix: sp,
       consumerGroup: cg,
-      shardCount,
+      ...(shardCount === undefined ? {} : { shardCount }),
+      ...(options.startAt ? { startAt: options.startAt } : {}),
       ...change,
     });
   }

@@ -21,8 +21,15 @@ export {
   type ConsumerOptions,
   type FencedEvent,
   type HeartbeatTransport,
+  type StreamsUnreachableEvent,
 } from './consumer.js';
-export { Producer, type ProducerOptions, type RoutingSource, type SendResult } from './producer.js';
+export {
+  Producer,
+  type ProducerEvents,
+  type ProducerOptions,
+  type RoutingSource,
+  type SendResult,
+} from './producer.js';
 export type { ConsumerMessage, MessageHandler } from './shard-reader.js';
 export type { RedisOption } from './redis-connection.js';
 export {

@@ -117,6 +117,41 @@ export function planReply(
   return { start, drain, retire, drop };
 }
 
+/**
+ * Where a shard's Redis consumer group starts when the member creates it (it is missing):
+ * `beginning` is the whole stream (`0`); `end` only what is added from then on (`$`); `since`
+ * what was added after the group was created: the older of the stream's last entry and `ms`.
+ */
+export type GroupStart =
+  | { readonly at: 'beginning' }
+  | { readonly at: 'end' }
+  | { readonly at: 'since'; readonly ms: number };
+
+/** How far before a group's `createdAt` a `latest` start reaches: the clocks may disagree. */
+export const CREATED_AT_SLACK_MS = 1_000;
+
+/**
+ * Where a shard's Redis consumer group starts when the member has to create it (docs/protocol.md,
+ * "Start position"). A shard below the reply's `initialShardCount` starts at its `startAt`:
+ * `earliest` at the beginning; `latest` at what was written after the group was created
+ * (`createdAt`, less {@link CREATED_AT_SLACK_MS}; without `createdAt`, at the stream's end). A
+ * shard at or above it was added by a scale-out, new, and starts at the beginning so nothing a
+ * producer wrote to it before its first reader is skipped. A reply without `startAt` and
+ * `initialShardCount` (an older coordinator) means the beginning.
+ */
+export function groupStart(
+  shard: number,
+  reply: Pick<HeartbeatReply, 'startAt' | 'initialShardCount' | 'createdAt'>,
+): GroupStart {
+  if (reply.startAt === undefined || reply.initialShardCount === undefined) {
+    return { at: 'beginning' };
+  }
+  if (shard >= reply.initialShardCount || reply.startAt === 'earliest') return { at: 'beginning' };
+  return reply.createdAt === undefined
+    ? { at: 'end' }
+    : { at: 'since', ms: reply.createdAt - CREATED_AT_SLACK_MS };
+}
+
 function stripUndefined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

@@ -1,10 +1,11 @@
+import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import { shardForKey } from '../machines/routing.js';
 import type { RoutingMetadata } from './coordinator-client.js';
 import { CoordinatorApiError } from './errors.js';
 import { resolveRedis, type RedisOption } from './redis-connection.js';
-import { backoffDelay, delay } from './retry.js';
-import { appendUnlessSealed } from './stream-seal.js';
+import { backoffDelay, delay, settledBy } from './retry.js';
+import { appendUnlessSealed, sealVersionOf } from './stream-seal.js';
 
 /**
  * What a {@link Producer} needs of the coordinator: routing metadata with long poll.
@@ -45,6 +46,22 @@ export interface ProducerOptions {
    * @default unbounded
    */
   readonly maxLen?: number;
+  /**
+   * The longest {@link Producer.close} waits for the routing long poll to end (a
+   * {@link RoutingSource} that ignores the abort is not waited for longer).
+   * @default 5000
+   */
+  readonly closeTimeoutMs?: number;
+}
+
+/** Events of a {@link Producer}. */
+export interface ProducerEvents {
+  /**
+   * Trouble with the streams Redis the producer connected itself (a URL given as `redis`):
+   * once per episode, the first error after the connection worked, not one per reconnect.
+   * Emitted only while listened to.
+   */
+  error: [error: unknown];
 }
 
 /** Where {@link Producer.send} wrote a message. */
@@ -64,7 +81,7 @@ export interface SendResult {
  * poll; sends wait while producers are paused, and every routing read reports the highest
  * version this producer has seen.
  */
-export class Producer {
+export class Producer extends EventEmitter<ProducerEvents> {
   private readonly redis: Redis;
   private readonly ownsRedis: boolean;
   private readonly keyField: string;
@@ -74,9 +91,17 @@ export class Producer {
   private readonly stop = new AbortController();
   private loop: Promise<void> | null = null;
   private first: Promise<void> | null = null;
+  /** An error of the streams Redis was reported, and the connection has not been ready since. */
+  private troubled = false;
 
   constructor(private readonly options: ProducerOptions) {
-    const { redis, owned } = resolveRedis(options.redis);
+    super();
+    const { redis, owned } = resolveRedis(options.redis, (error) => {
+      if (this.troubled || this.stop.signal.aborted) return;
+      this.troubled = true;
+      if (this.listenerCount('error') > 0) this.emit('error', error);
+    });
+    if (owned) redis.on('ready', () => (this.troubled = false));
     this.redis = redis;
     this.ownsRedis = owned;
     this.keyField = options.keyField ?? 'key';
@@ -119,7 +144,7 @@ export class Producer {
       const result = await appendUnlessSealed(
         this.redis,
         stream,
-        routing,
+        sealVersionOf(routing),
         this.options.maxLen,
         flat,
       );
@@ -138,18 +163,25 @@ export class Producer {
   /** Reads routing until it is at least `version` (a seal of that version refused an append). */
   private async catchUp(version: number, attempt: number): Promise<void> {
     if (attempt > 0) {
-      await delay(backoffDelay(attempt - 1, { baseDelayMs: 20, maxDelayMs: 1_000 }, null));
+      await delay(
+        backoffDelay(attempt - 1, { baseDelayMs: 20, maxDelayMs: 1_000 }, null),
+        this.stop.signal,
+      );
     }
     if (this.stop.signal.aborted) throw new Error('producer closed');
-    if (this.current!.metadataVersion >= version) return;
+    if (sealVersionOf(this.current!).metadataVersion >= version) return;
     this.adopt(await this.read());
   }
 
-  /** Stops following routing and closes the connection it owns. */
+  /**
+   * Stops following routing and closes the connection it owns (a `send` still waiting for it
+   * then rejects); resolves within `closeTimeoutMs`.
+   */
   async close(): Promise<void> {
+    const deadline = Date.now() + (this.options.closeTimeoutMs ?? 5_000);
     this.stop.abort();
     this.changed.resolve();
-    await this.loop?.catch(() => undefined);
+    await settledBy(this.loop ?? Promise.resolve(), deadline);
     if (this.ownsRedis) this.redis.disconnect();
   }
 
@@ -203,6 +235,7 @@ export class Producer {
         const retryAfterMs = error instanceof CoordinatorApiError ? error.retryAfterMs : null;
         await delay(
           backoffDelay(failures++, { baseDelayMs: 100, maxDelayMs: 5_000 }, retryAfterMs),
+          this.stop.signal,
         );
       }
     }

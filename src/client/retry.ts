@@ -76,7 +76,37 @@ export async function withRetry<T>(
   }
 }
 
-/** A promise resolved after `ms` milliseconds. */
-export function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** A promise resolved after `ms` milliseconds, or as soon as `signal` aborts. */
+export function delay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) {
+      resolve();
+      return;
+    }
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * Waits for `work` to settle, but not past `deadline` (ms since epoch); resolves either way
+ * (a rejection of `work` is swallowed: what is waited for here is the end, not the result).
+ */
+export async function settledBy(work: Promise<unknown>, deadline: number): Promise<void> {
+  const settled = work.then(
+    () => undefined,
+    () => undefined,
+  );
+  if (!Number.isFinite(deadline)) return settled;
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, Math.max(0, deadline - Date.now()));
+  });
+  await Promise.race([settled, expired]);
+  clearTimeout(timer);
 }

@@ -3,8 +3,15 @@
  * missing, first claims the entries previous owners left pending (XAUTOCLAIM), then reads new
  * ones (XREADGROUP), hands each to the handler and acks it once the handler resolved. It owns a
  * connection of its own for the blocking reads, so stopping it cuts a read short at once.
+ *
+ * A Redis command that fails is retried with backoff (the group is created again, should it
+ * have gone); one that hangs (ioredis queues commands while it reconnects) is waited for. Either
+ * way the reader says since when it has been unable to read ({@link ShardReader.stalledSince}),
+ * and the consumer decides when that is too long.
  */
 import type { Redis } from 'ioredis';
+import type { GroupStart } from './member-state.js';
+import { settledBy } from './retry.js';
 import { appendSeal, compareStreamIds, isSeal, type SealVersion } from './stream-seal.js';
 
 /** One message handed to a consumer's handler. */
@@ -41,7 +48,12 @@ export interface ShardReaderOptions {
   readonly keyField: string;
   readonly batchSize: number;
   readonly blockMs: number;
+  /** Where the Redis consumer group starts if this reader has to create it. */
+  readonly createAt: GroupStart;
+  /** A handler rejected: the message is left pending. */
   readonly onError: (error: unknown, shard: number) => void;
+  /** A Redis command failed; it is retried. */
+  readonly onRedisError: (error: unknown, shard: number) => void;
   /** Called once a retiring shard has been read to its end (up to its seal). */
   readonly onRetired: (shard: number) => void;
 }
@@ -59,6 +71,14 @@ export class ShardReader {
   private readonly abort = new AbortController();
   private inFlight: Promise<void> | null = null;
   private readonly loop: Promise<void>;
+  /** The pending entries of earlier owners were claimed: a retry after an error reads on. */
+  private claimed = false;
+  /** Redis commands under way, each with the time from which its wait counts as a stall. */
+  private readonly waiting = new Map<symbol, number>();
+  /** When the current run of failed Redis commands began (null: the last one succeeded). */
+  private failingSince: number | null = null;
+  /** Ends the backoff after a failure early (stop). */
+  private wakeUp: (() => void) | null = null;
 
   constructor(private readonly options: ShardReaderOptions) {
     this.loop = this.run();
@@ -79,43 +99,120 @@ export class ShardReader {
   }
 
   /**
+   * Since when this reader has been unable to make progress on Redis (ms since epoch), or null
+   * when it is not: the start of a run of failed commands, or of a command still waiting for
+   * its reply (a blocking read counts only once its block time is over). Time spent in the
+   * handler never counts.
+   */
+  stalledSince(): number | null {
+    let since = this.failingSince;
+    for (const at of this.waiting.values()) if (since === null || at < since) since = at;
+    return since;
+  }
+
+  /**
    * Stops reading at once. With `drain`, waits for the message in hand (at most
-   * `drainTimeoutMs`, then aborts it and stops waiting); without, aborts it and returns.
-   * Either way nothing more is acked after this resolves, so an abandoned message stays pending.
+   * `drainTimeoutMs`, then aborts it and stops waiting) and for the reader to wind down (within
+   * the same time: a Redis command that hangs is not waited for longer); without, aborts it and
+   * returns. Either way nothing more is acked after the handler's message was abandoned, so it
+   * stays pending.
    */
   async stop(mode: { drain: boolean; drainTimeoutMs?: number }): Promise<void> {
     this.stopping = true;
+    this.wakeUp?.();
     this.options.reader.disconnect();
-    if (mode.drain && this.inFlight) {
-      const timeout = mode.drainTimeoutMs ?? Infinity;
-      let timer: NodeJS.Timeout | undefined;
-      const expired = new Promise<void>((resolve) => {
-        if (Number.isFinite(timeout)) timer = setTimeout(resolve, timeout);
-      });
-      await Promise.race([this.inFlight.catch(() => undefined), expired]);
-      clearTimeout(timer);
-    }
+    const timeout = mode.drainTimeoutMs ?? Infinity;
+    const deadline = Date.now() + timeout;
+    if (mode.drain && this.inFlight) await settledBy(this.inFlight, deadline);
     this.abort.abort();
-    if (mode.drain) await this.loop.catch(() => undefined);
+    if (mode.drain) await settledBy(this.loop, deadline);
   }
 
   private async run(): Promise<void> {
-    const { redis, stream, group, shard } = this.options;
+    const { shard } = this.options;
     try {
-      await redis.xgroup('CREATE', stream, group, '0', 'MKSTREAM').catch((error: Error) => {
-        if (!error.message.includes('BUSYGROUP')) throw error;
-      });
-      await this.claimPending();
-      while (!this.stopping) {
-        const entries = await this.readNew();
-        if (this.stopping) break;
-        if (entries.length > 0) await this.process(entries);
+      for (let attempt = 0; !this.stopping; attempt++) {
+        try {
+          await this.readUntilStopped(() => (attempt = 0));
+        } catch (error) {
+          if (this.stopping) break;
+          this.options.onRedisError(error, shard);
+          await this.pause(Math.min(2_000, 50 * 2 ** Math.min(attempt, 10)));
+        }
       }
-    } catch (error) {
-      if (!this.stopping) this.options.onError(error, shard);
     } finally {
       this.options.reader.disconnect();
     }
+  }
+
+  /** Creates the group if missing, claims what earlier owners left pending, reads on. */
+  private async readUntilStopped(onRead: () => void): Promise<void> {
+    const { redis, stream, group } = this.options;
+    const createAt = await this.startId();
+    await this.command(() =>
+      redis.xgroup('CREATE', stream, group, createAt, 'MKSTREAM').catch((error: Error) => {
+        if (!error.message.includes('BUSYGROUP')) throw error;
+        return 'OK';
+      }),
+    );
+    if (!this.claimed) {
+      await this.claimPending();
+      this.claimed = true;
+    }
+    while (!this.stopping) {
+      const entries = await this.readNew();
+      onRead();
+      if (this.stopping) break;
+      if (entries.length > 0) await this.process(entries);
+    }
+  }
+
+  /**
+   * The ID the Redis consumer group is created at, should it be missing (an existing group
+   * keeps its position). `since`: the older of the stream's last entry and that time, so that
+   * what was written after it is read and what came before is not.
+   */
+  private async startId(): Promise<string> {
+    const start = this.options.createAt;
+    if (start.at === 'beginning') return '0';
+    if (start.at === 'end') return '$';
+    const { redis, stream } = this.options;
+    const [last] = await this.command(() => redis.xrevrange(stream, '+', '-', 'COUNT', 1));
+    if (!last) return '$';
+    const since = `${Math.max(0, Math.floor(start.ms))}-0`;
+    return compareStreamIds(last[0], since) < 0 ? last[0] : since;
+  }
+
+  /**
+   * Runs one Redis command, keeping track of how long it waits and whether it failed (see
+   * {@link ShardReader.stalledSince}). `graceMs`: how long the command may take by design.
+   */
+  private async command<T>(send: () => Promise<T>, graceMs = 0): Promise<T> {
+    const token = Symbol();
+    this.waiting.set(token, Date.now() + graceMs);
+    try {
+      const result = await send();
+      this.failingSince = null;
+      return result;
+    } catch (error) {
+      if (!this.stopping) this.failingSince ??= Date.now();
+      throw error;
+    } finally {
+      this.waiting.delete(token);
+    }
+  }
+
+  /** Waits `ms` after a failure, or until stop(). */
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wakeUp = null;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.wakeUp = done;
+    });
   }
 
   /** Appends the seal, retrying until it is written or the reader stops; resolves to its id. */
@@ -123,9 +220,10 @@ export class ShardReader {
     const { redis, stream, shard } = this.options;
     for (let attempt = 0; !this.stopping; attempt++) {
       try {
-        return await appendSeal(redis, stream, version);
+        return await this.command(() => appendSeal(redis, stream, version));
       } catch (error) {
-        this.options.onError(error, shard);
+        if (this.stopping) break;
+        this.options.onRedisError(error, shard);
         await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 50 * 2 ** attempt)));
       }
     }
@@ -137,14 +235,8 @@ export class ShardReader {
     const { redis, stream, group, consumerName, batchSize } = this.options;
     let cursor = '0-0';
     do {
-      const reply = (await redis.xautoclaim(
-        stream,
-        group,
-        consumerName,
-        0,
-        cursor,
-        'COUNT',
-        batchSize,
+      const reply = (await this.command(() =>
+        redis.xautoclaim(stream, group, consumerName, 0, cursor, 'COUNT', batchSize),
       )) as [string, StreamEntry[], string[]?];
       cursor = reply[0];
       // Entries deleted from the stream while pending come back as null fields: nothing to do.
@@ -155,17 +247,21 @@ export class ShardReader {
   private async readNew(): Promise<StreamEntry[]> {
     const { reader, stream, group, consumerName, batchSize, blockMs } = this.options;
     try {
-      const reply = (await reader.xreadgroup(
-        'GROUP',
-        group,
-        consumerName,
-        'COUNT',
-        batchSize,
-        'BLOCK',
+      const reply = (await this.command(
+        () =>
+          reader.xreadgroup(
+            'GROUP',
+            group,
+            consumerName,
+            'COUNT',
+            batchSize,
+            'BLOCK',
+            blockMs,
+            'STREAMS',
+            stream,
+            '>',
+          ),
         blockMs,
-        'STREAMS',
-        stream,
-        '>',
       )) as [string, StreamEntry[]][] | null;
       return reply?.[0]?.[1] ?? [];
     } catch (error) {
@@ -192,15 +288,21 @@ export class ShardReader {
   private async handle(id: string, flat: readonly string[]): Promise<void> {
     const { shard, keyField, handler, redis, stream, group } = this.options;
     if (isSeal(flat)) {
-      await redis.xack(stream, group, id);
+      const ack = await this.command(() => redis.xack(stream, group, id)).then(
+        () => ({ failed: false as const }),
+        (error: unknown) => ({ failed: true as const, error }),
+      );
       const seal = this.seal;
       const sealId = seal && (await seal);
-      // Our own seal (or one after it) was read: everything before it was too.
+      // Our own seal (or one after it) was read: everything before it was too. The end is
+      // reached even if its ack failed: a retry would read past it and never see it again.
       if (sealId !== null && this.seal === seal && compareStreamIds(id, sealId) >= 0) {
         this.stopping = true;
         this.options.reader.disconnect();
         this.options.onRetired(shard);
+        return;
       }
+      if (ack.failed) throw ack.error;
       return;
     }
     const fields: Record<string, string> = {};
@@ -219,6 +321,6 @@ export class ShardReader {
       return;
     }
     if (this.abort.signal.aborted) return;
-    await redis.xack(stream, group, id);
+    await this.command(() => redis.xack(stream, group, id));
   }
 }

@@ -6,10 +6,11 @@
  * after a seal newer than the routing it chose the shard with. Everything before the seal is
  * read by the retiring consumer; nothing a stale producer sends lands after it.
  *
- * The seal entry is `__coord_seal <lifecycleId> version <metadataVersion>`: a producer whose
- * routing is of that lifecycle and older than that version is refused and must refresh its
- * routing; a producer of a newer version (the scale-in was rolled back, or the shard came back
- * with a later scale-out) writes as usual. Consumers ack seal entries and never hand them to
+ * The seal entry is `__coord_seal <layoutId> version <layoutVersion>` (the stream prefix's shard
+ * layout, which every group on the prefix follows): a producer whose routing is of that layout
+ * and older than that version is refused and must refresh its routing; a producer of a newer
+ * version (the scale-in was rolled back, or the shard came back with a later scale-out) writes
+ * as usual. Consumers ack seal entries and never hand them to
  * the handler. Producers that write with plain XADD must do the same check themselves
  * (docs/protocol.md, "Scale-in and the end of a retiring shard").
  */
@@ -18,10 +19,27 @@ import type { Redis } from 'ioredis';
 /** First field of a seal entry; its value is the group's lifecycle id. */
 export const SEAL_FIELD = '__coord_seal';
 
-/** Which routing sealed a shard: producers of an older version of that lifecycle are refused. */
+/**
+ * Which routing sealed a shard: producers of an older version of it are refused. It is the
+ * stream prefix's shard layout (id and version), shared by every group on the prefix, so a
+ * producer that reads another group's routing is refused by the seal all the same; from a
+ * coordinator without layouts, the group's lifecycle and metadata version.
+ */
 export interface SealVersion {
   readonly lifecycleId: string;
   readonly metadataVersion: number;
+}
+
+/** The seal identity of a heartbeat reply or of routing metadata (see {@link SealVersion}). */
+export function sealVersionOf(source: {
+  readonly lifecycleId: string;
+  readonly metadataVersion: number;
+  readonly layoutId?: string | undefined;
+  readonly layoutVersion?: number | undefined;
+}): SealVersion {
+  return source.layoutId
+    ? { lifecycleId: source.layoutId, metadataVersion: source.layoutVersion ?? 0 }
+    : { lifecycleId: source.lifecycleId, metadataVersion: source.metadataVersion };
 }
 
 /** Whether a stream entry's fields are a seal. */

@@ -16,18 +16,28 @@ import {
   type FencedEvent,
   type HeartbeatHoldOptions,
   type HeartbeatTransport,
+  type StreamsUnreachableEvent,
 } from '../../src/client/index.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../../src/machines/protocol.js';
-import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+import {
+  freePort,
+  startRedisServer,
+  waitFor,
+  type RedisServerHandle,
+} from '../support/redis-server.js';
+import { timed } from '../support/timed.js';
 
 type Script = (request: HeartbeatRequest) => HeartbeatReply | Error;
 
 /** A coordinator whose every reply the test scripts; it records what it was sent. */
 class ScriptedCoordinator implements HeartbeatTransport {
   readonly requests: { at: number; body: HeartbeatRequest }[] = [];
+  /** While set, heartbeats are recorded and never answered (a coordinator gone silent). */
+  silent = false;
   constructor(public script: Script) {}
   async heartbeat(_sp: string, _cg: string, request: HeartbeatRequest): Promise<HeartbeatReply> {
     this.requests.push({ at: Date.now(), body: structuredClone(request) });
+    if (this.silent) return new Promise<never>(() => undefined);
     const answer = this.script(request);
     if (answer instanceof Error) throw answer;
     return answer;
@@ -608,5 +618,222 @@ describe('held heartbeats', () => {
     await c.start();
     await waitFor(() => coordinator.requests.length >= 5, { what: 'heartbeats' });
     expect(coordinator.requests.every((r) => r.waitMs === undefined)).toBe(true);
+  });
+});
+
+describe('the assigned event', () => {
+  it('gives the newly granted shards and every shard read now', async () => {
+    fresh();
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0] }));
+    const c = consumer(coordinator, recorder().handler);
+    const events: [number[], number[]][] = [];
+    c.on('assigned', (granted, current) => events.push([granted, current]));
+    await c.start();
+    await waitFor(() => events.length === 1, { what: 'the first grant' });
+    coordinator.script = owns({ assignedShards: [0, 2] });
+    await waitFor(() => events.length === 2, { what: 'the second grant' });
+    expect(events).toEqual([
+      [[0], [0]],
+      [[2], [0, 2]],
+    ]);
+  });
+});
+
+describe('where a consumer starts a shard whose Redis consumer group it creates', () => {
+  /** Replies granting `shards` with the start fields of a newer coordinator. */
+  const withStart = (
+    shards: number[],
+    start: Pick<HeartbeatReply, 'startAt' | 'initialShardCount' | 'createdAt'>,
+  ): Script => {
+    const base = owns({ assignedShards: shards });
+    return (request) => ({ ...(base(request) as HeartbeatReply), ...start });
+  };
+  const groupsOf = async (shard: number) =>
+    ((await redis.xinfo('GROUPS', `${prefix}:${shard}`)) as unknown[]).length;
+
+  it('latest skips the entries written before the group was created, but not on a shard a scale-out added; earliest reads them', async () => {
+    fresh();
+    await produce(0, 3, 'before');
+    await produce(4, 2, 'early'); // shard 4 is above initialShardCount: new with a scale-out
+    const latest = new ScriptedCoordinator(
+      withStart([0, 4], { startAt: 'latest', initialShardCount: 4 }),
+    );
+    const earliest = new ScriptedCoordinator(
+      withStart([0], { startAt: 'earliest', initialShardCount: 4 }),
+    );
+    const fromLatest = recorder();
+    const fromEarliest = recorder();
+    await consumer(latest, fromLatest.handler).start();
+    await consumer(earliest, fromEarliest.handler, { consumerGroup: 'audit' }).start();
+    await waitFor(async () => (await groupsOf(0)) === 2, { what: 'both consumer groups created' });
+    await produce(0, 2, 'after');
+    await waitFor(() => fromLatest.seen.length === 4, { what: 'the new entries read (latest)' });
+    await waitFor(() => fromEarliest.seen.length === 5, { what: 'every entry read (earliest)' });
+    // A shard's entries come in order: had the old ones been delivered, they would come first.
+    const keys = (shard: number) =>
+      fromLatest.seen.filter((m) => m.shard === shard).map((m) => m.key);
+    expect(keys(0)).toEqual(['after-0', 'after-1']);
+    expect(keys(4)).toEqual(['early-0', 'early-1']);
+    expect(fromEarliest.seen.map((m) => m.key)).toEqual([
+      'before-0',
+      'before-1',
+      'before-2',
+      'after-0',
+      'after-1',
+    ]);
+  });
+
+  it('latest with createdAt: what was written since the group was created is read, not what came before; an existing group keeps its position', async () => {
+    fresh();
+    await produce(2, 2, 'kept');
+    await redis.xgroup('CREATE', `${prefix}:2`, 'billing', '0');
+    const createdAt = Date.now() - 5_000;
+    // Entries from well before the group existed (explicit ids), then entries written after
+    // it was created but before any member got to the shard.
+    for (let i = 0; i < 2; i++) {
+      await redis.xadd(`${prefix}:1`, `${createdAt - 60_000}-${i}`, 'key', `old-${i}`);
+    }
+    await produce(1, 2, 'meanwhile');
+    const coordinator = new ScriptedCoordinator(
+      withStart([1, 2], { startAt: 'latest', initialShardCount: 4, createdAt }),
+    );
+    const rec = recorder();
+    await consumer(coordinator, rec.handler).start();
+    await waitFor(() => rec.seen.length === 4, { what: 'what was written since' });
+    await waitFor(async () => (await pendingCount(1)) === 0, { what: 'acks' });
+    const keys = (shard: number) => rec.seen.filter((m) => m.shard === shard).map((m) => m.key);
+    expect(keys(1)).toEqual(['meanwhile-0', 'meanwhile-1']);
+    expect(keys(2)).toEqual(['kept-0', 'kept-1']);
+  });
+});
+
+describe('routine answers are not errors', () => {
+  it('503 GROUP_MOVED, OWNER_MOVING and OWNER_UNAVAILABLE are retried without an error event', async () => {
+    fresh();
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0] }));
+    const c = consumer(coordinator, recorder().handler);
+    const errors: unknown[] = [];
+    c.on('error', (error) => errors.push(error));
+    await c.start();
+    const moves = ['GROUP_MOVED', 'OWNER_MOVING', 'OWNER_UNAVAILABLE', 'GROUP_MOVED'];
+    const steady = owns({ assignedShards: [0] });
+    let answered = 0;
+    coordinator.script = (request) => {
+      const code = moves.shift();
+      if (code) return new UnavailableError(503, code, 'moving', 'r', { owner: null }, 20);
+      answered++;
+      return steady(request);
+    };
+    await waitFor(() => answered >= 2, { what: 'answers after the moves' });
+    expect(moves).toEqual([]);
+    expect(errors).toEqual([]);
+    expect(c.shards()).toEqual([0]);
+    expect(coordinator.last()).toMatchObject({ memberEpoch: 1, currentAssignments: [0] });
+  });
+
+  it('a coordinator out of reach is reported once per episode, not once per retry', async () => {
+    fresh();
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0] }));
+    const c = consumer(coordinator, recorder().handler);
+    const errors: unknown[] = [];
+    c.on('error', (error) => errors.push(error));
+    await c.start();
+    const steady = owns({ assignedShards: [0] });
+    const outage = (failures: number): Script => {
+      let left = failures;
+      return (request) =>
+        left-- > 0
+          ? new CoordinatorUnreachableError('http://coord/hb', 'ECONNREFUSED')
+          : steady(request);
+    };
+    let since = coordinator.requests.length;
+    coordinator.script = outage(5);
+    await waitFor(() => coordinator.requests.length >= since + 7, { what: 'first outage over' });
+    expect(errors).toHaveLength(1);
+    since = coordinator.requests.length;
+    coordinator.script = outage(4);
+    await waitFor(() => coordinator.requests.length >= since + 6, { what: 'second outage over' });
+    expect(errors).toHaveLength(2);
+    expect(errors.every((e) => e instanceof CoordinatorUnreachableError)).toBe(true);
+  });
+});
+
+describe('a consumer that cannot read its streams', () => {
+  it('leaves the group within streamsUnreachableMs and reports it once', async () => {
+    fresh();
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0, 1] }));
+    const c = consumer(coordinator, recorder().handler, {
+      redis: `redis://127.0.0.1:${await freePort()}`,
+      streamsUnreachableMs: 400,
+    });
+    const unreachable: StreamsUnreachableEvent[] = [];
+    const errors: unknown[] = [];
+    c.on('streamsUnreachable', (event) => unreachable.push(event));
+    c.on('error', (error) => errors.push(error));
+    await c.start();
+    const grantedAt = Date.now();
+    await waitFor(() => unreachable.length === 1, { what: 'the shards given back' });
+    expect(Date.now() - grantedAt).toBeGreaterThanOrEqual(380);
+    expect(unreachable[0]!.shards).toEqual([0, 1]);
+    expect(unreachable[0]!.cause).toContain('ECONNREFUSED');
+    expect(unreachable[0]!.cause).not.toContain('\n');
+    await waitFor(() => coordinator.last().memberEpoch === -1, { what: 'the leave heartbeat' });
+    expect(Date.now() - grantedAt).toBeLessThan(2_000);
+    expect(coordinator.last().currentAssignments).toEqual([]);
+    expect(c.shards()).toEqual([]);
+    // Reconnects kept failing all along (a connection for commands, one per shard for reads):
+    // one error event for all of them.
+    expect(errors).toHaveLength(1);
+    expect(String((errors[0] as Error).message)).toContain('ECONNREFUSED');
+  });
+});
+
+describe('close() ends within closeTimeoutMs', () => {
+  it('with a coordinator that does not answer: gives the leave up and disconnects', async () => {
+    fresh();
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0] }));
+    const c = consumer(coordinator, recorder().handler, { closeTimeoutMs: 600 });
+    await c.start();
+    await waitFor(() => c.shards().length === 1, { what: 'reading' });
+    const readers = async () =>
+      String(await redis.client('LIST'))
+        .split('\n')
+        .filter((line) => line.includes('cmd=xreadgroup')).length;
+    await waitFor(async () => (await readers()) === 1, { what: 'the blocking read' });
+    const sent = coordinator.requests.length;
+    coordinator.silent = true;
+    await waitFor(() => coordinator.requests.length > sent, { what: 'a heartbeat left hanging' });
+    consumers.splice(consumers.indexOf(c), 1);
+    const took = await timed(c.close(), 3_000, 'close()');
+    expect(took).toBeLessThan(600 + 300);
+    expect(coordinator.last().memberEpoch).toBe(-1); // the leave was tried
+    // The connections the consumer owns are gone: only the test's own client is left.
+    await waitFor(
+      async () =>
+        String(await redis.client('LIST'))
+          .trim()
+          .split('\n').length === 1,
+      {
+        what: 'the consumer disconnected',
+      },
+    );
+  });
+
+  it('with the streams Redis unreachable: gives the drain up and still leaves', async () => {
+    fresh();
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0, 1] }));
+    const c = consumer(coordinator, recorder().handler, {
+      redis: `redis://127.0.0.1:${await freePort()}`,
+      closeTimeoutMs: 800,
+      streamsUnreachableMs: 60_000,
+    });
+    c.on('error', () => undefined);
+    await c.start();
+    await waitFor(() => coordinator.requests.length >= 3, { what: 'heartbeats with shards' });
+    expect(c.shards()).toEqual([0, 1]);
+    consumers.splice(consumers.indexOf(c), 1);
+    const took = await timed(c.close(), 3_000, 'close()');
+    expect(took).toBeLessThan(800 + 300);
+    expect(coordinator.last()).toMatchObject({ memberEpoch: -1, currentAssignments: [] });
   });
 });

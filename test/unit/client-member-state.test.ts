@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  groupStart,
   heartbeatRequest,
   JOINING,
   planReply,
@@ -166,5 +167,29 @@ describe('retry with backoff and jitter', () => {
         retryPolicy(),
       ),
     ).rejects.toThrow('final 1');
+  });
+});
+
+describe('where a Redis consumer group the consumer creates starts', () => {
+  const latest = { startAt: 'latest', initialShardCount: 4 } as const;
+
+  it('a shard below initialShardCount starts at startAt', () => {
+    expect(groupStart(0, { ...latest, createdAt: 50_000 })).toEqual({ at: 'since', ms: 49_000 });
+    expect(groupStart(3, { ...latest, createdAt: 50_000 })).toEqual({ at: 'since', ms: 49_000 });
+    expect(groupStart(3, latest)).toEqual({ at: 'end' }); // no createdAt: the stream's end
+    expect(groupStart(3, { startAt: 'earliest', initialShardCount: 4, createdAt: 1 })).toEqual({
+      at: 'beginning',
+    });
+  });
+
+  it('a shard a scale-out added (at or above initialShardCount) starts at the beginning', () => {
+    expect(groupStart(4, { ...latest, createdAt: 50_000 })).toEqual({ at: 'beginning' });
+    expect(groupStart(9, latest)).toEqual({ at: 'beginning' });
+  });
+
+  it('a reply without startAt and initialShardCount (an older coordinator) means the beginning', () => {
+    expect(groupStart(0, {})).toEqual({ at: 'beginning' });
+    expect(groupStart(0, { startAt: 'latest' })).toEqual({ at: 'beginning' });
+    expect(groupStart(0, { initialShardCount: 4 })).toEqual({ at: 'beginning' });
   });
 });
