@@ -7,6 +7,7 @@ import { GroupHost } from './actors/group-host.js';
 import { Forwarder } from './actors/ownership/forwarder.js';
 import { leaseCommandTimeoutMs } from './actors/ownership/lease.js';
 import { Replication } from './actors/ownership/replication.js';
+import { ReplicaState } from './actors/replica-state.js';
 import { keyNames } from './store/keys.js';
 import { toErrorResponse } from './http/errors.js';
 import { isEmbedded, type Settings } from './config/settings.js';
@@ -111,6 +112,49 @@ function checkStoreAtStartup(store: Store, logger: Logger): void {
         },
       ),
   );
+}
+
+/**
+ * The store as logs name it, without credentials: `host:port/db` of the Redis URL, or the
+ * cluster seeds.
+ */
+export function storeNameOf(settings: Settings): string {
+  const nodes = settings.store['cluster-nodes'];
+  if (settings.store.type === 'redis-cluster' || (nodes && nodes.length > 0)) {
+    return [...(nodes ?? [])].join(',');
+  }
+  try {
+    const url = new URL(settings.store.url);
+    const db = url.pathname.replace(/^\/+/, '');
+    return `${url.hostname}:${url.port || '6379'}${db ? `/${db}` : ''}`;
+  } catch {
+    return 'the configured Redis';
+  }
+}
+
+/**
+ * Whether the store came back empty although this replica saw groups in it before (its state
+ * file, `coordinator.replica.state-dir`, says so): checked once the store answers, loudly
+ * (docs/operations.md#lost-metadata). Null when there is nothing to check (embedded mode, or
+ * `state-dir` is `none`).
+ */
+function watchStoreState(
+  settings: Settings,
+  store: Store,
+  context: { clock: Clock; logger: Logger; metrics: Metrics },
+): ReplicaState | null {
+  const dir = settings.replica['state-dir'];
+  if (store.kind === 'memory' || dir === 'none') return null;
+  const state = new ReplicaState({
+    dir,
+    storeName: storeNameOf(settings),
+    keyPrefix: settings.store['key-prefix'],
+    store,
+    intervalMs: settings.store['verify-interval'],
+    ...context,
+  });
+  void state.start();
+  return state;
 }
 
 /** How long a shutdown waits for the groups to be handed over (then their leases expire). */
@@ -310,6 +354,7 @@ export async function startCoordinator(
     { bindAddress, url, advertisedUrl },
   );
   if (store.kind !== 'memory') checkStoreAtStartup(store, logger);
+  const storeState = watchStoreState(settings, store, { clock, logger, metrics });
   let closed = false;
   return {
     url,
@@ -320,6 +365,7 @@ export async function startCoordinator(
     async close() {
       if (closed) return;
       closed = true;
+      storeState?.stop();
       // Hand every group over while still answering (forwarding to the new owners), bounded.
       if (replication) await within(replication.leave(), SHUTDOWN_HANDOVER_MS);
       // Held heartbeats are answered (decided on the groups as they are now), not cut off.

@@ -6,12 +6,13 @@ import type { Store } from '../store/store.js';
 import { Committer } from './committer.js';
 import { DeadlineSweep } from './deadline-sweep.js';
 import { FailClosed } from './fail-closed.js';
-import type { ActorFactory, GroupEntry } from './group-entry.js';
+import { groupOf, type ActorFactory, type GroupEntry } from './group-entry.js';
 import { GroupDeletion } from './group-deletion.js';
 import { GroupLoader } from './group-loader.js';
 import { SingleReplicaOwnership, type Ownership } from './group-ownership.js';
 import { GroupTable } from './group-table.js';
 import { HeldHeartbeats } from './held-heartbeats.js';
+import { LostGroups } from './lost-groups.js';
 import { membershipConfigFrom } from './membership-config.js';
 import { OwnedGroups } from './owned-groups.js';
 import { Publication } from './publication.js';
@@ -47,6 +48,8 @@ export interface HostParts {
   readonly owned: OwnedGroups;
   readonly ownership: Ownership;
   readonly factory: ActorFactory;
+  /** The groups whose metadata key is gone while this replica or a client remembers them. */
+  readonly lost: LostGroups;
 }
 
 /** Wires the parts of the host together: which part may call which is visible here only. */
@@ -82,6 +85,15 @@ export function composeHost(options: GroupHostOptions): HostParts {
   const entries = () => table.all();
   const guard = storeGuard(metrics);
   const publication = new Publication(clock, metrics, holds);
+  // An empty store is never read as "no groups" (docs/operations.md#lost-metadata).
+  const lost = new LostGroups({
+    store,
+    guard,
+    clock,
+    metrics,
+    logger,
+    believeClients: store.kind !== 'memory',
+  });
   const failClosed = new FailClosed({ store, clock, metrics, logger, publication });
   const refusal = new WriteRefusal({ store, guard, failClosed, drop, logger });
   const committer: Committer = new Committer({
@@ -105,20 +117,22 @@ export function composeHost(options: GroupHostOptions): HostParts {
     failClosed,
     ownership,
     deadlines: sweeper,
+    lost,
   });
-  const deletion = new GroupDeletion({ store, guard, refusal, drop, logger });
+  const deletion = new GroupDeletion({ store, guard, refusal, drop, logger, lost });
   return {
     table,
     guard,
     publication,
     committer,
     deletion,
-    recovery: new Recovery({ store, guard, factory, publication, ownership, logger }),
+    recovery: new Recovery({ store, guard, factory, publication, ownership, logger, lost }),
     owned: new OwnedGroups({
       table,
       loader,
       ownership,
       checkStore: () => guard(() => store.ping()),
+      lost,
     }),
     sweeper,
     holds,
@@ -131,9 +145,14 @@ export function composeHost(options: GroupHostOptions): HostParts {
       failClosed,
       drop,
       intervalMs: settings.store['verify-interval'],
-      deletedMeanwhile: (entry) => deletion.deletedMeanwhile(entry),
+      deletedMeanwhile: async (entry) => {
+        if (!(await deletion.deletedMeanwhile(entry))) return false;
+        await lost.deleted(entry.ref, groupOf(entry).lifecycleId);
+        return true;
+      },
     }),
     ownership,
     factory,
+    lost,
   };
 }

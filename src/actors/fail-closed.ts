@@ -7,10 +7,11 @@ import type { Store } from '../store/store.js';
 import { applyEffects } from './effects.js';
 import { evidenceOfGroup, evidenceOfRecord, mergeEvidence } from './evidence.js';
 import { groupOf, type GroupEntry } from './group-entry.js';
+import type { LostSource } from './lost-groups.js';
 import type { Publication } from './publication.js';
 
 export interface FailClosedOptions {
-  readonly store: Pick<Store, 'readFailure' | 'recordFailure'>;
+  readonly store: Pick<Store, 'readFailure' | 'recordFailure' | 'recordLostGroup'>;
   readonly clock: Clock;
   readonly metrics: Metrics;
   readonly logger: Logger;
@@ -25,13 +26,20 @@ export interface FailClosedOptions {
 export class FailClosed {
   constructor(private readonly options: FailClosedOptions) {}
 
+  /**
+   * Fails the group of `entry` closed for `reason`. `lostBy` names who remembered a group whose
+   * metadata key was found missing (counted in `coord_metadata_lost_total`); a group adopted
+   * from its failure record was counted when that record was written.
+   */
   async failClosed(
     entry: GroupEntry,
     reason: FailureReason,
     storeRevision: number | null,
+    lostBy?: LostSource,
   ): Promise<void> {
     const { metrics, logger, clock, publication } = this.options;
     if (reason === 'STORE_REVISION_REGRESSION') metrics.storeRevisionRegression.inc();
+    if (lostBy !== undefined) metrics.metadataLost.inc({ source: lostBy });
     metrics.groupsFailedClosed.inc({ reason });
     logger.error('group failed closed', {
       ...groupLogFields(entry.ref),
@@ -65,7 +73,7 @@ export class FailClosed {
         evidenceOfRecord(earlier),
       );
       entry.floor = evidence;
-      await store.recordFailure(entry.ref, {
+      const record = {
         reason: earlier?.reason ?? pending.reason,
         at: earlier?.at ?? clock.now(),
         knownRevision: Math.max(entry.revision, earlier?.knownRevision ?? 0),
@@ -73,7 +81,12 @@ export class FailClosed {
         lifecycleId: earlier?.lifecycleId ?? group.lifecycleId,
         metadataVersion: Math.max(group.metadataVersion, earlier?.metadataVersion ?? 0),
         ...evidence,
-      });
+      };
+      await store.recordFailure(entry.ref, record);
+      // A lost key also registers the group again: Redis restarted empty took the registry
+      // too, and every replica must still list the group (docs/operations.md#lost-metadata).
+      // Nothing is written there when the key is back meanwhile.
+      if (pending.reason === 'METADATA_LOST') await store.recordLostGroup(entry.ref, record);
       entry.unrecorded = null;
     } catch (error) {
       logger.error('could not record the failure of a group; will retry', {

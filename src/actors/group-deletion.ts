@@ -3,15 +3,21 @@ import { groupLogFields, type Logger } from '../observability/logger.js';
 import type { Store } from '../store/store.js';
 import { failedClosedAdminError } from './fail-closed.js';
 import { groupOf, type GroupEntry } from './group-entry.js';
+import type { LostGroups } from './lost-groups.js';
 import type { StoreGuard } from './store-guard.js';
 import type { WriteRefusal } from './write-refusal.js';
 
 export interface GroupDeletionOptions {
-  readonly store: Pick<Store, 'deleteGroup' | 'isRegistered' | 'loadGroup'>;
+  readonly store: Pick<Store, 'deleteGroup' | 'isRegistered' | 'loadGroup' | 'releaseLayout'>;
   readonly guard: StoreGuard;
   readonly refusal: Pick<WriteRefusal, 'explain'>;
   readonly drop: (entry: GroupEntry) => void;
   readonly logger: Logger;
+  /**
+   * Told of every delete, so a deleted group is never taken for a lost one, on any replica
+   * (docs/operations.md#lost-metadata).
+   */
+  readonly lost?: Pick<LostGroups, 'deleted'>;
 }
 
 /**
@@ -47,8 +53,18 @@ export class GroupDeletion {
         throw await refusal.explain(entry, 'DELETE', error);
       }
     }
+    // Before the entry goes: work queued behind the delete finds the group deleted, not lost.
+    await this.options.lost?.deleted(entry.ref, group.lifecycleId);
     drop(entry);
     logger.info('group deleted', { ...groupLogFields(entry.ref), force: options.force });
+    // The prefix's layout forgets the group; with none left, the next group sets the count.
+    // Not released (store down), the name is dropped by the next group that joins the layout.
+    await guard(() => store.releaseLayout(entry.ref)).catch((error: unknown) =>
+      logger.warn('group deleted but not released from its prefix layout', {
+        ...groupLogFields(entry.ref),
+        error: String(error),
+      }),
+    );
   }
 
   /** Whether a group whose delete was started is gone: no metadata and no registry entry. */

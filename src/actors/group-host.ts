@@ -9,15 +9,19 @@ import type { GroupRef, MigrationRecord } from '../machines/types.js';
 import { commandEvent, unwrap } from './commands.js';
 import { composeHost, type GroupHostOptions, type HostParts } from './compose-host.js';
 import { failedClosedAdminError } from './fail-closed.js';
-import { contextOf, groupOf, type GroupEntry } from './group-entry.js';
+import { contextOf, groupOf, isFailedClosed, type GroupEntry } from './group-entry.js';
+import { failedShell } from './group-loader.js';
+import type { ClientClaim, LostSource } from './lost-groups.js';
 import type { HoldEnd, TakenHold } from './held-heartbeats.js';
 import type { Settled } from './mailbox.js';
 import { snapshotOf } from './snapshots.js';
+import { PrefixLayouts } from './prefix-layouts.js';
 import { statechartView } from './statechart-view.js';
 import type {
   AdminCommand,
   ChangeRequest,
   CommandOutcome,
+  CreateGroupOptions,
   GroupCoordinator,
   GroupSnapshot,
   GroupTransition,
@@ -65,6 +69,8 @@ export class GroupHost implements GroupCoordinator {
   private readonly stops: Array<() => void> = [];
 
   private readonly parts: HostParts;
+  /** One shard layout per stream prefix: scales move the prefix, siblings follow. */
+  private readonly layouts: PrefixLayouts;
 
   /** Held heartbeats being answered (see {@link releaseHeld}). */
   private readonly holding = new Set<Promise<HeartbeatReply>>();
@@ -73,18 +79,34 @@ export class GroupHost implements GroupCoordinator {
 
   constructor(private readonly options: GroupHostOptions) {
     this.parts = composeHost(options);
+    const { parts } = this;
+    this.layouts = new PrefixLayouts({
+      store: options.store,
+      guard: parts.guard,
+      clock: options.clock,
+      logger: options.logger,
+      withEntry: (ref, work) => this.withEntry(ref, work),
+      run: (entry, command) => this.runCommand(entry, command),
+      entries: () => parts.table.all(),
+      intervalMs: options.settings.store['verify-interval'],
+    });
   }
 
   /** Starts the deadline sweep and, on a real store, the verify loop. */
   start(): void {
     if (this.stops.length > 0) return;
     this.stops.push(this.parts.sweeper.start());
-    if (this.options.store.kind !== 'memory') this.stops.push(this.parts.verifier.start());
+    if (this.options.store.kind !== 'memory') {
+      this.stops.push(this.parts.verifier.start());
+      // Groups another replica scaled the prefix of follow within a verify interval.
+      this.stops.push(this.layouts.start());
+    }
   }
 
   async close(): Promise<void> {
     await this.releaseHeld();
     for (const stop of this.stops.splice(0)) stop();
+    this.parts.lost.stop();
     await this.parts.owned.stop();
     this.parts.publication.releaseAll();
     await this.idle();
@@ -119,10 +141,18 @@ export class GroupHost implements GroupCoordinator {
     await this.options.store.ping();
   }
 
-  async createGroup(ref: GroupRef, shardCount: number): Promise<GroupView> {
-    const entry = await this.parts.owned.create(ref, shardCount);
-    this.options.logger.info('group created', { ...groupLogFields(ref), shardCount });
+  /** Creates a group (a bare number is its shard count). */
+  async createGroup(ref: GroupRef, options: CreateGroupOptions | number): Promise<GroupView> {
+    const spec = typeof options === 'number' ? { shardCount: options } : options;
+    const entry = await this.parts.owned.create(ref, spec);
+    const { shardCount, startAt } = groupOf(entry);
+    this.options.logger.info('group created', { ...groupLogFields(ref), shardCount, startAt });
     return groupView(this.snapshotOf(entry));
+  }
+
+  /** Layouts of this replica's groups' prefixes, followed now (tests; the loop does it on its own). */
+  followLayouts(): Promise<void> {
+    return this.layouts.followOwned();
   }
 
   async putGroup(ref: GroupRef, shardCount: number, change: ChangeRequest) {
@@ -135,13 +165,17 @@ export class GroupHost implements GroupCoordinator {
             const group = groupView(this.snapshotOf(entry));
             return { outcome: 'UNCHANGED' as const, group, migration: null };
           }
-          const started = await this.runCommand(entry, { type: 'SCALE', shardCount, ...change });
+          const scale = { type: 'SCALE' as const, shardCount, ...change };
+          const started = await this.layouts.change(entry, scale);
           return { outcome: 'MIGRATION_STARTED' as const, ...started };
+        }).then(async (result) => {
+          if (result.outcome === 'MIGRATION_STARTED') await this.layouts.followSiblings(ref);
+          return result;
         });
       } catch (error) {
         if (!(error instanceof CoordinatorError && error.code === 'GROUP_NOT_FOUND')) throw error;
         try {
-          const group = await this.createGroup(ref, shardCount);
+          const group = await this.createGroup(ref, { shardCount });
           return { outcome: 'CREATED' as const, group, migration: null };
         } catch (createError) {
           // Created by a request racing this one: decide again against the group as it is.
@@ -173,7 +207,13 @@ export class GroupHost implements GroupCoordinator {
     return statechartView(await this.read(ref));
   }
 
-  async getRouting(ref: GroupRef, wait?: { afterVersion: number; waitMs: number }) {
+  getRouting(ref: GroupRef, wait?: { afterVersion: number; waitMs: number }) {
+    // A producer that knew a version of a group the store no longer holds: lost, not unknown.
+    const claim = { metadataVersion: wait?.afterVersion };
+    return this.unlessLost(ref, claim, 'routing', () => this.routing(ref, wait));
+  }
+
+  private async routing(ref: GroupRef, wait?: { afterVersion: number; waitMs: number }) {
     const entry = await this.entry(ref);
     // Decided on what readers are served (the published state), not on a batch still running.
     const group = (entry.published ?? entry.snapshot()).context.group;
@@ -221,7 +261,14 @@ export class GroupHost implements GroupCoordinator {
   }
 
   async command(ref: GroupRef, command: AdminCommand) {
-    return this.withEntry(ref, (entry) => this.runCommand(entry, command));
+    if (command.type !== 'SCALE' && command.type !== 'ROLLBACK') {
+      return this.withEntry(ref, (entry) => this.runCommand(entry, command));
+    }
+    // A scale or rollback moves the whole stream prefix; the other groups on it follow once
+    // this group's mailbox is free again (a sibling's own move may be waiting on it).
+    const outcome = await this.withEntry(ref, (entry) => this.layouts.change(entry, command));
+    await this.layouts.followSiblings(ref);
+    return outcome;
   }
 
   steadyTicket(ref: GroupRef, request: HeartbeatRequest): SteadyTicket | null {
@@ -260,11 +307,8 @@ export class GroupHost implements GroupCoordinator {
     const { committer } = this.parts;
     // Heartbeats that queue up on the group while it is busy are decided together when its
     // turn comes, with one write for all they changed (heartbeatBatch).
-    const first = await this.parts.owned.withEntryBatch(
-      ref,
-      HEARTBEATS,
-      { request, hold },
-      this.runHeartbeats,
+    const first = await this.memberHeartbeat(ref, request, () =>
+      this.parts.owned.withEntryBatch(ref, HEARTBEATS, { request, hold }, this.runHeartbeats),
     );
     if (!first.held || !hold) return first.reply;
     const held = first.held;
@@ -272,12 +316,14 @@ export class GroupHost implements GroupCoordinator {
     const answer = (async () => {
       const end = await held.ended;
       if (end.kind === 'answered') return end.reply;
-      if (end.kind === 'failed') throw end.error;
+      if (end.kind === 'failed') throw this.withFailureReason(ref, end.error);
       // The caller went away: nobody to answer, nothing more to decide for it.
       if (end.kind === 'cancelled' || hold.signal?.aborted) return first.reply;
       // Decided again on the group as it is now, wherever it is served (never from memory a
       // replica may no longer serve); its session still counts from its arrival.
-      return this.withEntry(ref, (entry) => committer.heartbeat(entry, clock.now(), held.request));
+      return this.memberHeartbeat(ref, held.request, () =>
+        this.withEntry(ref, (entry) => committer.heartbeat(entry, clock.now(), held.request)),
+      );
     })();
     this.holding.add(answer);
     try {
@@ -381,10 +427,69 @@ export class GroupHost implements GroupCoordinator {
   }
 
   async observeVersion(ref: GroupRef, version: number, source: 'routing'): Promise<void> {
-    await this.withEntry(ref, async (entry) => {
-      if (version <= groupOf(entry).metadataVersion) return;
-      const now = this.options.clock.now();
-      await this.parts.committer.dispatch(entry, { type: 'OBSERVE_VERSION', now, source, version });
+    await this.unlessLost(ref, { metadataVersion: version }, source, () =>
+      this.withEntry(ref, async (entry) => {
+        if (version <= groupOf(entry).metadataVersion) return;
+        const now = this.options.clock.now();
+        await this.parts.committer.dispatch(entry, {
+          type: 'OBSERVE_VERSION',
+          now,
+          source,
+          version,
+        });
+      }),
+    );
+  }
+
+  /**
+   * Decides a member's heartbeat by `decide`. A member that reports a lifecycle or a version of
+   * a group the store no longer holds knew it: the group is lost, not unknown
+   * (docs/operations.md#lost-metadata). A refusal because the group failed closed names why.
+   */
+  private async memberHeartbeat<T>(
+    ref: GroupRef,
+    request: HeartbeatRequest,
+    decide: () => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await this.unlessLost(ref, request, 'heartbeat', decide);
+    } catch (error) {
+      throw this.withFailureReason(ref, error);
+    }
+  }
+
+  /**
+   * Runs `work`; when it finds no such group although the caller reports a lifecycle or a
+   * version of it, that is a loss (`LostGroups.fromClient`: remembered, counted, its failure
+   * record written) and `work` runs again, on the group now failed closed. Without such a
+   * claim, or for a deleted lifecycle, the group stays unknown (404).
+   */
+  private async unlessLost<T>(
+    ref: GroupRef,
+    claim: ClientClaim,
+    source: LostSource,
+    work: () => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      const notFound = error instanceof CoordinatorError && error.code === 'GROUP_NOT_FOUND';
+      if (!notFound || !(await this.parts.lost.fromClient(ref, claim, source))) throw error;
+      return work();
+    }
+  }
+
+  /**
+   * A heartbeat refused because the group failed closed names why (`details.failureReason`,
+   * e.g. `METADATA_LOST`), as routing and admin refusals do.
+   */
+  private withFailureReason(ref: GroupRef, error: unknown): unknown {
+    if (!(error instanceof CoordinatorError) || error.code !== 'GROUP_FAILED_CLOSED') return error;
+    if (error.details !== undefined) return error;
+    const entry = this.parts.table.get(ref);
+    if (!entry || !isFailedClosed(entry)) return error;
+    return new CoordinatorError(error.code, error.message, {
+      details: { failureReason: groupOf(entry).failureReason },
     });
   }
 
@@ -416,11 +521,30 @@ export class GroupHost implements GroupCoordinator {
     return this.parts.owned.held();
   }
 
-  /** A group's list line as stored, for a group another replica owns; null if it is gone. */
+  /**
+   * A group's list line as stored, for a group another replica owns; null if it is gone. A
+   * group with a failure record is listed failed closed, also when its metadata key is lost
+   * (docs/operations.md#lost-metadata).
+   */
   private async storedSummary(ref: GroupRef, owner: string | null) {
-    const stored = await this.parts.guard(() => this.options.store.loadGroup(ref));
-    if (!stored) return null;
-    const context = contextOf(this.parts.factory, stored);
+    const { guard, factory } = this.parts;
+    const { store } = this.options;
+    const [failure, stored] = await Promise.all([
+      guard(() => store.readFailure(ref)),
+      guard(() => store.loadGroup(ref)),
+    ]);
+    if (!stored && !failure) return null;
+    const found = contextOf(factory, stored ?? failedShell(ref, failure, this.options.clock.now()));
+    const context = failure
+      ? {
+          ...found,
+          group: {
+            ...found.group,
+            status: 'FAILED_CLOSED' as const,
+            failureReason: failure.reason,
+          },
+        }
+      : found;
     const snapshot = restoreGroupSnapshot(context);
     // Owner '' while the group moves between replicas (no owner known this instant).
     return groupSummary({

@@ -3,17 +3,22 @@ import { CoordinatorError } from '../errors.js';
 import { newGroupState } from '../machines/new-group.js';
 import { groupId, type FailureReason, type GroupRef } from '../machines/types.js';
 import type { FailureRecord, Store, StoredGroup } from '../store/store.js';
+import type { CreateGroupOptions } from './types.js';
 import { evidenceOfRecord } from './evidence.js';
 import type { DeadlineSweep } from './deadline-sweep.js';
 import type { FailClosed } from './fail-closed.js';
 import { isFailedClosed, newEntry, type ActorFactory, type GroupEntry } from './group-entry.js';
 import type { Ownership } from './group-ownership.js';
 import type { GroupTable } from './group-table.js';
+import type { LostGroups } from './lost-groups.js';
 import type { Publication } from './publication.js';
 import type { StoreGuard } from './store-guard.js';
 
 export interface GroupLoaderOptions {
-  readonly store: Pick<Store, 'readFailure' | 'loadGroup' | 'isRegistered' | 'createGroup'>;
+  readonly store: Pick<
+    Store,
+    'readFailure' | 'loadGroup' | 'isRegistered' | 'createGroup' | 'adoptLayout' | 'readLayouts'
+  >;
   readonly guard: StoreGuard;
   readonly factory: ActorFactory;
   readonly table: Pick<GroupTable, 'get' | 'add'>;
@@ -23,6 +28,11 @@ export interface GroupLoaderOptions {
   readonly ownership: Pick<Ownership, 'claim'>;
   /** Starts the timers of a group taken into the table. */
   readonly deadlines?: Pick<DeadlineSweep, 'track'>;
+  /**
+   * Asked when the store holds nothing of a group: a group this replica remembers as lost is
+   * answered failed closed, never as unknown (docs/operations.md#lost-metadata).
+   */
+  readonly lost?: Pick<LostGroups, 'confirm'>;
 }
 
 /**
@@ -36,7 +46,7 @@ export class GroupLoader {
    * Loads a group this replica owns (the ownership layer decided so) from the store and claims
    * it; `GROUP_NOT_FOUND` when it does not exist.
    */
-  async load(ref: GroupRef): Promise<GroupEntry> {
+  async load(ref: GroupRef, again = false): Promise<GroupEntry> {
     const { store, guard, table } = this.options;
     // The failure record first: a group that failed closed stays so, whatever its key holds now.
     const failure = await guard(() => store.readFailure(ref));
@@ -50,6 +60,9 @@ export class GroupLoader {
     if (failure) return this.adoptFailed(ref, stored, failure.reason, failure);
     if (!stored) {
       if (!(await guard(() => store.isRegistered(ref)))) {
+        // Nothing stored, but remembered here as lost: its failure record is written now, and
+        // the group is read again (failed closed; or served, if its metadata came back).
+        if (!again && (await this.options.lost?.confirm(ref))) return this.load(ref, true);
         throw new CoordinatorError('GROUP_NOT_FOUND', `group ${groupId(ref)} does not exist`);
       }
       // Registered: created meanwhile (read again), or its metadata is lost.
@@ -64,8 +77,12 @@ export class GroupLoader {
     return this.adopt(owned);
   }
 
-  /** Creates a group that does not exist; refused when a failure record says it failed closed. */
-  async create(ref: GroupRef, shardCount: number): Promise<GroupEntry> {
+  /**
+   * Creates a group that does not exist, on its stream prefix's shard layout
+   * (docs/protocol.md#one-shard-layout-per-stream-prefix); refused when a failure record says it
+   * failed closed.
+   */
+  async create(ref: GroupRef, spec: CreateGroupOptions): Promise<GroupEntry> {
     const { store, guard, factory } = this.options;
     const failure = await guard(() => store.readFailure(ref));
     if (failure) {
@@ -75,13 +92,42 @@ export class GroupLoader {
         { details: { failureReason: failure.reason } },
       );
     }
+    const now = factory.clock.now();
+    const layout = await this.joinLayout(ref, spec.shardCount, now);
     const state = newGroupState(ref, {
-      shardCount,
+      shardCount: layout.shardCount,
       lifecycleId: randomUUID(),
-      now: factory.clock.now(),
+      now,
+      layout: { id: layout.id, version: layout.version },
+      startAt: spec.startAt ?? 'latest',
     });
     const stored = await guard(() => store.createGroup(state));
     return this.adopt(stored);
+  }
+
+  /** The layout a new group joins: its prefix's, or a new one of `shardCount`. */
+  private async joinLayout(ref: GroupRef, shardCount: number | undefined, now: number) {
+    const { store, guard } = this.options;
+    if (shardCount !== undefined) {
+      return guard(() =>
+        store.adoptLayout(ref, { shardCount, mode: 'exact', now, newId: randomUUID() }),
+      );
+    }
+    const [current] = await guard(() => store.readLayouts([ref.streamPrefix]));
+    if (!current) {
+      throw new CoordinatorError(
+        'VALIDATION_FAILED',
+        `shardCount is required: stream prefix ${ref.streamPrefix} has no group yet`,
+      );
+    }
+    return guard(() =>
+      store.adoptLayout(ref, {
+        shardCount: current.shardCount,
+        mode: 'adopt',
+        now,
+        newId: randomUUID(),
+      }),
+    );
   }
 
   /** Adds an entry for a group as stored (or keeps the one adopted meanwhile). */
@@ -107,18 +153,38 @@ export class GroupLoader {
     reason: FailureReason,
     failure: FailureRecord | null,
   ): Promise<GroupEntry> {
-    const shell = newGroupState(ref, {
-      shardCount: 0,
-      lifecycleId: failure?.lifecycleId ?? 'unknown',
-      now: this.options.factory.clock.now(),
-    });
-    const entry = this.adopt(
-      stored ?? { state: shell, revision: failure?.knownRevision ?? 0, fence: 0 },
-    );
+    const entry = this.adopt(stored ?? failedShell(ref, failure, this.options.factory.clock.now()));
     entry.floor = evidenceOfRecord(failure);
     if (!isFailedClosed(entry)) {
-      await this.options.failClosed.failClosed(entry, reason, stored?.revision ?? null);
+      // Registered without its key, and no record yet: the registry remembered the group.
+      const lostBy = reason === 'METADATA_LOST' && !failure && !stored ? 'registry' : undefined;
+      await this.options.failClosed.failClosed(entry, reason, stored?.revision ?? null, lostBy);
     }
     return entry;
   }
+}
+
+/**
+ * What stands in for a failed-closed group whose metadata cannot be read (lost, corrupt): no
+ * shards and no members, with the lifecycle and the last versions its failure record names
+ * (what monitoring shows of it; recovery stays above them).
+ */
+export function failedShell(
+  ref: GroupRef,
+  failure: FailureRecord | null,
+  now: number,
+): StoredGroup {
+  const state = newGroupState(ref, {
+    shardCount: 0,
+    lifecycleId: failure?.lifecycleId ?? 'unknown',
+    now,
+    ...(failure
+      ? {
+          metadataVersion: Math.max(1, failure.metadataVersion),
+          assignmentEpoch: failure.assignmentEpoch ?? 0,
+          memberEpochSeq: failure.memberEpochSeq ?? 0,
+        }
+      : {}),
+  });
+  return { state, revision: failure?.knownRevision ?? 0, fence: 0 };
 }

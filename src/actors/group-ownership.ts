@@ -41,8 +41,11 @@ export interface Ownership {
   servingCheck?(ref: GroupRef): () => boolean;
   /** Gives the group's lease up (handover, shutdown); its mailbox has drained. */
   release(ref: GroupRef): Promise<void>;
-  /** Registers the callback for a lost lease: the host drops the group at once. */
-  onLost(drop: (ref: GroupRef) => void): void;
+  /**
+   * Registers the callback for a lost lease: the host drops the group at once (and asks whether
+   * its metadata is still stored). `cause` says why the lease was lost, for the log.
+   */
+  onLost(drop: (ref: GroupRef, cause?: unknown) => void): void;
 }
 
 /**

@@ -7,10 +7,12 @@ import {
 import { groupId, type GroupRef } from '../machines/types.js';
 import { isFailedClosed, type GroupEntry } from './group-entry.js';
 import type { GroupLoader } from './group-loader.js';
+import type { LostGroups } from './lost-groups.js';
 import type { Ownership } from './group-ownership.js';
 import type { GroupTable } from './group-table.js';
 import { failedClosedAdminError } from './fail-closed.js';
 import { STALE, type Settled, type Stale } from './mailbox.js';
+import type { CreateGroupOptions } from './types.js';
 
 /** Where a group is served from, as this replica sees it. */
 export type GroupLookup =
@@ -38,6 +40,11 @@ export interface OwnedGroupsOptions {
    * because the replica registry cannot be read is a store outage, not a move.
    */
   readonly checkStore: () => Promise<void>;
+  /**
+   * Told of every group that leaves this replica other than by a delete, so one whose metadata
+   * key is gone is remembered as lost rather than forgotten (docs/operations.md#lost-metadata).
+   */
+  readonly lost?: Pick<LostGroups, 'leaving' | 'confirm'>;
 }
 
 /**
@@ -51,7 +58,7 @@ export class OwnedGroups {
   private closing = false;
 
   constructor(private readonly options: OwnedGroupsOptions) {
-    options.ownership.onLost((ref) => this.drop(ref));
+    options.ownership.onLost((ref, cause) => this.drop(ref, cause));
   }
 
   /** The group's entry if this replica serves it (loading it when it owns it), else who does. */
@@ -219,17 +226,21 @@ export class OwnedGroups {
   }
 
   /**
-   * Creates a group this replica owns. A load or create in flight may bring the group: it is
+   * Creates a group this replica owns (a bare number is its shard count). A load or create in flight may bring the group: it is
    * let finish first. Requests arriving meanwhile wait for the create instead of loading it.
    */
-  async create(ref: GroupRef, shardCount: number): Promise<GroupEntry> {
+  async create(ref: GroupRef, options: CreateGroupOptions | number): Promise<GroupEntry> {
     const { table, loader, ownership } = this.options;
+    const spec = typeof options === 'number' ? { shardCount: options } : options;
     const id = groupId(ref);
     const owner = ownership.ownerOf(ref);
     if (!owner.self) {
       if (owner.owner === null) await this.options.checkStore();
       throw new GroupMovedError(owner.owner);
     }
+    // A group remembered here as lost has its failure record written first, so the create
+    // below is refused: it is never created anew over a loss (docs/operations.md#lost-metadata).
+    await this.options.lost?.confirm(ref);
     const inFlight = table.loading.get(id);
     if (inFlight) await inFlight.catch(() => undefined);
     // (No await from here: the check and the registration of this create happen in one step.)
@@ -241,7 +252,7 @@ export class OwnedGroups {
     }
     const creating = ownership
       .acquire(ref)
-      .then(() => loader.create(ref, shardCount))
+      .then(() => loader.create(ref, spec))
       .then((entry) => this.servable(entry))
       .catch(async (error: unknown) => {
         await this.releaseUnheld(ref);
@@ -257,9 +268,14 @@ export class OwnedGroups {
     }
   }
 
-  /** Drops the group at once (lease lost): queued work goes back to its callers. */
-  drop(ref: GroupRef): void {
+  /**
+   * Drops the group at once (lease lost): queued work goes back to its callers. Whether its
+   * metadata is still stored is asked next (`LostGroups.leaving`): gone, the group is
+   * remembered as lost, not dropped and forgotten.
+   */
+  drop(ref: GroupRef, cause?: unknown): void {
     const entry = this.options.table.get(ref);
+    this.options.lost?.leaving(ref, entry ?? null, { leaseLost: true, cause });
     if (entry) this.options.table.remove(entry);
   }
 
@@ -274,6 +290,7 @@ export class OwnedGroups {
     if (entry) {
       table.beginRelease(entry);
       await entry.mailbox.idle();
+      if (!this.closing) this.options.lost?.leaving(ref, entry, { leaseLost: false });
       table.remove(entry);
     }
     await ownership.release(ref);

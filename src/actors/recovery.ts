@@ -14,6 +14,7 @@ import {
 } from './evidence.js';
 import type { ActorFactory, GroupEntry } from './group-entry.js';
 import type { Ownership } from './group-ownership.js';
+import type { LostGroups } from './lost-groups.js';
 import type { Publication } from './publication.js';
 import type { StoreGuard } from './store-guard.js';
 import type { RecoveryRequest } from './types.js';
@@ -21,13 +22,21 @@ import type { RecoveryRequest } from './types.js';
 export interface RecoveryOptions {
   readonly store: Pick<
     Store,
-    'readFailure' | 'loadGroup' | 'commitGroup' | 'exportGroup' | 'importGroup' | 'clearFailure'
+    | 'readFailure'
+    | 'loadGroup'
+    | 'commitGroup'
+    | 'exportGroup'
+    | 'importGroup'
+    | 'clearFailure'
+    | 'adoptLayout'
   >;
   readonly guard: StoreGuard;
   readonly factory: ActorFactory;
   readonly publication: Pick<Publication, 'observe'>;
   readonly ownership: Pick<Ownership, 'claim'>;
   readonly logger: Logger;
+  /** Forgets a recovered group that was remembered as lost (docs/operations.md#lost-metadata). */
+  readonly lost?: Pick<LostGroups, 'recovered'>;
 }
 
 /**
@@ -60,6 +69,7 @@ export class Recovery {
         ? await this.resume(ref, evidence)
         : await this.recreate(ref, evidence, request.shardCount);
     await guard(() => store.clearFailure(ref));
+    this.options.lost?.recovered(ref);
     this.resumeActor(entry, stored);
     logger.warn('group recovered', {
       ...groupLogFields(ref),
@@ -124,10 +134,18 @@ export class Recovery {
     // Whatever is still readable in the current key counts too, even if it does not decode.
     const raw = await guard(() => store.exportGroup(ref));
     const evidence = mergeEvidence(known, evidenceOfFields(raw));
+    const now = factory.clock.now();
+    // The new lifecycle is on its prefix's layout too: alone on it, it sets the count again;
+    // beside other groups, a count other than theirs is refused (SHARD_COUNT_MISMATCH).
+    const layout = await guard(() =>
+      store.adoptLayout(ref, { shardCount, mode: 'reset', now, newId: randomUUID() }),
+    );
     const state = newGroupState(ref, {
       shardCount,
       lifecycleId: randomUUID(),
-      now: factory.clock.now(),
+      now,
+      layout: { id: layout.id, version: layout.version },
+      startAt: raw?.startAt === 'earliest' ? 'earliest' : 'latest',
       metadataVersion: evidence.highestVersionSeen + 1,
       assignmentEpoch: evidence.assignmentEpoch + 1,
       memberEpochSeq: evidence.memberEpochSeq + 1,

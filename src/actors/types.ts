@@ -1,6 +1,6 @@
 import type { GroupContext } from '../machines/context.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
-import type { GroupRef } from '../machines/types.js';
+import type { GroupRef, LayoutRef, StartAt } from '../machines/types.js';
 import type { StatechartView } from './statechart-view.js';
 import type {
   AssignmentsView,
@@ -53,8 +53,26 @@ export type AdminCommand =
   | { readonly type: 'UNFREEZE' }
   | { readonly type: 'PAUSE_PRODUCERS' }
   | { readonly type: 'RESUME_PRODUCERS' }
-  | ({ readonly type: 'SCALE'; readonly shardCount: number } & ChangeRequest)
-  | ({ readonly type: 'ROLLBACK'; readonly migrationId: string } & ChangeRequest);
+  | ({
+      readonly type: 'SCALE';
+      readonly shardCount: number;
+      /** The prefix's layout the migration follows (set by the layout, never by a caller). */
+      readonly layout?: LayoutRef;
+    } & ChangeRequest)
+  | ({
+      readonly type: 'ROLLBACK';
+      readonly migrationId: string;
+      readonly layout?: LayoutRef;
+    } & ChangeRequest)
+  | { readonly type: 'ADOPT_LAYOUT'; readonly layout: LayoutRef };
+
+/** What a new group is created with. */
+export interface CreateGroupOptions {
+  /** Omitted: the prefix's count (400 when the prefix has no group yet). */
+  readonly shardCount?: number | undefined;
+  /** @default 'latest' */
+  readonly startAt?: StartAt | undefined;
+}
 
 /** Recovery of a failed-closed group (DESIGN.md §7). */
 export type RecoveryRequest =
@@ -94,7 +112,11 @@ export interface SteadyTicket {
 export interface GroupCoordinator {
   /** How many groups this replica holds now. */
   groupsOwned(): number;
-  createGroup(ref: GroupRef, shardCount: number): Promise<GroupView>;
+  /**
+   * Creates a group on its stream prefix's shard layout: `shardCount` may be omitted to adopt
+   * the prefix's; a different one is refused (`SHARD_COUNT_MISMATCH`) while other groups are on it.
+   */
+  createGroup(ref: GroupRef, options: CreateGroupOptions): Promise<GroupView>;
   /** The group's view; `GROUP_NOT_FOUND` when it does not exist. */
   getGroup(ref: GroupRef): Promise<GroupView>;
   getMembers(ref: GroupRef): Promise<MembersView>;

@@ -74,7 +74,7 @@ export class VerifyLoop {
           const seen = revisions[index] ?? null;
           if (seen === null) {
             if (await this.options.deletedMeanwhile(entry)) this.options.drop(entry);
-            else await failClosed.failClosed(entry, 'METADATA_LOST', null);
+            else await failClosed.failClosed(entry, 'METADATA_LOST', null, 'replica');
           } else if (
             seen.revision < entry.revision ||
             seen.lifecycleId !== groupOf(entry).lifecycleId

@@ -40,6 +40,9 @@ export function groupSummary(snapshot: GroupSnapshot) {
     phase: phaseOf(snapshot.stateValue),
     memberCount: g.members.size,
     owner: snapshot.owner,
+    /** Why the group failed closed (`METADATA_LOST`, ...); null unless it did. */
+    failureReason: g.failureReason,
+    startAt: g.startAt,
   };
 }
 
@@ -50,6 +53,9 @@ export function groupView(snapshot: GroupSnapshot) {
     ...groupSummary(snapshot),
     failureReason: g.failureReason,
     producersPaused: g.producersPaused,
+    initialShardCount: g.initialShardCount,
+    layoutId: g.layout.id,
+    layoutVersion: g.layout.version,
     storeRevision,
     highestVersionSeen: snapshot.highestVersionSeen,
     createdAt: iso(g.createdAt) ?? '',
@@ -158,6 +164,8 @@ export function routingView(snapshot: GroupSnapshot) {
     streams: streamNames(g.streamPrefix, g.shardCount),
     partitioner: partitionerName,
     producersPaused: g.producersPaused,
+    layoutId: g.layout.id,
+    layoutVersion: g.layout.version,
   };
 }
 

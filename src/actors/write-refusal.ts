@@ -36,7 +36,7 @@ export class WriteRefusal {
     // here as FENCED_WRITE: look at what is stored before deciding.
     const [seen] = await guard(() => store.readRevisions([entry.ref]));
     const { lifecycleId } = groupOf(entry);
-    if (!seen) await failClosed.failClosed(entry, 'METADATA_LOST', null);
+    if (!seen) await failClosed.failClosed(entry, 'METADATA_LOST', null, 'replica');
     else if (seen.revision < entry.revision || seen.lifecycleId !== lifecycleId) {
       await failClosed.failClosed(entry, 'STORE_REVISION_REGRESSION', seen.revision);
     } else {

@@ -1,3 +1,5 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { parseDuration } from './duration.js';
 
@@ -96,7 +98,17 @@ export const settingsSchema = z.object({
     .prefault({}),
   migration: z.object({ 'rollback-window': duration('30m') }).prefault({}),
   lease: z.object({ ttl: duration('10s') }).prefault({}),
-  replica: z.object({ id: z.string().min(1).max(128).optional() }).prefault({}),
+  replica: z
+    .object({
+      id: z.string().min(1).max(128).optional(),
+      /**
+       * Where the replica keeps what must survive its store (docs/operations.md#lost-metadata):
+       * whether it has seen groups in the store, so a store that comes back empty is noticed at
+       * startup. `none`: kept nowhere.
+       */
+      'state-dir': z.string().min(1).default(join(tmpdir(), 'stream-coordinator')),
+    })
+    .prefault({}),
   'coordination-version': z
     .object({ min: int(1, 1, 1_000_000), max: int(1, 1, 1_000_000) })
     .prefault({}),

@@ -13,6 +13,9 @@ export const groupParamsSchema = z.object({
   group: consumerGroupSchema,
 });
 
+/** Where a new group's shards start being read (docs/protocol.md#start-position). */
+export const startAtSchema = z.enum(['earliest', 'latest']);
+
 export function shardCountSchema(max: number) {
   return z.number().int().min(1).max(max);
 }
@@ -67,11 +70,16 @@ export const groupSummarySchema = z.object({
   phase: z.string(),
   memberCount: z.number().int(),
   owner: z.string(),
+  failureReason: z.string().nullable(),
+  startAt: z.enum(['earliest', 'latest']),
 });
 
 export const groupDetailSchema = groupSummarySchema.extend({
   failureReason: z.string().nullable(),
   producersPaused: z.boolean(),
+  initialShardCount: z.number().int(),
+  layoutId: z.string(),
+  layoutVersion: z.number().int(),
   storeRevision: z.number().int(),
   highestVersionSeen: z.number().int(),
   createdAt: z.string(),
@@ -113,6 +121,8 @@ export const routingSchema = z.object({
   streams: z.array(z.string()),
   partitioner: z.string(),
   producersPaused: z.boolean(),
+  layoutId: z.string(),
+  layoutVersion: z.number().int(),
 });
 
 export const pagingQuerySchema = z.object({

@@ -16,6 +16,7 @@ import { allShards } from './group-state.js';
 import { guardInvariants } from './invariants.js';
 import { applyHeartbeat, applyTick } from './membership.js';
 import {
+  applyAdoptLayout,
   applyRollback,
   applyScale,
   completeMigration,
@@ -200,6 +201,7 @@ export const steps = {
   recover: chartStep<RecoverEvent>(recover),
   scale: chartStep<Extract<GroupEvent, { type: 'SCALE' }>>(applyScale),
   rollback: chartStep<Extract<GroupEvent, { type: 'ROLLBACK' }>>(applyRollback),
+  adoptLayout: chartStep<Extract<GroupEvent, { type: 'ADOPT_LAYOUT' }>>(applyAdoptLayout),
   convergeMigration: chartStep<GroupEvent>((ctx) => convergeMigration(ctx, ctx.lastEventAt)),
   completeMigration: chartStep<GroupEvent>((ctx) => completeMigration(ctx, ctx.lastEventAt)),
 };

@@ -3,7 +3,7 @@
  * machine never reads a clock, so it is a pure function of (context, event).
  */
 import type { HeartbeatRequest } from './protocol.js';
-import type { FailureReason, GroupState } from './types.js';
+import type { FailureReason, GroupState, LayoutRef } from './types.js';
 
 /** Event names, as constants. */
 export const GroupEventType = {
@@ -17,6 +17,7 @@ export const GroupEventType = {
   ROLLBACK: 'ROLLBACK',
   FAIL_CLOSED: 'FAIL_CLOSED',
   OBSERVE_VERSION: 'OBSERVE_VERSION',
+  ADOPT_LAYOUT: 'ADOPT_LAYOUT',
   PERSISTED: 'PERSISTED',
   RECOVER: 'RECOVER',
 } as const;
@@ -84,6 +85,11 @@ export interface ScaleEvent {
   readonly requestedBy: string;
   readonly reason: string;
   readonly migrationId: string;
+  /**
+   * The stream prefix's layout this migration follows; absent in tests of one group alone
+   * (docs/protocol.md#one-shard-layout-per-stream-prefix).
+   */
+  readonly layout?: LayoutRef;
 }
 
 /**
@@ -98,6 +104,19 @@ export interface RollbackEvent {
   readonly newMigrationId: string;
   readonly requestedBy: string;
   readonly reason: string;
+  /** The stream prefix's layout the rollback returns to (see {@link ScaleEvent.layout}). */
+  readonly layout?: LayoutRef;
+}
+
+/**
+ * The stream prefix's layout moved on with the group's shard count already right (a group
+ * created before layouts, or on a prefix whose layout was set again): the group follows it
+ * without a migration, and routing shows the new layout.
+ */
+export interface AdoptLayoutEvent {
+  readonly type: typeof GroupEventType.ADOPT_LAYOUT;
+  readonly now: number;
+  readonly layout: LayoutRef;
 }
 
 /** The host found the stored metadata lost or rolled back (DESIGN.md §7): stop everything. */
@@ -145,6 +164,7 @@ export type CommandEvent =
   | RollbackEvent
   | FailClosedEvent
   | ObserveVersionEvent
+  | AdoptLayoutEvent
   | RecoverEvent;
 
 export type GroupEvent = CommandEvent | PersistedEvent | ChartEvent;

@@ -71,6 +71,7 @@ export const groupMachine = setup({
     recover: assign(({ context, event }) => steps.recover(context, event as RecoverEvent)),
     scale: assign(({ context, event }) => steps.scale(context, event as never)),
     rollback: assign(({ context, event }) => steps.rollback(context, event as never)),
+    adoptLayout: assign(({ context, event }) => steps.adoptLayout(context, event as never)),
     convergeMigration: assign(({ context, event }) => steps.convergeMigration(context, event)),
     completeMigration: assign(({ context, event }) => steps.completeMigration(context, event)),
     /** Answers an admin event the current state does not accept. */
@@ -128,6 +129,7 @@ export const groupMachine = setup({
             [GroupEventType.UNFREEZE]: REFUSE,
             [GroupEventType.PAUSE_PRODUCERS]: { actions: ['pauseProducers', 'raiseChanges'] },
             [GroupEventType.RESUME_PRODUCERS]: { actions: ['resumeProducers', 'raiseChanges'] },
+            [GroupEventType.ADOPT_LAYOUT]: { actions: ['adoptLayout', 'raiseChanges'] },
             [GroupEventType.FAIL_CLOSED]: {
               target: 'failedClosed',
               actions: ['failClosed', 'raiseChanges'],
@@ -141,6 +143,8 @@ export const groupMachine = setup({
             [GroupEventType.FREEZE]: REFUSE,
             [GroupEventType.PAUSE_PRODUCERS]: REFUSE,
             [GroupEventType.RESUME_PRODUCERS]: REFUSE,
+            // Its shards stay as they are: a frozen group follows its prefix's layout too.
+            [GroupEventType.ADOPT_LAYOUT]: { actions: ['adoptLayout', 'raiseChanges'] },
             [GroupEventType.FAIL_CLOSED]: {
               target: 'failedClosed',
               actions: ['failClosed', 'raiseChanges'],
@@ -164,6 +168,7 @@ export const groupMachine = setup({
             [GroupEventType.UNFREEZE]: REFUSE,
             [GroupEventType.PAUSE_PRODUCERS]: REFUSE,
             [GroupEventType.RESUME_PRODUCERS]: REFUSE,
+            [GroupEventType.ADOPT_LAYOUT]: REFUSE,
           },
         },
       },

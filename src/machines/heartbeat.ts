@@ -38,6 +38,7 @@ import type {
   MemberRecord,
   RevokeProgress,
   ShardRecord,
+  StartAt,
 } from './types.js';
 import { groupId } from './types.js';
 
@@ -633,6 +634,11 @@ function replyOf(
     view.retiring,
     view.pending,
     waiting ? config.rebalanceHeartbeatIntervalMs : config.heartbeatIntervalMs,
+    group.layout.id,
+    group.layout.version,
+    group.startAt,
+    group.initialShardCount,
+    group.createdAt,
   );
 }
 
@@ -656,6 +662,11 @@ class Reply implements HeartbeatReply {
     readonly retireShards: readonly number[],
     readonly pendingShards: readonly number[],
     readonly heartbeatIntervalMs: number,
+    readonly layoutId: string,
+    readonly layoutVersion: number,
+    readonly startAt: StartAt,
+    readonly initialShardCount: number,
+    readonly createdAt: number,
   ) {}
 }
 

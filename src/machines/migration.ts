@@ -13,12 +13,18 @@ import { mutationRefusal } from './admin.js';
 import type { ErrorCode } from '../errors.js';
 import type { GroupContext } from './context.js';
 import { beginEvent, fail, succeed, touched, withEffects } from './context.js';
-import type { RollbackEvent, ScaleEvent } from './events.js';
+import type { AdoptLayoutEvent, RollbackEvent, ScaleEvent } from './events.js';
 import { allShards, withShards, withoutShards } from './group-state.js';
 import { leastLoadedMembers } from './retiring.js';
 import { migrationProgress, rollbackAllowed } from './migration-view.js';
 import { recomputeTargets } from './targets.js';
-import type { GroupState, MigrationKind, MigrationRecord, ShardRecord } from './types.js';
+import type {
+  GroupState,
+  LayoutRef,
+  MigrationKind,
+  MigrationRecord,
+  ShardRecord,
+} from './types.js';
 import { groupId } from './types.js';
 
 /** Finished migrations kept in `group.migrations` (DESIGN.md §4). */
@@ -93,6 +99,7 @@ function scale(ctx: GroupContext, event: ScaleEvent): GroupContext {
   let next = ctx;
   if (ctx.group.activeMigration) next = finishActive(next, 'COMPLETED', event.now);
   next = startMigration(next, 'SCALE', event.migrationId, event.shardCount, null, event);
+  if (event.layout) next = withLayout(next, event.layout);
   const reply: ScaleReply = { migration: migrationById(next.group, event.migrationId) };
   return succeed(next, reply);
 }
@@ -164,6 +171,7 @@ function rollback(ctx: GroupContext, event: RollbackEvent): GroupContext {
     active.migrationId,
     event,
   );
+  if (event.layout) next = withLayout(next, event.layout);
   const reply: RollbackReply = {
     migration: migrationById(next.group, event.newMigrationId),
     rolledBack: active.migrationId,
@@ -204,6 +212,33 @@ export function completeMigration(ctx: GroupContext, now: number): GroupContext 
   const completed = next.group.migrations[0];
   const done = { ...next, group: { ...next.group, updatedAt: now } };
   return completed ? withMigrationReply(done, completed) : done;
+}
+
+/** The group now follows `layout` (its shard count is the layout's). */
+function withLayout(ctx: GroupContext, layout: LayoutRef): GroupContext {
+  return { ...ctx, group: { ...ctx.group, layout } };
+}
+
+/**
+ * ADOPT_LAYOUT: the group follows a layout of its stream prefix whose shard count it has
+ * already. Refused like any admin change while failed closed; a frozen group follows too (its
+ * shards do not change). `metadataVersion` +1 so routing long polls see the new layout.
+ */
+export function applyAdoptLayout(ctx: GroupContext, event: AdoptLayoutEvent): GroupContext {
+  const start = beginEvent(ctx, event.now);
+  const { group } = start;
+  if (group.status === 'FAILED_CLOSED') {
+    const blocked = mutationRefusal(group)!;
+    return touched(start, fail(start, blocked.code, blocked.message), event.now);
+  }
+  if (event.layout.id === group.layout.id && event.layout.version === group.layout.version) {
+    return succeed(start, { layout: group.layout });
+  }
+  const next = {
+    ...start,
+    group: { ...group, layout: event.layout, metadataVersion: group.metadataVersion + 1 },
+  };
+  return touched(start, succeed(next, { layout: event.layout }), event.now);
 }
 
 /** Keeps a successful reply that names `migration` in step with the record. */

@@ -1,5 +1,8 @@
 import { PersistentMap } from './persistent-map.js';
-import type { GroupRef, GroupState, ShardRecord } from './types.js';
+import type { GroupRef, GroupState, LayoutRef, ShardRecord, StartAt } from './types.js';
+
+/** The layout of a group that has not followed one yet. */
+export const NO_LAYOUT: LayoutRef = Object.freeze({ id: '', version: 0 });
 
 /**
  * The state of a freshly created (or recreated) group: every shard released with no target,
@@ -15,6 +18,10 @@ export function newGroupState(
     metadataVersion?: number;
     assignmentEpoch?: number;
     memberEpochSeq?: number;
+    /** The stream prefix's layout it adopts; none by default. */
+    layout?: LayoutRef;
+    /** @default 'latest' */
+    startAt?: StartAt;
   },
 ): GroupState {
   const shards: Record<number, ShardRecord> = {};
@@ -45,5 +52,8 @@ export function newGroupState(
     members: PersistentMap.empty(),
     activeMigration: null,
     migrations: [],
+    layout: options.layout ?? NO_LAYOUT,
+    startAt: options.startAt ?? 'latest',
+    initialShardCount: options.shardCount,
   };
 }

@@ -2,7 +2,7 @@
  * Wire shapes of the consumer heartbeat (DESIGN.md §5) as the statechart sees them: already
  * validated by `src/http`, so plain data with no parsing here.
  */
-import type { RevokeProgress } from './types.js';
+import type { RevokeProgress, StartAt } from './types.js';
 
 /** A member's heartbeat. `memberEpoch` 0 joins, -1 leaves. */
 export interface HeartbeatRequest {
@@ -66,6 +66,26 @@ export interface HeartbeatReply {
   /** Yours once another member lets go. */
   readonly pendingShards: readonly number[];
   readonly heartbeatIntervalMs: number;
+  /**
+   * The stream prefix's shard layout the group follows: a member retiring a shard seals it
+   * with these (docs/protocol.md#scale-in-and-the-end-of-a-retiring-shard). Absent from older
+   * coordinators.
+   */
+  readonly layoutId?: string;
+  readonly layoutVersion?: number;
+  /**
+   * Where a shard's Redis consumer group starts when the member has to create it: shards below
+   * `initialShardCount` at `startAt` (`earliest` is `0`; `latest` is the group's creation, see
+   * `createdAt`), shards a scale-out added later at `0` (docs/protocol.md#start-position).
+   * Absent from older coordinators: `0`.
+   */
+  readonly startAt?: StartAt;
+  readonly initialShardCount?: number;
+  /**
+   * When the group was created (epoch ms): `latest` means what is written after it, so a
+   * member that comes later does not skip what producers wrote meanwhile.
+   */
+  readonly createdAt?: number;
 }
 
 /**

@@ -71,6 +71,25 @@ export interface MigrationRecord {
   readonly rollbackOf: string | null;
 }
 
+/**
+ * Where a shard's Redis consumer group starts when a member creates it: at the stream's end
+ * (`latest`, Redis `$`) or at its beginning (`earliest`, Redis `0`). See docs/protocol.md#start-position.
+ */
+export type StartAt = 'earliest' | 'latest';
+
+export const START_AT_VALUES: readonly StartAt[] = ['earliest', 'latest'];
+
+/**
+ * The shard layout of a stream prefix as one group last followed it: every group on a prefix
+ * reads the same shards, and seals of retiring shards name the layout, not one group
+ * (docs/protocol.md#one-shard-layout-per-stream-prefix). `id` is empty for a group that has
+ * not followed a layout yet.
+ */
+export interface LayoutRef {
+  readonly id: string;
+  readonly version: number;
+}
+
 /** The authoritative, persisted state of one group (the metadata hash, decoded). */
 export interface GroupState {
   readonly streamPrefix: string;
@@ -93,6 +112,15 @@ export interface GroupState {
   readonly activeMigration: MigrationRecord | null;
   /** Finished migrations, newest first, capped. */
   readonly migrations: readonly MigrationRecord[];
+  /** The stream prefix's layout this group follows. */
+  readonly layout: LayoutRef;
+  /** Where the shards' Redis consumer groups start (set at creation). */
+  readonly startAt: StartAt;
+  /**
+   * The shard count at creation: shards below it start at `startAt`, shards a scale-out added
+   * later (new and empty) at the beginning.
+   */
+  readonly initialShardCount: number;
 }
 
 /** Identity of a group. */

@@ -142,6 +142,31 @@ export class Metrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+  /**
+   * A group's metadata key found missing by something that remembers the group
+   * (docs/operations.md#lost-metadata): a replica that held it (`replica`), the registry
+   * (`registry`), or a client that reported its lifecycle or a version above 0 (`heartbeat`,
+   * `routing`).
+   */
+  readonly metadataLost = new Counter({
+    name: 'coord_metadata_lost_total',
+    help:
+      'Groups whose metadata key was found missing while something remembered them (by who: ' +
+      'replica, registry, heartbeat, routing); each fails closed with METADATA_LOST',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+  /**
+   * 1 when this replica started against a store that holds no group although it had seen groups
+   * there before (docs/operations.md#lost-metadata); 0 otherwise.
+   */
+  readonly storeEmptied = new Gauge({
+    name: 'coord_store_emptied',
+    help:
+      '1 when the store held no group at startup although this replica had seen groups in it ' +
+      'before (its state file says so): the store lost its data',
+    registers: [this.registry],
+  });
 
   /** Children of `heartbeats_total` by outcome, bound on first use. */
   private readonly heartbeatOutcomes = new Map<string, { inc(value?: number): void }>();

@@ -57,6 +57,10 @@ function encodeHeader(state: GroupState): Record<string, string> {
     createdAt: String(state.createdAt),
     updatedAt: String(state.updatedAt),
     migrations: JSON.stringify(state.migrations),
+    layoutId: state.layout.id,
+    layoutVersion: String(state.layout.version),
+    startAt: state.startAt,
+    initialShardCount: String(state.initialShardCount),
   };
   if (state.failureReason) fields.failureReason = state.failureReason;
   if (state.activeMigration) fields['migration:active'] = JSON.stringify(state.activeMigration);
@@ -181,6 +185,17 @@ export function decodeGroup(fields: GroupFields): GroupState {
     members,
     activeMigration: active ? (JSON.parse(active) as MigrationRecord) : null,
     migrations: fields.migrations ? (JSON.parse(fields.migrations) as MigrationRecord[]) : [],
+    // Groups written before layouts and start positions: no layout yet, and every shard read
+    // from its beginning (what members did then).
+    layout: {
+      id: fields.layoutId ?? '',
+      version: fields.layoutVersion === undefined ? 0 : num(fields, 'layoutVersion'),
+    },
+    startAt: fields.startAt === 'latest' ? 'latest' : 'earliest',
+    initialShardCount:
+      fields.initialShardCount === undefined
+        ? num(fields, 'shardCount')
+        : num(fields, 'initialShardCount'),
   };
 }
 

@@ -6,9 +6,17 @@ import { assertPageLimit, compareMembers, decodeCursor, encodeCursor } from './g
 import { keyNames, parseRegistryMember, registryMember } from './keys.js';
 import type { KeyNames } from './keys.js';
 import { refusalError, ScriptStatus } from './script-status.js';
+import { RevisionMismatchError } from '../errors.js';
+import {
+  adoptedLayout,
+  layoutNotFound,
+  type LayoutRequest,
+  type PrefixLayout,
+} from './prefix-layout.js';
 import type {
   AuditQuery,
   AuditRecord,
+  DeletedLifecycle,
   FailureRecord,
   GroupPage,
   GroupRevision,
@@ -43,6 +51,8 @@ export class MemoryStore implements Store {
   /** Oldest first. */
   private audit: AuditRecord[] = [];
   private readonly failures = new Map<string, string>();
+  /** Shard layouts by stream prefix (the Redis layouts hash). */
+  private readonly layouts = new Map<string, PrefixLayout>();
   /** Highest fence this store has handed out: a created group starts above it (see createGroup). */
   private highestFence = 0;
   /** Live replicas by id, with the `performance.now()` at which each expires. */
@@ -101,6 +111,54 @@ export class MemoryStore implements Store {
       if (found) this.registry.splice(index, 1);
       this.hashes.delete(this.keys.metadata(ref));
     });
+  }
+
+  adoptLayout(ref: GroupRef, request: LayoutRequest): Promise<PrefixLayout> {
+    return settle(() => {
+      const registered = (consumerGroup: string) =>
+        this.registryIndex(registryMember({ streamPrefix: ref.streamPrefix, consumerGroup })).found;
+      const next = adoptedLayout(
+        ref,
+        this.layouts.get(ref.streamPrefix) ?? null,
+        request,
+        registered,
+      );
+      if (next instanceof Error) throw next;
+      this.layouts.set(ref.streamPrefix, next);
+      return next;
+    });
+  }
+
+  changeLayout(
+    streamPrefix: string,
+    expectedVersion: number,
+    shardCount: number,
+    now: number,
+  ): Promise<PrefixLayout> {
+    return settle(() => {
+      const layout = this.layouts.get(streamPrefix);
+      if (!layout) throw layoutNotFound(streamPrefix);
+      if (layout.version !== expectedVersion) {
+        throw new RevisionMismatchError(expectedVersion, layout.version);
+      }
+      const next = { ...layout, version: layout.version + 1, shardCount, updatedAt: now };
+      this.layouts.set(streamPrefix, next);
+      return next;
+    });
+  }
+
+  releaseLayout(ref: GroupRef): Promise<void> {
+    return settle(() => {
+      const layout = this.layouts.get(ref.streamPrefix);
+      if (!layout) return;
+      const { [ref.consumerGroup]: _left, ...groups } = layout.groups;
+      if (Object.keys(groups).length === 0) this.layouts.delete(ref.streamPrefix);
+      else this.layouts.set(ref.streamPrefix, { ...layout, groups });
+    });
+  }
+
+  readLayouts(streamPrefixes: readonly string[]): Promise<Array<PrefixLayout | null>> {
+    return settle(() => streamPrefixes.map((sp) => this.layouts.get(sp) ?? null));
   }
 
   /** Embedded mode has one replica and no leases (DESIGN.md §8): `lease` is not checked. */
@@ -245,6 +303,40 @@ export class MemoryStore implements Store {
     return Promise.resolve();
   }
 
+  /* Lost metadata (docs/operations.md#lost-metadata); the same rules as recordLostGroup-2.lua. */
+
+  /** Deleted lifecycles by `kp:G:deleted` key: lifecycleId -> epoch ms. */
+  private readonly deletions = new Map<string, Map<string, number>>();
+
+  recordLostGroup(ref: GroupRef, record: FailureRecord): Promise<'recorded' | 'exists'> {
+    return settle(() => {
+      if (this.hashes.has(this.keys.metadata(ref))) return 'exists' as const;
+      const earlier = this.failures.get(this.keys.failure(ref));
+      const merged =
+        earlier === undefined ? record : mergeLost(JSON.parse(earlier) as FailureRecord, record);
+      this.failures.set(this.keys.failure(ref), JSON.stringify(merged));
+      this.register(ref);
+      return 'recorded' as const;
+    });
+  }
+
+  recordDeletion(ref: GroupRef, lifecycleId: string, at: number): Promise<void> {
+    return settle(() => {
+      const key = this.keys.deleted(ref);
+      const known = this.deletions.get(key) ?? new Map<string, number>();
+      known.set(lifecycleId, at);
+      this.deletions.set(key, known);
+    });
+  }
+
+  readDeletions(ref: GroupRef): Promise<DeletedLifecycle[]> {
+    return settle(() =>
+      [...(this.deletions.get(this.keys.deleted(ref)) ?? new Map<string, number>())]
+        .map(([lifecycleId, at]) => ({ lifecycleId, at }))
+        .sort((a, b) => a.at - b.at),
+    );
+  }
+
   /** Records `fence` as handed out (or imported) and returns it. */
   private issueFence(fence: number): number {
     this.highestFence = Math.max(this.highestFence, fence);
@@ -338,4 +430,19 @@ function bumpRevision(hash: Map<string, string>): number {
 function settle<T>(run: () => T): Promise<T> {
   // The executor runs synchronously, and a throw inside it becomes the rejection.
   return new Promise<T>((resolve) => resolve(run()));
+}
+
+/** An earlier failure record merged with a lost-metadata one, as recordLostGroup-2.lua does. */
+function mergeLost(earlier: FailureRecord, record: FailureRecord): FailureRecord {
+  const max = (a: number | undefined, b: number | undefined) => Math.max(a ?? 0, b ?? 0);
+  const knownLifecycle = earlier.lifecycleId !== 'unknown' && earlier.lifecycleId !== undefined;
+  return {
+    ...earlier,
+    lifecycleId: knownLifecycle ? earlier.lifecycleId : record.lifecycleId,
+    knownRevision: max(earlier.knownRevision, record.knownRevision),
+    metadataVersion: max(earlier.metadataVersion, record.metadataVersion),
+    highestVersionSeen: max(earlier.highestVersionSeen, record.highestVersionSeen),
+    assignmentEpoch: max(earlier.assignmentEpoch, record.assignmentEpoch),
+    memberEpochSeq: max(earlier.memberEpochSeq, record.memberEpochSeq),
+  };
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Cluster, Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
-import { CoordinatorError, StoreUnavailableError } from '../errors.js';
+import { CoordinatorError, RevisionMismatchError, StoreUnavailableError } from '../errors.js';
 import type { GroupRef, GroupState } from '../machines/types.js';
 import { matchesAuditQuery } from './audit-query.js';
 import { decodeGroup, encodeGroup } from './codec.js';
@@ -10,10 +10,19 @@ import { assertPageLimit, decodeCursor, encodeCursor } from './group-paging.js';
 import { keyNames, parseRegistryMember, registryMember } from './keys.js';
 import type { KeyNames } from './keys.js';
 import { loadLuaScripts } from './lua-scripts.js';
+import {
+  decodeLayout,
+  LAYOUT_JOIN_GRACE_MS,
+  layoutNotFound,
+  shardCountMismatch,
+  type LayoutRequest,
+  type PrefixLayout,
+} from './prefix-layout.js';
 import { refusalError, ScriptStatus } from './script-status.js';
 import type {
   AuditQuery,
   AuditRecord,
+  DeletedLifecycle,
   FailureRecord,
   GroupPage,
   GroupRevision,
@@ -224,6 +233,81 @@ export class RedisStore implements Store {
       }
       throw error;
     }
+  }
+
+  async adoptLayout(ref: GroupRef, request: LayoutRequest): Promise<PrefixLayout> {
+    const [status, json] = await this.runLayoutScript(
+      'adoptLayout',
+      [this.keys.layouts(), this.keys.groups()],
+      [
+        ref.streamPrefix,
+        ref.consumerGroup,
+        request.shardCount,
+        request.mode,
+        request.now,
+        request.newId,
+        LAYOUT_JOIN_GRACE_MS,
+      ],
+    );
+    const layout = decodeLayout(ref.streamPrefix, json);
+    if (status === ScriptStatus.SHARD_COUNT_MISMATCH) {
+      throw shardCountMismatch(ref, layout, request.shardCount);
+    }
+    return layout;
+  }
+
+  async changeLayout(
+    streamPrefix: string,
+    expectedVersion: number,
+    shardCount: number,
+    now: number,
+  ): Promise<PrefixLayout> {
+    const [status, json] = await this.runLayoutScript(
+      'changeLayout',
+      [this.keys.layouts()],
+      [streamPrefix, expectedVersion, shardCount, now],
+    );
+    if (status === ScriptStatus.GROUP_NOT_FOUND) throw layoutNotFound(streamPrefix);
+    const layout = decodeLayout(streamPrefix, json);
+    if (status === ScriptStatus.REVISION_MISMATCH) {
+      throw new RevisionMismatchError(expectedVersion, layout.version);
+    }
+    return layout;
+  }
+
+  async releaseLayout(ref: GroupRef): Promise<void> {
+    await this.runLayoutScript(
+      'releaseLayout',
+      [this.keys.layouts()],
+      [ref.streamPrefix, ref.consumerGroup],
+    );
+  }
+
+  async readLayouts(streamPrefixes: readonly string[]): Promise<Array<PrefixLayout | null>> {
+    if (streamPrefixes.length === 0) return [];
+    const values = await this.command('readLayouts', () =>
+      this.client.hmget(this.keys.layouts(), ...streamPrefixes),
+    );
+    return values.map((json, i) => (json ? decodeLayout(streamPrefixes[i]!, json) : null));
+  }
+
+  /** A layout script (`src/store/lua/*Layout-*.lua`): its status and the layout JSON it returns. */
+  private async runLayoutScript(
+    name: string,
+    keys: readonly string[],
+    args: Array<string | number>,
+  ): Promise<[ScriptStatus, string]> {
+    const run = (this.client as unknown as Record<string, ScriptCommand | undefined>)[
+      COMMAND_PREFIX + name
+    ];
+    if (run === undefined) {
+      throw new CoordinatorError('INTERNAL', `store script ${name} is not loaded`);
+    }
+    const reply = await this.command(name, () => run.call(this.client, ...keys, ...args));
+    if (!Array.isArray(reply) || typeof reply[0] !== 'number') {
+      throw new CoordinatorError('INTERNAL', `store script ${name} returned an unexpected reply`);
+    }
+    return [reply[0], String(reply[1] ?? '')];
   }
 
   async claimGroup(ref: GroupRef, lease: string | null): Promise<StoredGroup> {
@@ -489,6 +573,47 @@ export class RedisStore implements Store {
   describe(): string {
     return this.target;
   }
+
+  /* Lost metadata (docs/operations.md#lost-metadata); see the Store interface. */
+
+  async recordLostGroup(ref: GroupRef, record: FailureRecord): Promise<'recorded' | 'exists'> {
+    const { status } = await this.runScript(
+      'recordLostGroup',
+      ref,
+      [JSON.stringify(record)],
+      undefined,
+      [this.keys.failure(ref)],
+    );
+    if (status === LOST_GROUP_EXISTS) return 'exists';
+    // Registry after the failure record (another slot in Cluster), as create and import do.
+    await this.command('recordLostGroup', () =>
+      this.client.zadd(this.keys.groups(), 0, registryMember(ref)),
+    );
+    return 'recorded';
+  }
+
+  async recordDeletion(ref: GroupRef, lifecycleId: string, at: number): Promise<void> {
+    await this.command('recordDeletion', () =>
+      this.client.hset(this.keys.deleted(ref), lifecycleId, String(at)),
+    );
+  }
+
+  async readDeletions(ref: GroupRef): Promise<DeletedLifecycle[]> {
+    const hash = await this.command('readDeletions', () =>
+      this.client.hgetall(this.keys.deleted(ref)),
+    );
+    return deletionsOf(hash);
+  }
+}
+
+/** Status of `recordLostGroup-2.lua` when the metadata key exists (nothing written). */
+const LOST_GROUP_EXISTS = 1;
+
+/** The deleted lifecycles of a `kp:G:deleted` hash, oldest first. */
+export function deletionsOf(hash: Readonly<Record<string, string>>): DeletedLifecycle[] {
+  return Object.entries(hash)
+    .map(([lifecycleId, at]) => ({ lifecycleId, at: Number(at) || 0 }))
+    .sort((a, b) => a.at - b.at);
 }
 
 /** `redis://user:pw@host:port/0` → `host:port`: never the credentials. */

@@ -25,6 +25,8 @@ export enum ScriptStatus {
   GROUP_EXISTS = -4,
   /** The group's lease key does not hold the claiming caller's lease value. */
   LEASE_NOT_HELD = -5,
+  /** A group's exact shard count is not its stream prefix's (the layout scripts only). */
+  SHARD_COUNT_MISMATCH = -6,
 }
 
 /** What a refused write was about, for the error's message and details. */

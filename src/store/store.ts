@@ -1,5 +1,6 @@
 import type { FailureReason, GroupRef, GroupState } from '../machines/types.js';
 import type { FieldPatch, GroupFields } from './codec.js';
+import type { LayoutRequest, PrefixLayout } from './prefix-layout.js';
 
 /** A group as read from the store: its state plus the store-owned fields. */
 export interface StoredGroup {
@@ -143,6 +144,27 @@ export interface Store {
   /** One round trip for many groups: revision and lifecycle, or null where the key is missing. */
   readRevisions(refs: readonly GroupRef[]): Promise<Array<GroupRevision | null>>;
 
+  /**
+   * `ref` joins the shard layout of its stream prefix (docs/protocol.md#one-shard-layout-per-stream-prefix):
+   * a new layout when the prefix has none, the count set again when `ref` is alone on it, else
+   * the prefix's layout; `SHARD_COUNT_MISMATCH` for an exact count other groups do not have.
+   */
+  adoptLayout(ref: GroupRef, request: LayoutRequest): Promise<PrefixLayout>;
+  /**
+   * Moves a prefix's layout to `shardCount` if it is still at `expectedVersion`;
+   * `STALE_REVISION` when it moved on, `GROUP_NOT_FOUND` when the prefix has no layout.
+   */
+  changeLayout(
+    streamPrefix: string,
+    expectedVersion: number,
+    shardCount: number,
+    now: number,
+  ): Promise<PrefixLayout>;
+  /** `ref` leaves its prefix's layout (deleted); a prefix with no group left has none. */
+  releaseLayout(ref: GroupRef): Promise<void>;
+  /** The layouts of the given prefixes in one round trip, null where a prefix has none. */
+  readLayouts(streamPrefixes: readonly string[]): Promise<Array<PrefixLayout | null>>;
+
   /** Raw metadata fields for backups (including store-owned fields); null when missing. */
   exportGroup(ref: GroupRef): Promise<GroupFields | null>;
   /** Writes raw metadata fields back (restore) and registers the group. Not fenced: disaster recovery only. */
@@ -172,4 +194,29 @@ export interface Store {
   /** Last known health, without a round trip. */
   health(): StoreHealth;
   close(): Promise<void>;
+
+  /*
+   * Lost metadata (docs/operations.md#lost-metadata): what a replica writes for a group whose
+   * metadata key is gone while it or a client remembers the group, and the marks of deliberate
+   * deletes that tell such a loss from a delete.
+   */
+
+  /**
+   * Records that the group's metadata key is lost: writes `record` as the group's failure record
+   * (merged into an earlier one: its first reason and time are kept, every number is the
+   * highest of both) and registers the group, so every replica lists and refuses it. Only while
+   * the metadata key is missing: `'exists'` (nothing written) when it is there.
+   */
+  recordLostGroup(ref: GroupRef, record: FailureRecord): Promise<'recorded' | 'exists'>;
+  /** Marks lifecycle `lifecycleId` of the group as deleted on purpose (at epoch ms `at`). */
+  recordDeletion(ref: GroupRef, lifecycleId: string, at: number): Promise<void>;
+  /** The lifecycles of the group deleted on purpose, oldest first. */
+  readDeletions(ref: GroupRef): Promise<DeletedLifecycle[]>;
+}
+
+/** One lifecycle of a group deleted on purpose (`Store.recordDeletion`). */
+export interface DeletedLifecycle {
+  readonly lifecycleId: string;
+  /** Epoch ms of the delete. */
+  readonly at: number;
 }

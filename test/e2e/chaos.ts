@@ -125,7 +125,7 @@ export async function runChaos(
     mark(`${profile.replicas} replica(s) up`);
 
     const admin = new CoordinatorClient({ baseUrl: urls, token: token() });
-    await admin.createGroup(STREAM, GROUP, profile.shardCounts[0]!, CHANGE);
+    await admin.createGroup(STREAM, GROUP, profile.shardCounts[0], CHANGE);
     const common = {
       CHAOS_COORDINATORS: urls.join(','),
       CHAOS_TOKEN: token(),

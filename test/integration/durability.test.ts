@@ -317,9 +317,17 @@ describe('Redis restarted empty under a running coordinator', () => {
       expect(view).toMatchObject({ status: 'FAILED_CLOSED', failureReason: 'METADATA_LOST' });
     }
     await expect(m.beat()).rejects.toThrow(/503/);
-    // Nothing recreated: only the failure records, kept beside the lost metadata.
+    // Nothing recreated: no metadata key; the failure records, kept beside the lost metadata,
+    // and the registry listing both again (docs/operations.md#lost-metadata).
     const keys = (await redis.client().keys('*')).sort();
-    expect(keys).toEqual([`${c.keyPrefix}:{e1:g}:failure`, `${c.keyPrefix}:{e2:g}:failure`]);
+    expect(keys.filter((key) => key.endsWith(':metadata'))).toEqual([]);
+    expect(keys).toEqual(
+      expect.arrayContaining([`${c.keyPrefix}:{e1:g}:failure`, `${c.keyPrefix}:{e2:g}:failure`]),
+    );
+    expect((await redis.client().zrange(`${c.keyPrefix}:groups`, '0', '-1')).sort()).toEqual([
+      '["e1","g"]',
+      '["e2","g"]',
+    ]);
   });
 });
 

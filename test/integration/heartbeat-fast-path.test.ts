@@ -112,7 +112,7 @@ function errorOf(answer: Answer): { code: string; message: string; requestId: st
 
 /**
  * What must be equal: an error body without its request id (one per request), a reply
- * without its lifecycle id (each coordinator has its own group).
+ * without its lifecycle id, layout id and creation time (each coordinator has its own group).
  */
 function comparable(answer: Answer): unknown {
   const body = answer.body as { error?: Record<string, unknown>; lifecycleId?: string } | undefined;
@@ -121,10 +121,15 @@ function comparable(answer: Answer): unknown {
     return rest;
   }
   if (body?.lifecycleId !== undefined) {
-    const { lifecycleId: _lifecycleId, ...rest } = body;
-    return rest;
+    return ownGroupFieldsLeftOut(body);
   }
   return body;
+}
+
+/** A reply without what differs between two coordinators' groups of the same name. */
+function ownGroupFieldsLeftOut(body: Record<string, unknown>): Record<string, unknown> {
+  const { lifecycleId: _lifecycleId, layoutId: _layoutId, createdAt: _createdAt, ...rest } = body;
+  return rest;
 }
 
 /** What the retention test reaches inside the host (its group table). */
@@ -410,8 +415,8 @@ describe('heartbeat fast path', () => {
       const [a, b] = await Promise.all([send(fast, request), send(plain, request)]);
       expect([a.status, b.status, a.path, b.path]).toEqual([200, 200, 'fast', null]);
       // Each coordinator has its own group, so only the lifecycle ids differ.
-      const { lifecycleId: _a, ...replyA } = a.body as Record<string, unknown>;
-      const { lifecycleId: _b, ...replyB } = b.body as Record<string, unknown>;
+      const replyA = ownGroupFieldsLeftOut(a.body as Record<string, unknown>);
+      const replyB = ownGroupFieldsLeftOut(b.body as Record<string, unknown>);
       expect(replyA).toEqual(replyB);
       expect(a.contentType).toBe('application/json; charset=utf-8');
       request = {

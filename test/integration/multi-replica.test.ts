@@ -218,6 +218,43 @@ describe('several replicas on one Redis', () => {
     await redis.client().del(leaseKey);
   });
 
+  it('groups of one stream prefix owned by different replicas follow one scale together', async () => {
+    const r1 = replicas.get('r1') as TestCoordinator;
+    const ownerOf = async (g: string) =>
+      (
+        await r1.call('GET', `/coord/v1/monitoring/streams/fan/groups/${g}`, { user: 'reader' })
+      ).headers.get('x-coord-owner');
+    const create = (consumerGroup: string, extra: object = {}) =>
+      r1.call('POST', '/coord/v1/admin/groups', {
+        user: 'writer',
+        body: { streamPrefix: 'fan', consumerGroup, ...CHANGE, ...extra },
+      });
+    expect((await create('g0', { shardCount: 3 })).status).toBe(201);
+    const first = await ownerOf('g0');
+    // A sibling owned by another replica: its owner follows the scale on its own.
+    let sibling = '';
+    for (let i = 1; i < 20 && !sibling; i++) {
+      expect((await create(`g${i}`)).status).toBe(201);
+      if ((await ownerOf(`g${i}`)) !== first) sibling = `g${i}`;
+    }
+    expect(sibling).not.toBe('');
+    const res = await r1.call('POST', '/coord/v1/admin/streams/fan/groups/g0/scale', {
+      user: 'writer',
+      body: { shardCount: 5, ...CHANGE },
+    });
+    expect(res.status).toBe(202);
+    const routingOf = async (g: string) =>
+      (await (
+        await r1.call('GET', `/coord/v1/routing/streams/fan/groups/${g}`, { user: 'producer' })
+      ).json()) as { shardCount: number; layoutVersion: number };
+    await waitFor(async () => (await routingOf(sibling)).shardCount === 5, {
+      what: `group ${sibling} on another replica following the scale`,
+      timeoutMs: 20_000,
+      intervalMs: 200,
+    });
+    expect((await routingOf(sibling)).layoutVersion).toBe((await routingOf('g0')).layoutVersion);
+  });
+
   it('a replica that stops hands its groups over: members keep their epochs', async () => {
     await createGroup('hand');
     const { ownerId, owner } = await ownerAndOther('hand');

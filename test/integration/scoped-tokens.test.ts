@@ -259,9 +259,10 @@ describe.each<StoreKind>(['memory', 'redis'])('scoped tokens (%s store)', (store
       ['out', 'list-d'],
       ['in', 'list-e'],
     ]) {
+      // The count of the prefix's groups: every group on a prefix has the same.
       await c.call('PUT', `/coord/v1/admin/streams/${streamPrefix}/groups/${consumerGroup}`, {
         user: 'writer',
-        body: { shardCount: 1, ...CHANGE },
+        body: { shardCount: 2, ...CHANGE },
       });
     }
     const all = async (headers: Record<string, string>, limit: number) => {

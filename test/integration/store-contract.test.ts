@@ -640,6 +640,81 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
         );
       });
     });
+
+    describe('prefix layouts: one shard count per stream prefix', () => {
+      const at = (consumerGroup: string): GroupRef => ({ streamPrefix: 'orders', consumerGroup });
+      const ask = (shardCount: number, mode: 'adopt' | 'exact' | 'reset', now = 1_000) => ({
+        shardCount,
+        mode,
+        now,
+        newId: `layout-${shardCount}-${now}`,
+      });
+      /** A group as created through the host: on the layout, then registered. */
+      async function created(store: Store, consumerGroup: string, shardCount: number) {
+        const layout = await store.adoptLayout(at(consumerGroup), ask(shardCount, 'exact'));
+        await store.createGroup(
+          makeGroupState({ streamPrefix: 'orders', consumerGroup, shardCount: layout.shardCount }),
+        );
+        return layout;
+      }
+
+      it('the first group makes the layout; the next adopts it; an exact other count is refused', async () => {
+        const store = await openStore();
+        const first = await created(store, 'billing', 5);
+        expect(first).toMatchObject({ id: 'layout-5-1000', version: 1, shardCount: 5 });
+        const adopted = await store.adoptLayout(at('emails'), ask(9, 'adopt'));
+        expect(adopted).toMatchObject({ id: first.id, version: 1, shardCount: 5 });
+        expect(Object.keys(adopted.groups).sort()).toEqual(['billing', 'emails']);
+        await expect(store.adoptLayout(at('audit'), ask(4, 'exact'))).rejects.toMatchObject({
+          code: 'SHARD_COUNT_MISMATCH',
+          details: { shardCount: 5, requestedShardCount: 4 },
+        });
+        const [stored] = await store.readLayouts(['orders']);
+        expect(Object.keys(stored!.groups).sort()).toEqual(['billing', 'emails']);
+      });
+
+      it('changes only from the version read; release of the last group frees the prefix', async () => {
+        const store = await openStore();
+        const layout = await created(store, 'billing', 5);
+        await created(store, 'emails', 5);
+        const moved = await store.changeLayout('orders', layout.version, 8, 2_000);
+        expect(moved).toMatchObject({ id: layout.id, version: 2, shardCount: 8 });
+        await expect(store.changeLayout('orders', layout.version, 3, 3_000)).rejects.toBeInstanceOf(
+          RevisionMismatchError,
+        );
+        await store.releaseLayout(at('billing'));
+        expect((await store.readLayouts(['orders']))[0]).toMatchObject({ shardCount: 8 });
+        await store.releaseLayout(at('emails'));
+        expect(await store.readLayouts(['orders', 'other'])).toEqual([null, null]);
+        await expect(store.changeLayout('orders', 2, 3, 4_000)).rejects.toMatchObject({
+          code: 'GROUP_NOT_FOUND',
+        });
+      });
+
+      it('a group alone on its prefix sets the count again on reset, and an existing group create changes nothing', async () => {
+        const store = await openStore();
+        const layout = await created(store, 'billing', 5);
+        // billing exists: a create of it with another count leaves the layout (the store then
+        // refuses the create as GROUP_EXISTS).
+        expect(await store.adoptLayout(at('billing'), ask(7, 'exact'))).toMatchObject({
+          shardCount: 5,
+          version: 1,
+        });
+        const reset = await store.adoptLayout(at('billing'), ask(7, 'reset'));
+        expect(reset).toMatchObject({ id: layout.id, version: 2, shardCount: 7 });
+      });
+
+      it('a name left by a create that never registered counts only for a while', async () => {
+        const store = await openStore();
+        await store.adoptLayout(at('ghost'), ask(5, 'exact', 1_000));
+        await expect(store.adoptLayout(at('real'), ask(4, 'exact', 2_000))).rejects.toMatchObject({
+          code: 'SHARD_COUNT_MISMATCH',
+        });
+        const later = await store.adoptLayout(at('real'), ask(4, 'exact', 1_000 + 61_000));
+        expect(later).toMatchObject({ shardCount: 4, version: 2 });
+        expect(Object.keys(later.groups)).toEqual(['real']);
+      });
+    });
   });
 }
 

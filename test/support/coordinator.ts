@@ -92,6 +92,8 @@ export async function startTestCoordinator(
       'store.key-prefix': keyPrefix,
       'security.jwt-secret': TEST_SECRET,
       'security.users-file': await testUsersFile(),
+      // No state file left behind by every test (the tests of the state file set their own).
+      'replica.state-dir': 'none',
       ...options.overrides,
     },
   });

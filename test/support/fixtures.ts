@@ -94,6 +94,9 @@ export function makeGroupState(overrides: Partial<GroupState> = {}): GroupState 
         rollbackAllowedUntil: FIXTURE_TIME - 7_000_000,
       }),
     ],
+    layout: { id: 'layout-1', version: 2 },
+    startAt: 'latest',
+    initialShardCount: 2,
     ...overrides,
   };
 }

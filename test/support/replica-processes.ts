@@ -172,6 +172,8 @@ export class ReplicaSet {
       COORDINATOR_STORE_KEY_PREFIX: this.options.keyPrefix,
       COORDINATOR_SECURITY_JWT_SECRET: REPLICA_SECRET,
       COORDINATOR_LOG_LEVEL: 'warn',
+      // No state file left behind by every test (the tests of the state file set their own).
+      COORDINATOR_REPLICA_STATE_DIR: 'none',
       ...this.options.env,
     };
   }

@@ -8,7 +8,7 @@ groups:
   - streamPrefix: orders
     consumerGroup: billing
     shardCount: 16
-  - streamPrefix: orders
+  - streamPrefix: payments
     consumerGroup: audit
     shardCount: 4
   - streamPrefix: new
@@ -17,7 +17,7 @@ groups:
 `;
 const current: CurrentGroup[] = [
   { streamPrefix: 'orders', consumerGroup: 'billing', shardCount: 16, status: 'ACTIVE' },
-  { streamPrefix: 'orders', consumerGroup: 'audit', shardCount: 8, status: 'FROZEN' },
+  { streamPrefix: 'payments', consumerGroup: 'audit', shardCount: 8, status: 'FROZEN' },
   { streamPrefix: 'legacy', consumerGroup: 'g', shardCount: 3, status: 'ACTIVE' },
 ];
 
@@ -47,6 +47,17 @@ groups:
   - {streamPrefix: orders, consumerGroup: g, shardCount: 3}
 `;
     expect(() => parseDesiredState(twice, 'd.yaml')).toThrow(/groups\.1: orders:g is listed twice/);
+  });
+  it('groups of one stream prefix with different shard counts are refused', () => {
+    const split = `requestedBy: x
+reason: y
+groups:
+  - {streamPrefix: orders, consumerGroup: billing, shardCount: 16}
+  - {streamPrefix: orders, consumerGroup: emails, shardCount: 4}
+`;
+    expect(() => parseDesiredState(split, 'd.yaml')).toThrow(
+      /groups\.1\.shardCount: 4 differs from orders:billing \(16\): every group on stream prefix orders has the same shard count/,
+    );
   });
   it('says when the text is not YAML at all', () => {
     expect(() => parseDesiredState('groups: [', 'd.yaml')).toThrow(/d\.yaml is not valid YAML/);
@@ -90,7 +101,7 @@ describe('plan: the difference between the file and the coordinator', () => {
     expect(text).toBe(
       [
         '+ create new:g with 2 shards',
-        '~ scale  orders:audit from 8 to 4 shards (status FROZEN: the coordinator will refuse until it is ACTIVE)',
+        '~ scale  payments:audit from 8 to 4 shards (status FROZEN: the coordinator will refuse until it is ACTIVE)',
         '! keep   legacy:g (3 shards): not in desired.yaml; only --prune deletes it',
         'plan: 1 to create, 1 to scale, 0 to delete, 1 unchanged, 1 not in the file',
         '',

@@ -65,8 +65,9 @@ type Command =
   | { kind: 'jumpBack'; ms: number }
   | { kind: 'restart' }
   | { kind: 'admin'; type: 'FREEZE' | 'UNFREEZE' | 'PAUSE_PRODUCERS' | 'RESUME_PRODUCERS' }
-  | { kind: 'scale'; shardCount: number }
-  | { kind: 'rollback' };
+  | { kind: 'scale'; shardCount: number; layout: boolean }
+  | { kind: 'rollback' }
+  | { kind: 'adoptLayout'; version: number };
 
 /**
  * Steady decisions whose horizon was finite (a recompute waiting, a rollback window open), kept
@@ -91,6 +92,8 @@ class Simulation {
   /** Heartbeats the hot path's O(1) check called steady (the chart agreed, see `heartbeat`). */
   steadyBeats = 0;
   private migrations = 0;
+  /** Versions of the stream prefix layout handed to layout-carrying scales. */
+  private layoutVersion = 0;
   /** Steady decisions by the request they decided (JSON), as the fast path keeps them. */
   private readonly kept = new Map<string, SteadyDecision>();
 
@@ -313,6 +316,15 @@ class Simulation {
           requestedBy: 'ops',
           reason: 'property',
           migrationId: `mig-${++this.migrations}`,
+          // A scale the stream prefix's layout moved (or one of this group alone).
+          ...(command.layout ? { layout: { id: 'layout', version: ++this.layoutVersion } } : {}),
+        });
+        return;
+      case 'adoptLayout':
+        this.send({
+          type: 'ADOPT_LAYOUT',
+          now: this.now,
+          layout: { id: 'layout', version: command.version },
         });
         return;
       case 'rollback':
@@ -482,9 +494,17 @@ function commandArb(memberCount: number, shardCount: number): fc.Arbitrary<Comma
       arbitrary: fc.record({
         kind: fc.constant('scale' as const),
         shardCount: fc.integer({ min: 1, max: MAX_SCALE }),
+        layout: fc.boolean(),
       }),
     },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('rollback' as const) }) },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant('adoptLayout' as const),
+        version: fc.integer({ min: 1, max: 20 }),
+      }),
+    },
   );
 }
 

@@ -28,7 +28,7 @@ export interface LeaseOwnershipOptions {
  */
 export class LeaseOwnership implements Ownership {
   readonly replicaId: string;
-  private readonly lostHandlers: Array<(ref: GroupRef) => void> = [];
+  private readonly lostHandlers: Array<(ref: GroupRef, cause?: unknown) => void> = [];
   /**
    * Owners decided so far, by group id, for the live ids in {@link ownersIds}: the heartbeat
    * asks on every request (`X-Coord-Owner`), and the rendezvous choice hashes every live
@@ -123,13 +123,13 @@ export class LeaseOwnership implements Ownership {
     return this.options.leases.release(ref);
   }
 
-  onLost(drop: (ref: GroupRef) => void): void {
+  onLost(drop: (ref: GroupRef, cause?: unknown) => void): void {
     this.lostHandlers.push(drop);
   }
 
-  /** Called by the lease manager when a held lease is lost (any renew error). */
-  lost(ref: GroupRef): void {
-    for (const drop of this.lostHandlers) drop(ref);
+  /** Called by the lease manager when a held lease is lost (any renew error, as `cause`). */
+  lost(ref: GroupRef, cause?: unknown): void {
+    for (const drop of this.lostHandlers) drop(ref, cause);
   }
 
   /** The groups whose lease this replica holds but whose rendezvous owner is now another. */

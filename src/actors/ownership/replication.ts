@@ -78,13 +78,9 @@ export class Replication {
       ttlMs: options.leaseTtlMs,
       metrics,
       ...(options.clock ? { clock: options.clock } : {}),
-      onLost: (ref, cause) => {
-        logger.warn('group lease lost: the group is dropped here', {
-          ...groupLogFields(ref),
-          error: cause instanceof Error ? cause.message : String(cause),
-        });
-        this.ownership.lost(ref);
-      },
+      // The host drops the group and says what it was: moved to another owner ("dropped
+      // here"), or lost with its metadata key (METADATA_LOST, docs/operations.md#lost-metadata).
+      onLost: (ref, cause) => this.ownership.lost(ref, cause),
     });
     this.ownership = new LeaseOwnership({
       replicaId: this.replicaId,

@@ -25,11 +25,22 @@ export const desiredStateSchema = z
   .strict()
   .superRefine((state, ctx) => {
     const seen = new Set<string>();
+    // Every group on a stream prefix reads the same shards (docs/protocol.md#one-shard-layout-per-stream-prefix).
+    const prefixCount = new Map<string, { count: number; group: string }>();
     for (const [i, g] of state.groups.entries()) {
       const key = `${g.streamPrefix}:${g.consumerGroup}`;
       if (seen.has(key))
         ctx.addIssue({ code: 'custom', path: ['groups', i], message: `${key} is listed twice` });
       seen.add(key);
+      const first = prefixCount.get(g.streamPrefix);
+      if (!first) prefixCount.set(g.streamPrefix, { count: g.shardCount, group: key });
+      else if (first.count !== g.shardCount) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['groups', i, 'shardCount'],
+          message: `${g.shardCount} differs from ${first.group} (${first.count}): every group on stream prefix ${g.streamPrefix} has the same shard count`,
+        });
+      }
     }
   });
 

@@ -9,6 +9,7 @@ import {
   groupDetailSchema,
   groupParamsSchema,
   shardCountSchema,
+  startAtSchema,
   streamPrefixSchema,
 } from '../schemas.js';
 
@@ -69,13 +70,15 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
       body: changeMetaSchema.extend({
         streamPrefix: streamPrefixSchema,
         consumerGroup: consumerGroupSchema,
-        shardCount,
+        // Omitted: the stream prefix's count (docs/protocol.md#one-shard-layout-per-stream-prefix).
+        shardCount: shardCount.optional(),
+        startAt: startAtSchema.default('latest'),
       }),
       responses: { 201: { description: 'Created', schema: groupDetailSchema }, ...errors },
       async handler({ body, services }) {
         const group = await services.coordinator.createGroup(
           { streamPrefix: body.streamPrefix, consumerGroup: body.consumerGroup },
-          body.shardCount,
+          { shardCount: body.shardCount, startAt: body.startAt },
         );
         return { status: 201, body: group };
       },

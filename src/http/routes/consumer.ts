@@ -46,6 +46,11 @@ export const heartbeatReplySchema = z.object({
   retireShards: z.array(z.number().int()),
   pendingShards: z.array(z.number().int()),
   heartbeatIntervalMs: z.number().int(),
+  layoutId: z.string(),
+  layoutVersion: z.number().int(),
+  startAt: z.enum(['earliest', 'latest']),
+  initialShardCount: z.number().int(),
+  createdAt: z.number().int(),
 });
 
 export const HEARTBEAT_PATH = '/coord/v1/consumer/streams/:stream/groups/:group/heartbeat';

@@ -1,0 +1,162 @@
+/**
+ * Two consumer groups on one stream prefix, through the SDK against a real coordinator (real
+ * HTTP) and real Redis streams: each group receives every message, also across a scale-out and
+ * a scale-in of the prefix started on one of them (docs/protocol.md#one-shard-layout-per-stream-prefix).
+ */
+import { randomBytes } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  Consumer,
+  CoordinatorClient,
+  Producer,
+  type ConsumerMessage,
+} from '../../src/client/index.js';
+import { CHANGE, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { lostKeys, overlaps, type Processed } from '../support/processing-log.js';
+import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+
+let streams: RedisServerHandle;
+let coordinator: TestCoordinator;
+const closers: (() => Promise<void>)[] = [];
+
+useCoordinator(
+  {
+    store: 'memory',
+    overrides: {
+      'membership.heartbeat-interval': '200ms',
+      'membership.rebalance-heartbeat-interval': '30ms',
+      'membership.assignment-debounce': '20ms',
+      'migration.rollback-window': '1s',
+    },
+  },
+  (c) => {
+    coordinator = c;
+  },
+);
+beforeAll(async () => {
+  streams = await startRedisServer();
+});
+afterAll(async () => {
+  await streams.stop();
+});
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close();
+});
+
+function client(user: string): CoordinatorClient {
+  return new CoordinatorClient({ baseUrl: coordinator.url, token: coordinator.token(user) });
+}
+
+async function startConsumer(
+  sp: string,
+  group: string,
+  name: string,
+  log: Processed[],
+): Promise<Consumer> {
+  const consumer = new Consumer({
+    client: client('consumer'),
+    redis: streams.url,
+    streamPrefix: sp,
+    consumerGroup: group,
+    memberId: name,
+    blockMs: 50,
+    sessionTimeoutMs: 6_000,
+    handler: async (message: ConsumerMessage) => {
+      const start = Date.now();
+      await new Promise((resolve) => setImmediate(resolve));
+      log.push({ consumer: name, shard: message.shard, key: message.key!, start, end: Date.now() });
+    },
+  });
+  consumer.on('error', () => undefined);
+  await consumer.start();
+  closers.push(() => consumer.close());
+  return consumer;
+}
+
+/** Every group's active migration, until each has converged (or none is active). */
+async function converged(sp: string, groups: string[]): Promise<boolean> {
+  for (const g of groups) {
+    const res = await coordinator.call(
+      'GET',
+      `/coord/v1/monitoring/streams/${sp}/groups/${g}/migrations`,
+      { user: 'reader' },
+    );
+    const body = (await res.json()) as { active: { state: string } | null };
+    if (body.active && body.active.state === 'IN_PROGRESS') return false;
+  }
+  return true;
+}
+
+describe('two groups on one stream prefix', () => {
+  it('each receives every message, across a scale-out and a scale-in of the prefix', async () => {
+    const sp = `orders-${randomBytes(4).toString('hex')}`;
+    const writer = client('writer');
+    await writer.createGroup(sp, 'billing', 4, CHANGE);
+    // The second group adopts the prefix's count; it starts at its creation (latest).
+    await writer.createGroup(sp, 'emails', undefined, CHANGE);
+    const billing: Processed[] = [];
+    const emails: Processed[] = [];
+    await startConsumer(sp, 'billing', 'billing-a', billing);
+    await startConsumer(sp, 'billing', 'billing-b', billing);
+    await startConsumer(sp, 'emails', 'emails-a', emails);
+
+    const producer = new Producer({
+      client: client('producer'),
+      redis: streams.url,
+      streamPrefix: sp,
+      consumerGroup: 'billing',
+      longPollWaitMs: 2_000,
+    });
+    closers.push(() => producer.close());
+    const keys: string[] = [];
+    let stop = false;
+    const sending = (async () => {
+      for (let i = 0; !stop; i++) {
+        await producer.send(`order-${i}`, { n: String(i) });
+        keys.push(`order-${i}`);
+      }
+    })();
+    sending.catch(() => undefined);
+
+    await waitFor(() => emails.length > 50 && billing.length > 50, { what: 'traffic flowing' });
+    // Scaled through the emails group: billing, whose routing the producer reads, follows.
+    await writer.scale(sp, 'emails', 6, CHANGE);
+    await waitFor(() => producer.routing()?.shardCount === 6, { what: 'producer on 6 shards' });
+    await waitFor(() => converged(sp, ['billing', 'emails']), {
+      timeoutMs: 15_000,
+      what: 'both groups converged on 6 shards',
+    });
+    await waitFor(() => keys.length > 400, { what: 'traffic on six shards' });
+    // And back in, so emails retires shards whose writes chose them with billing's routing.
+    await writer.scale(sp, 'billing', 3, CHANGE);
+    await waitFor(() => producer.routing()?.shardCount === 3, { what: 'producer on 3 shards' });
+    await waitFor(() => keys.length > 700, { what: 'traffic on three shards' });
+    stop = true;
+    await sending;
+
+    for (const [name, log] of [
+      ['billing', billing],
+      ['emails', emails],
+    ] as const) {
+      await waitFor(() => lostKeys(keys, log).length === 0, {
+        timeoutMs: 30_000,
+        what: `every key processed by ${name}`,
+      }).catch((error: unknown) => {
+        const lost = lostKeys(keys, log);
+        throw new Error(
+          `${name} never processed ${lost.length} keys: ${lost.slice(0, 10).join(', ')}`,
+          {
+            cause: error,
+          },
+        );
+      });
+      expect(overlaps(log)).toEqual([]);
+    }
+    // Both groups' routing describes one layout.
+    const routings = await Promise.all(
+      ['billing', 'emails'].map((g) => client('producer').routing(sp, g)),
+    );
+    expect(routings.map((r) => r.shardCount)).toEqual([3, 3]);
+    expect(routings[0]!.layoutVersion).toBe(routings[1]!.layoutVersion);
+  }, 90_000);
+});
