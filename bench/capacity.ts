@@ -32,7 +32,7 @@ import {
 import { runWrk, wrkRequestsScript } from './wrk.js';
 
 /*
- * Capacity of one replica as deployed (issue 10: 10,000 groups and 100,000 members on one
+ * Capacity of one replica as deployed (goal: 10,000 groups and 100,000 members on one
  * replica in ≤ 1 GiB RSS, heartbeat throughput at that size ≥ 0.8 × the small case).
  *
  * Two coordinator child processes (dist/ under plain node, Redis store, each on its own

@@ -19,10 +19,10 @@ import {
 import { freePort, type RedisServerHandle } from '../test/support/redis-server.js';
 
 /*
- * Handoff and crash timings (issue 10), for the coordinator and for the KCL-style lease-per-shard
- * baseline (bench/kcl-baseline.ts) side by side, on the same Redis, with the same simulated
- * consumers (bench/sim-consumer.ts, one child process each, reporting when they start and stop
- * processing a shard):
+ * Handoff and crash timings (docs/BENCHMARKS.md#what-the-rows-mean), for the coordinator and for
+ * the KCL-style lease-per-shard baseline (bench/kcl-baseline.ts) side by side, on the same Redis,
+ * with the same simulated consumers (bench/sim-consumer.ts, one child process each, reporting when
+ * they start and stop processing a shard):
  *   - handoff: two consumers share a 64-shard group at steady state; a third joins. Measured from
  *     its join until the moved shards run at it (first and last), and whether a shard ever ran at
  *     two consumers at once (overlap);

@@ -20,7 +20,7 @@ import {
 import { runWrk, wrkScript } from './wrk.js';
 
 /*
- * Joins (issue 10: 5,000 members joining one 1,024-shard group at ≥ 1,000 joins/s while another
+ * Joins (goal: 5,000 members joining one 1,024-shard group at ≥ 1,000 joins/s while another
  * group's heartbeat p99 stays ≤ 10 ms). Over HTTP against the coordinator (dist/, Redis store).
  * Group B (64 shards, 32 members at steady state) is loaded by wrk in its own process, 8
  * connections, in 1 s windows: first with nothing else going on (the baseline), then during two

@@ -2,8 +2,8 @@ import type { Redis } from 'ioredis';
 
 /*
  * A lease-per-shard coordinator in the style of the Kinesis Client Library (KCL), written from
- * scratch for the benchmarks (DESIGN.md §12): the baseline the coordinator's handoff and
- * failover times are compared with, on the same Redis.
+ * scratch for the benchmarks (docs/BENCHMARKS.md#method): the baseline the coordinator's handoff
+ * and failover times are compared with, on the same Redis.
  *
  * The KCL model, as its documentation and defaults describe it (KCL 1.x `KinesisClientLibConfiguration`,
  * KCL 2.x `LeaseManagementConfig` / `DynamoDBLeaseCoordinator`):

@@ -25,7 +25,7 @@ import {
 import { runWrk, wrkScript } from './wrk.js';
 
 /*
- * Steady heartbeat throughput and p99 (DESIGN.md §12; issue 10 goal: ≥ 0.5 × bare node:http,
+ * Steady heartbeat throughput and p99 (goal: ≥ 0.5 × bare node:http,
  * p99 ≤ 10 ms at 64 connections, 0 store writes per steady heartbeat on Redis).
  *
  * Targets: bare node:http answering the very reply bytes (bench/bare-server.mjs) and the

@@ -103,8 +103,8 @@ async function yieldAfter(slice: Slice, entry: GroupEntry): Promise<void> {
  * the last persisted state, as if the events never happened. The caller holds the mailbox.
  *
  * Heartbeats that queued up on a group together (a burst of joins) run as one batch: each in
- * turn through the chart, then one write for all of them, then their answers (DESIGN.md §12:
- * n joins are one write, not n, and the join debounce keeps them to one recompute).
+ * turn through the chart, then one write for all of them, then their answers (n joins
+ * are one write, not n, and the join debounce keeps them to one recompute).
  */
 export class Committer {
   constructor(private readonly options: CommitterOptions) {}
@@ -154,7 +154,7 @@ export class Committer {
   }
 
   /**
-   * A heartbeat (DESIGN.md §12): one that changes nothing but its member's liveness is
+   * A heartbeat: one that changes nothing but its member's liveness is
    * answered from memory ({@link steady}); any other takes the chart's road through
    * {@link dispatch}, which answers a steady heartbeat with the same reply.
    */
@@ -171,7 +171,7 @@ export class Committer {
   }
 
   /**
-   * Heartbeats of one group, in arrival order (DESIGN.md §12), each answered with the time it
+   * Heartbeats of one group, in arrival order, each answered with the time it
    * was decided at. Those that change nothing but their member's liveness are answered from
    * memory ({@link steady}) as long as no heartbeat before them in the batch changed anything.
    * From the first that does, each takes its turn (the chart's road, or from memory on the
@@ -302,7 +302,7 @@ export class Committer {
     const { factory, clock, store, guard, metrics, logger, publication } = this.options;
     const after = entry.actor.getSnapshot().context;
     // A failed-closed group is never written: lost metadata is not recreated, restored metadata
-    // stays as the operator put it (DESIGN.md §7).
+    // stays as the operator put it (docs/operations.md#fail-closed-behaviour).
     if (after.group !== before.group && after.group.status !== 'FAILED_CLOSED') {
       const patch = diffGroups(entry.persisted, after.group);
       if (!isEmptyPatch(patch)) {

@@ -4,9 +4,9 @@ import type { GroupFields } from '../store/codec.js';
 import type { FailureRecord } from '../store/store.js';
 
 /**
- * What recovery must stay above (DESIGN.md §7): the highest metadata version anyone has seen,
- * and the highest assignment and member epochs ever issued. Versions and epochs only go up,
- * also across a restore or a recreate.
+ * What recovery must stay above (docs/operations.md#recovery-procedure): the highest metadata
+ * version anyone has seen, and the highest assignment and member epochs ever issued. Versions and
+ * epochs only go up, also across a restore or a recreate.
  */
 export interface Evidence {
   readonly highestVersionSeen: number;

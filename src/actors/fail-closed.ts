@@ -19,9 +19,10 @@ export interface FailClosedOptions {
 }
 
 /**
- * Failing a group closed (DESIGN.md §7): the actor is told, the metadata key is left alone
- * (never recreated, never edited) and the decision is recorded in the group's own failure key
- * so it survives a restart. A record that could not be written stays to do (`unrecorded`).
+ * Failing a group closed (docs/operations.md#fail-closed-behaviour): the actor is told, the
+ * metadata key is left alone (never recreated, never edited) and the decision is recorded in the
+ * group's own failure key so it survives a restart. A record that could not be written stays to do
+ * (`unrecorded`).
  */
 export class FailClosed {
   constructor(private readonly options: FailClosedOptions) {}

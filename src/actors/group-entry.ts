@@ -33,7 +33,7 @@ export interface GroupEntry {
   /** The actor's current snapshot, without starting a parked actor. */
   snapshot(): ActorSnapshot;
   /**
-   * Stops the actor and keeps only its snapshot (DESIGN.md §12: an idle group holds no actor,
+   * Stops the actor and keeps only its snapshot (an idle group holds no actor,
    * about 4 KB each). The caller holds the mailbox.
    */
   park(): void;
@@ -101,7 +101,7 @@ export function startActor(factory: ActorFactory, context: GroupContext): GroupA
     input: context,
   });
   const { streamPrefix, consumerGroup } = context.group;
-  // Without an error subscriber a throwing action would crash the process (DESIGN.md §13).
+  // Without an error subscriber a throwing action would crash the process.
   actor.subscribe({
     error: (error: unknown) =>
       factory.logger.error('group actor failed', {

@@ -8,11 +8,11 @@ export type OwnerOf =
   | { readonly self: false; readonly owner: string | null };
 
 /**
- * The ownership seam (DESIGN.md §8): the only place that decides which groups this replica
- * takes. The host asks it before loading a group (reading a group never takes it), claims
- * through it, asks it before answering from memory, and is told through `onLost` when a group
- * must be dropped. One replica owns everything ({@link SingleReplicaOwnership}); the registry,
- * rendezvous hashing and Redlock leases implement this same interface.
+ * The ownership seam (docs/architecture.md#replicas-leases-and-fences): the only place that decides
+ * which groups this replica takes. The host asks it before loading a group (reading a group never
+ * takes it), claims through it, asks it before answering from memory, and is told through `onLost`
+ * when a group must be dropped. One replica owns everything ({@link SingleReplicaOwnership}); the
+ * registry, rendezvous hashing and Redlock leases implement this same interface.
  */
 export interface Ownership {
   /** This replica's id (what `owner` shows, `X-Coord-Owner`). */

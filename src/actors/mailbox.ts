@@ -28,7 +28,7 @@ interface OpenBatch {
  *
  * Items of one kind (heartbeats) that arrive while the work before them runs wait in one batch,
  * which runs as one piece of work when its turn comes: a burst of joins is handled, and
- * written, together (DESIGN.md §12). A batch takes items until it starts or until other work
+ * written, together. A batch takes items until it starts or until other work
  * is queued behind it, so nothing overtakes work queued before it.
  */
 export class Mailbox {
@@ -94,7 +94,7 @@ export class Mailbox {
 
   /**
    * Whether nothing is queued or running: work done synchronously now is then exactly what
-   * {@link run} would do next (the steady heartbeat, DESIGN.md §12).
+   * {@link run} would do next (the steady heartbeat).
    */
   isIdle(): boolean {
     return !this.running;

@@ -40,9 +40,9 @@ export interface RecoveryOptions {
 }
 
 /**
- * Brings a failed-closed group back (DESIGN.md §7): RESUME the stored metadata, or RECREATE a
- * new lifecycle. Versions and epochs continue above every piece of evidence. The caller holds
- * the group's mailbox.
+ * Brings a failed-closed group back (docs/operations.md#recovery-procedure): RESUME the stored
+ * metadata, or RECREATE a new lifecycle. Versions and epochs continue above every piece of
+ * evidence. The caller holds the group's mailbox.
  */
 export class Recovery {
   constructor(private readonly options: RecoveryOptions) {}

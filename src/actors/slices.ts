@@ -1,7 +1,8 @@
 /**
  * Periodic work over every group (the deadline sweep, the verify loop) in slices: between two
  * slices the event loop turns, so requests are answered in between and no turn of the loop
- * works through more than one slice, however many groups this replica holds (DESIGN.md §12).
+ * works through more than one slice, however many groups this replica holds
+ * (docs/architecture.md#performance-rules).
  */
 
 /** Calls `fn` on each item, `size` items per turn of the event loop. */

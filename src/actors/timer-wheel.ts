@@ -50,12 +50,13 @@ class MinHeap {
 export type WheelSlot = number;
 
 /**
- * Many timers on ONE clock timer (DESIGN.md §12: no timer per member or per request). Items
- * are kept in slots of `resolutionMs` (an item fires when its slot's end has come, so at most
- * `resolutionMs` late, never early); the slots are found in due order through a min-heap of
- * slot numbers, pushed only when a slot is opened. Adding to an open slot and removing are
- * O(1); opening a slot is O(log slots), and there are at most as many slots as distinct due
- * times — so with many items per slot (heartbeats arriving together) it is O(1) amortised.
+ * Many timers on ONE clock timer (no timer per member or per request,
+ * docs/architecture.md#performance-rules). Items are kept in slots of `resolutionMs` (an item fires
+ * when its slot's end has come, so at most `resolutionMs` late, never early); the slots are found
+ * in due order through a min-heap of slot numbers, pushed only when a slot is opened. Adding to an
+ * open slot and removing are O(1); opening a slot is O(log slots), and there are at most as many
+ * slots as distinct due times — so with many items per slot (heartbeats arriving together) it is
+ * O(1) amortised.
  */
 export class TimerWheel<T> {
   private readonly slots = new Map<number, Set<T>>();

@@ -24,9 +24,9 @@ export interface VerifyLoopOptions {
 }
 
 /**
- * Re-reads revision and lifecycle of every held group in one round trip (DESIGN.md §7), so a
- * lost or rolled-back metadata key is noticed even when nothing is being written; and retries
- * failure records that could not be written.
+ * Re-reads revision and lifecycle of every held group in one round trip
+ * (docs/architecture.md#failure-detection), so a lost or rolled-back metadata key is noticed even
+ * when nothing is being written; and retries failure records that could not be written.
  */
 export class VerifyLoop {
   constructor(private readonly options: VerifyLoopOptions) {}

@@ -23,7 +23,7 @@ export interface DuplicateSensitiveScale {
 }
 
 /**
- * Spec §4 rule 2, step by step: pause producers, wait for the drain, scale, wait until routing
+ * The duplicate-sensitive scale (docs/cli.md#scale), step by step: pause producers, wait for the drain, scale, wait until routing
  * shows the new shard count, let producers refresh, resume. If a step fails before the scale
  * was accepted, producers are resumed; after it, they stay paused (resuming them under an
  * unconfirmed shard count is what the procedure exists to avoid) and the error says so.

@@ -24,7 +24,7 @@ function resolveDots(segments: readonly string[]): string[] {
 }
 
 /**
- * Whether a request path is under `/coord/v1/admin/` however it is spelt (DESIGN.md §9): any
+ * Whether a request path is under `/coord/v1/admin/` however it is spelt (docs/decisions.md#one-spelling-per-path): any
  * letter case, percent-encoded characters, doubled, trailing or back slashes, `.` and `..`
  * segments. The audit decision rests on this and not on route matching, so a spelling that
  * matches no route is still audited (as operation `unknown`). It errs towards yes: auditing a

@@ -17,7 +17,7 @@ export function outcomeOf(status: number): AuditOutcome {
   return 'FAILED';
 }
 
-/** Builds and writes the one audit record of an admin request (DESIGN.md §9). */
+/** Builds and writes the one audit record of an admin request (README.md#api-at-a-glance). */
 export class AuditLog {
   constructor(
     private readonly store: Store,

@@ -16,7 +16,7 @@ export const PACED_WRITE_SHARE = 0.25;
  * of the event loop; the rest are written on the next turns (`setImmediate`), in order. Writing
  * an answer costs a system call (about 0.1 ms on loopback here), so 64 joins answered at once
  * would hold the loop for several milliseconds, and every other group's heartbeats that arrive
- * meanwhile would wait for them (DESIGN.md §12: one busy group must not slow the others).
+ * meanwhile would wait for them (docs/architecture.md#performance-rules: one busy group must not slow the others).
  *
  * An answer is only ever written later than it would have been, never earlier: a reply that
  * grants a shard is still sent after the write that records it.

@@ -1,5 +1,5 @@
 /**
- * Admin commands that go through the group actor (DESIGN.md §6, §7): freeze/unfreeze and
+ * Admin commands that go through the group actor: freeze/unfreeze and
  * pausing/resuming producers. A failed-closed group refuses them all: the only way out of
  * FAILED_CLOSED is the recovery command.
  */
@@ -17,7 +17,10 @@ export interface AdminSummary {
   readonly changed: boolean;
 }
 
-/** ACTIVE → FROZEN: admin mutations stop until UNFREEZE (recovery step 1 of spec §7). */
+/**
+ * ACTIVE → FROZEN: admin mutations stop until UNFREEZE (step 1 of
+ * docs/operations.md#recovery-procedure).
+ */
 export function applyFreeze(ctx: GroupContext, now: number): GroupContext {
   return command(ctx, now, (group) => {
     if (group.status === 'FROZEN')

@@ -1,7 +1,7 @@
 /**
- * The deterministic sticky-uniform assignor of DESIGN.md §5: every member ends within ±1 shard
- * of the mean, a member keeps every shard it can keep under that bound, and no more shards move
- * than the bound needs. Pure and deterministic: same input, same output, on every replica.
+ * The deterministic sticky-uniform assignor (docs/protocol.md#assignment): every member ends within
+ * ±1 shard of the mean, a member keeps every shard it can keep under that bound, and no more shards
+ * move than the bound needs. Pure and deterministic: same input, same output, on every replica.
  */
 
 /** Input of {@link assignTargets}. */

@@ -1,5 +1,5 @@
 /**
- * Membership settings the group statechart needs (DESIGN.md §5, §6, §10). `src/config` maps the
+ * Membership settings the group statechart needs (README.md#settings). `src/config` maps the
  * `coordinator.membership.*`, `coordinator.coordination-version.*`,
  * `coordinator.migration.rollback-window` and `coordinator.limits.max-members-per-group`
  * settings onto this shape; the machines never read settings themselves.
@@ -45,7 +45,7 @@ export interface MembershipConfig {
 const SECOND = 1_000;
 const MINUTE = 60 * SECOND;
 
-/** Defaults of DESIGN.md §10. */
+/** The defaults of the settings (README.md#settings). */
 export const defaultMembershipConfig: MembershipConfig = Object.freeze({
   sessionTimeoutMs: 45 * SECOND,
   minSessionTimeoutMs: 6 * SECOND,

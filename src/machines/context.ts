@@ -12,12 +12,15 @@ import { LivenessTable } from './liveness.js';
 import { targetsAreStale } from './targets.js';
 import type { FailureReason, GroupState, MemberLiveness, MigrationKind } from './types.js';
 
-/** Client-reported versions above the stored ones (spec §7.3): evidence of a store rollback. */
+/**
+ * Client-reported versions above the stored ones: evidence of a store rollback
+ * (docs/operations.md#what-the-coordinator-notices).
+ */
 export interface RollbackSignals {
   readonly count: number;
   readonly firstAt: number;
   readonly lastAt: number;
-  /** Highest `metadataVersion` any client reported; RESUME is refused below it (DESIGN.md §7). */
+  /** Highest `metadataVersion` any client reported; RESUME is refused below it. */
   readonly highestVersionSeen: number;
   readonly lastSource: RollbackSource;
 }
@@ -76,8 +79,9 @@ export interface GroupContext {
   /** The persisted state; the host writes exactly what changed in it. */
   readonly group: GroupState;
   /**
-   * In-memory liveness of every member of `group` (DESIGN.md §4: never persisted): one mutable
-   * table per group, shared by the contexts of its events (see `liveness.ts`).
+   * In-memory liveness of every member of `group` (never persisted,
+   * docs/architecture.md#the-metadata-hash): one mutable table per group, shared by the contexts of
+   * its events (see `liveness.ts`).
    */
   readonly liveness: LivenessTable;
   readonly config: MembershipConfig;
@@ -97,7 +101,7 @@ export interface GroupContext {
   readonly result: CommandResult | null;
   /** Effects of the last command event, in order. */
   readonly effects: readonly Effect[];
-  /** Chart events the last step called for; the chart raises them to itself (DESIGN.md §13). */
+  /** Chart events the last step called for; the chart raises them to itself. */
   readonly raised: readonly ChartEventName[];
   /** Members that left, expired or were fenced lately, newest first (monitoring only). */
   readonly departures: readonly MemberDeparture[];

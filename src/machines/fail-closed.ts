@@ -1,8 +1,8 @@
 /**
- * Failing a group closed (DESIGN.md §7): the host found its stored metadata lost or rolled
- * back. From then on heartbeats and routing are refused and admin mutations other than
- * recovery too; nothing else about the group changes, so what clients report can still be
- * compared against it, and recovery starts from exactly what was known.
+ * Failing a group closed (docs/operations.md#fail-closed-behaviour): the host found its stored
+ * metadata lost or rolled back. From then on heartbeats and routing are refused and admin mutations
+ * other than recovery too; nothing else about the group changes, so what clients report can still
+ * be compared against it, and recovery starts from exactly what was known.
  */
 import type { GroupContext } from './context.js';
 import { beginEvent, succeed, touched, withEffects } from './context.js';

@@ -135,7 +135,7 @@ export const NO_SHARDS: MemberShards = Object.freeze({
   pending: EMPTY_LIST,
 });
 
-/** A member's view of the shards (DESIGN.md §5 response lists), in O(1). */
+/** A member's view of the shards (the reply's lists, docs/protocol.md#reply-200), in O(1). */
 export function memberShards(group: GroupState, memberId: string): MemberShards {
   return shardIndex(group).get(memberId) ?? NO_SHARDS;
 }

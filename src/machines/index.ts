@@ -1,5 +1,5 @@
 /**
- * Public surface of the pure group logic (DESIGN.md §2 `machines/`): no I/O anywhere below.
+ * Public surface of the pure group logic (docs/architecture.md#layers): no I/O anywhere below.
  */
 export type { AdminSummary, Refusal } from './admin.js';
 export {

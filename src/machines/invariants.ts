@@ -1,5 +1,5 @@
 /**
- * Safety invariants of a group (DESIGN.md §5, spec §3 rule 2), checked on every state change by
+ * Safety invariants of a group (docs/architecture.md#invariants), checked on every state change by
  * the reducer and over random event sequences by the property tests.
  */
 import type { Effect, GroupContext } from './context.js';
@@ -142,8 +142,8 @@ export function checkInvariants(prev: GroupContext, next: GroupContext): Violati
 /**
  * The violations of the step `prev` → `next` that `prev` did not already have: those of
  * {@link checkInvariants} less those of {@link checkGroupState} on `prev`, in the same order,
- * at the cost of what the step changed (DESIGN.md §12: a join costs no pass over every member
- * and shard):
+ * at the cost of what the step changed (a join costs no pass over every member and shard,
+ * docs/architecture.md#performance-rules):
  * - the state invariants are not checked again when the step cannot break any: the same shards
  *   object and shard count, no member removed, members before and after (so the rules that
  *   apply only while members exist applied before too), and no pending recompute ended (so

@@ -1,7 +1,8 @@
 /**
- * The liveness of a group's members (DESIGN.md §4: in memory only), in one mutable table per
+ * The liveness of a group's members (in memory only), in one mutable table per
  * group, outside the immutable context: a heartbeat refreshes its member in O(1), where a copy
- * of a record of every member cost O(members) per heartbeat (DESIGN.md §12).
+ * of a record of every member cost O(members) per heartbeat
+ * (docs/architecture.md#performance-rules).
  *
  * The context holds the table by reference, so a context thrown away does not take its
  * liveness changes with it. Whoever may throw a change away (a step rejected by the invariant
@@ -92,7 +93,7 @@ export class LivenessTable {
   /**
    * A member's heartbeat, as {@link set} with these values; when no journal is open (a steady
    * heartbeat) written into the record the member has, in place, allocating nothing: a
-   * heartbeat leaves no garbage that outlives it (DESIGN.md §12). Whoever read the record
+   * heartbeat leaves no garbage that outlives it. Whoever read the record
    * before sees the refresh.
    */
   refresh(

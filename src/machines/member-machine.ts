@@ -1,8 +1,9 @@
 /**
- * Each member's own statechart (DESIGN.md §13): `joining`, `stable`, `revoking`, `waiting`, then
- * `left`, `expired` or `fenced`. It is a small machine of its own, shown per member in
- * monitoring, not thousands of spawned child actors: a member's state is resolved from the
- * group (`memberState`) by this machine, so the diagram and the values cannot disagree.
+ * Each member's own statechart (docs/architecture.md#the-statechart): `joining`, `stable`,
+ * `revoking`, `waiting`, then `left`, `expired` or `fenced`. It is a small machine of its own,
+ * shown per member in monitoring, not thousands of spawned child actors: a member's state is
+ * resolved from the group (`memberState`) by this machine, so the diagram and the values cannot
+ * disagree.
  */
 import { setup } from 'xstate';
 import type { GroupContext } from './context.js';

@@ -1,5 +1,5 @@
 /**
- * Entry points of the membership protocol (DESIGN.md §5) as pure functions of
+ * Entry points of the membership protocol (docs/protocol.md) as pure functions of
  * (context, input, now): a heartbeat, and the deadline sweep the host runs as TICK.
  */
 import type { GroupContext } from './context.js';

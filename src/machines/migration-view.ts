@@ -1,5 +1,5 @@
 /**
- * Migrations as monitoring shows them (DESIGN.md §6, §9; spec §4 rule 4, migration triage):
+ * Migrations as monitoring shows them (docs/architecture.md#migrations):
  * whether rollback is still allowed, and how far the active migration has converged. Pure
  * views: the convergence rule of `migration.ts` is read off {@link migrationProgress}, so what
  * an operator sees and what the machine decides cannot drift apart.
@@ -88,7 +88,7 @@ export function migrationProgress(ctx: GroupContext): MigrationProgress {
   };
 }
 
-/** A migration in the shape of the monitoring API (DESIGN.md §9); times are ISO 8601. */
+/** A migration in the shape of the monitoring API; times are ISO 8601. */
 export interface MigrationView {
   readonly migrationId: string;
   readonly kind: MigrationKind;

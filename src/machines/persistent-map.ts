@@ -4,7 +4,7 @@
  * O(log₃₂ n), where a copy of a plain record costs O(n). A group's members live in one
  * (`GroupState.members`), so that a join, leave or expiry costs no copy of every member and the
  * host's write patch comes from {@link PersistentMap.diff}, which skips shared subtrees
- * (DESIGN.md §12).
+ * (docs/architecture.md#performance-rules).
  *
  * The trie's shape is a function of its keys alone (a leaf sits at the shallowest level where its
  * hash is unique; entries of one full hash share a collision node, sorted by key; a branch holding

@@ -1,8 +1,8 @@
 /**
- * Retiring shards (DESIGN.md §4, §6): shards a scale-in removed. Their owner consumes them to
- * the end and reports DONE (or stops listing them), then they leave the group. They never have
- * a target and never count for the assignor; they only ever change hands when their owner is
- * gone, and then stay `retiring` for the member that inherits them.
+ * Retiring shards (docs/architecture.md#migrations): shards a scale-in removed. Their owner
+ * consumes them to the end and reports DONE (or stops listing them), then they leave the group.
+ * They never have a target and never count for the assignor; they only ever change hands when their
+ * owner is gone, and then stay `retiring` for the member that inherits them.
  *
  * `ownerEpoch` null on a retiring shard means "its owner has not been told yet": it was handed
  * over outside the owner's own heartbeat. Such a member cannot list the shard yet, so its

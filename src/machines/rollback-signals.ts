@@ -1,6 +1,7 @@
 /**
- * Rollback signals (spec §7.3, DESIGN.md §7): a client that reports a version above the stored
- * one has seen state the store no longer has. Never trusted, always recorded.
+ * Rollback signals (docs/operations.md#what-the-coordinator-notices): a client that reports a
+ * version above the stored one has seen state the store no longer has. Never trusted, always
+ * recorded.
  */
 import type { Effect, GroupContext, RollbackField, RollbackSource } from './context.js';
 import { beginEvent, succeed, withEffects } from './context.js';

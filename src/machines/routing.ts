@@ -6,7 +6,7 @@
 /** Name producers see in routing metadata. */
 export const partitionerName = 'fnv1a32-mod';
 
-/** Shard `i` is the Redis stream `<streamPrefix>:<i>` (DESIGN.md §1). */
+/** Shard `i` is the Redis stream `<streamPrefix>:<i>`. */
 export function streamNames(streamPrefix: string, shardCount: number): string[] {
   return Array.from({ length: shardCount }, (_, i) => `${streamPrefix}:${i}`);
 }

@@ -1,6 +1,6 @@
 /**
  * Target assignment of a group: which member each shard should end up with. Recomputed only
- * when membership or the shard count changes (DESIGN.md §5), never per heartbeat.
+ * when membership or the shard count changes (docs/protocol.md#assignment), never per heartbeat.
  */
 import { assignTargets } from './assignor.js';
 import { isMember, memberIds, shardAt, withShards } from './group-state.js';

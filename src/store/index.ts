@@ -18,7 +18,7 @@ export interface CreateStoreOptions {
   readonly commandTimeoutMs?: number | undefined;
 }
 
-/** Builds the store of the configured runtime mode (DESIGN.md §3). */
+/** Builds the store of the configured runtime mode (docs/architecture.md#runtime-modes). */
 export function createStore(options: CreateStoreOptions): Store {
   const { keyPrefix, auditMaxLen, connectTimeoutMs, commandTimeoutMs } = options;
   switch (options.type) {

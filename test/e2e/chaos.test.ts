@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { FULL_PROFILE, runChaos, SHORT_PROFILE } from './chaos.js';
 
 /*
- * `npm test` runs the short profile; `CHAOS_PROFILE=full` the issue's full one (6 consumers,
+ * `npm test` runs the short profile; `CHAOS_PROFILE=full` the full one (6 consumers,
  * 2 producers, 50,000 messages, two consumers SIGKILLed, a replica killed and restarted, scaled
  * 8 → 16 → 6 and a migration rolled back). `CHAOS_REPLICAS` sets the replica count (default 3).
  */

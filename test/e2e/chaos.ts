@@ -342,7 +342,7 @@ export const SHORT_PROFILE: ChaosProfile = {
   settleTimeoutMs: 60_000,
 };
 
-/** The full profile of the issue (`CHAOS_PROFILE=full`). */
+/** The full profile (`CHAOS_PROFILE=full`). */
 export const FULL_PROFILE: ChaosProfile = {
   name: 'full',
   replicas: Number(process.env['CHAOS_REPLICAS'] ?? 3),

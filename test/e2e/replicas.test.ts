@@ -1,5 +1,5 @@
 /**
- * Coordinator replicas as real child processes on a real Redis (DESIGN.md §8): ownership spread
+ * Coordinator replicas as real child processes on a real Redis (docs/architecture.md#replicas-leases-and-fences): ownership spread
  * by rendezvous hashing, forwarding, failover after SIGKILL, a SIGSTOPped owner that must never
  * answer or write from what it held before the pause, a rolling restart by SIGTERM, and the
  * failover again on a 3-master Redis Cluster. Leases are short (2 s) so the file stays fast.

@@ -7,7 +7,7 @@ import { CHANGE, useCoordinator, type TestCoordinator } from '../support/coordin
 import { canonicalPath, pathSpelling, spelt } from '../support/path-spellings.js';
 
 /*
- * DESIGN.md §9: paths are matched case-sensitively, and every request whose path begins with
+ * docs/decisions.md#one-spelling-per-path: paths are matched case-sensitively, and every request whose path begins with
  * `/coord/v1/admin/` in any letter case, with trailing or doubled slashes or percent-encoded
  * characters, is refused or audited: exactly one audit record and one
  * `coord_admin_requests_total` count per request, and no spelling but the canonical one reaches

@@ -10,7 +10,7 @@ import { SimulatedMember } from '../support/members.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 
 /*
- * Concurrent traffic against the real coordinator over real HTTP (DESIGN.md §5-§7). Random
+ * Concurrent traffic against the real coordinator over real HTTP. Random
  * scenarios fire member heartbeats, admin calls, routing reads and long polls, sweeps, verifies
  * and clock advances in parallel lanes; after every batch the safety properties are read back
  * through the monitoring API, /metrics and the store. A calm-down phase then checks that

@@ -223,7 +223,7 @@ describe('steady-state heartbeats write nothing to Redis', () => {
     );
 
     // Every command Redis runs meanwhile, seen through MONITOR: the replica registry and the
-    // lease renewals write in the background (DESIGN.md §8); the group's own keys must not be.
+    // lease renewals write in the background; the group's own keys must not be.
     const monitor = await redis.client().monitor();
     const seen: string[][] = [];
     monitor.on('monitor', (_time: string, args: string[]) => seen.push(args));

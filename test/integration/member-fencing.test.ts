@@ -1,7 +1,8 @@
 /**
- * DESIGN.md §5 over real HTTP on both stores: a heartbeat answered FENCED_MEMBER_EPOCH changes
- * nothing in the group (not even the store revision), a member belongs to the principal that
- * joined it, and a join beyond `coordinator.limits.max-members-per-group` gets GROUP_FULL.
+ * The consumer protocol (docs/protocol.md#outcomes) over real HTTP on both stores: a heartbeat
+ * answered FENCED_MEMBER_EPOCH changes nothing in the group (not even the store revision), a member
+ * belongs to the principal that joined it, and a join beyond
+ * `coordinator.limits.max-members-per-group` gets GROUP_FULL.
  */
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/machines/clock.js';

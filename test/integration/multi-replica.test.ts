@@ -10,7 +10,7 @@ import {
 } from '../support/redis-server.js';
 
 /**
- * Three coordinators in this process on one real redis-server (DESIGN.md §8): each group has
+ * Three coordinators in this process on one real redis-server (docs/architecture.md#replicas-leases-and-fences): each group has
  * one owner; any replica answers for it by forwarding over real HTTP.
  */
 describe('several replicas on one Redis', () => {

@@ -18,7 +18,7 @@ import {
 } from '../support/coordinator.js';
 
 /*
- * Scoped tokens (DESIGN.md §9): a token with a `groups` claim reaches only the groups its
+ * Scoped tokens (README.md#tokens-roles-and-group-scopes): a token with a `groups` claim reaches only the groups its
  * patterns match, on every route of the OpenAPI document (read from the running server, so a
  * route added tomorrow is covered or fails the test until it is classified).
  */

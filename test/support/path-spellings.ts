@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 
 /*
- * Spellings of a route's path for property tests (DESIGN.md §9): each literal character kept,
+ * Spellings of a route's path for property tests (docs/decisions.md#one-spelling-per-path): each literal character kept,
  * its letter case flipped, percent-encoded, or (a '/') doubled, and trailing slashes added.
  */
 

@@ -1,5 +1,6 @@
 /**
- * The metadata hash encoding of DESIGN.md §4, as far as it must stay readable across versions.
+ * The metadata hash encoding (docs/architecture.md#the-metadata-hash), as far as it must stay
+ * readable across versions.
  */
 import { describe, expect, it } from 'vitest';
 import type { GroupState, MemberRecord, ShardRecord } from '../../src/machines/types.js';

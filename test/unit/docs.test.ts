@@ -1,4 +1,5 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { envName, SETTING_NAMES } from '../../src/config/load.js';
 import { heartbeatBodySchema, heartbeatReplySchema } from '../../src/http/routes/consumer.js';
@@ -7,10 +8,12 @@ const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta
 const docs = readdirSync(new URL('../../docs/', import.meta.url))
   .filter((name) => name.endsWith('.md'))
   .map((name) => `docs/${name}`);
+/** Every Markdown page a reader of the repository starts from. */
+const pages = ['README.md', 'CONTRIBUTING.md', ...docs];
 
 /** The README and docs/ are read by people who cloned only this repository. */
 describe('docs stand alone', () => {
-  it.each(['README.md', ...docs])('%s sends no reader outside the repository', (path) => {
+  it.each(pages)('%s sends no reader outside the repository', (path) => {
     expect(read(path)).not.toMatch(/\.\.\/shared|DESIGN\.md/);
   });
 
@@ -35,7 +38,7 @@ describe('docs stand alone', () => {
     }
   });
 
-  it.each(['README.md', ...docs])('%s links only to files that exist', (path) => {
+  it.each(pages)('%s links only to files that exist', (path) => {
     const base = new URL(`../../${path}`, import.meta.url);
     const targets = [...read(path).matchAll(/\]\(([^)\s]+)\)/g)]
       .map((match) => match[1]!.split('#')[0]!)
@@ -74,5 +77,169 @@ describe('docs stand alone', () => {
     const pkg = JSON.parse(read('package.json')) as { name: string; exports: object };
     expect(Object.keys(pkg.exports)).toContain('./client');
     expect(read('README.md')).toContain(`from '${pkg.name}/client'`);
+  });
+});
+
+/**
+ * GitHub's anchor of a heading: lower case, everything but letters, digits, spaces, `-` and `_`
+ * dropped, each space a `-`.
+ */
+export function slug(heading: string): string {
+  return heading
+    .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{M}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-');
+}
+
+/** The anchors of a Markdown file's headings (fenced code left out; repeats get `-1`, `-2`, …). */
+export function anchorsOf(markdown: string): Set<string> {
+  const anchors = new Set<string>();
+  const seen = new Map<string, number>();
+  let fence: string | null = null;
+  for (const line of markdown.split('\n')) {
+    const marker = /^\s*(```|~~~)/.exec(line)?.[1];
+    if (marker) {
+      if (fence === null) fence = marker;
+      else if (marker === fence) fence = null;
+      continue;
+    }
+    if (fence !== null) continue;
+    const heading = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line)?.[1];
+    if (heading === undefined) continue;
+    const base = slug(heading);
+    const count = seen.get(base) ?? 0;
+    seen.set(base, count + 1);
+    anchors.add(count === 0 ? base : `${base}-${count}`);
+  }
+  return anchors;
+}
+
+/** Text files of the repository's own sources, tests, tools and docs, relative to its root. */
+function repositoryFiles(): string[] {
+  const text = /\.(?:[cm]?[jt]s|lua|md|json|ya?ml|html|css|sh|txt)$/;
+  const files = ['src', 'test', 'bench', 'scripts', 'examples', 'docs'].flatMap((dir) =>
+    existsSync(new URL(`../../${dir}/`, import.meta.url))
+      ? readdirSync(new URL(`../../${dir}/`, import.meta.url), { recursive: true })
+          .map((name) => `${dir}/${String(name).replaceAll('\\', '/')}`)
+          .filter((path) => text.test(path) && !path.includes('node_modules/'))
+      : [],
+  );
+  return ['README.md', 'CONTRIBUTING.md', ...files.sort()];
+}
+
+/*
+ * What sends a reader to a document the repository does not hold: the design notes and the
+ * product specification it was built from (by name or by section number), the directory they
+ * sit in beside the clone, and tracker numbers. Built from pieces so this file does not match.
+ */
+const OUTSIDE: readonly { readonly what: string; readonly pattern: RegExp }[] = [
+  { what: 'the design notes', pattern: new RegExp(['DESIGN', '(?:\\.md|\\s*§)'].join('')) },
+  { what: 'the specification', pattern: new RegExp(['\\bspec', '\\s*§'].join(''), 'i') },
+  { what: 'a section number', pattern: new RegExp(['(?<!RFC \\d+ )', '§\\s*\\d'].join('')) },
+  { what: 'a directory beside the clone', pattern: new RegExp(['\\.\\.', '/shared'].join('')) },
+  { what: 'an issue number', pattern: new RegExp(['\\bissues?', '\\s+#?\\d+'].join(''), 'i') },
+];
+/** `#` and a number as a tracker number: not an HTML entity, an anchor or a CSS colour. */
+const ISSUE_HASH = new RegExp(['(?<![\\w&#/]|:\\s*)', '#\\d+(?![\\w-])'].join(''));
+
+/** The lines of `text` that cite a document outside the repository, as `line: text`. */
+export function outsideReferences(path: string, text: string): string[] {
+  const styles = /\.(?:css|html)$/.test(path);
+  return text.split('\n').flatMap((line, index) => {
+    const found = OUTSIDE.filter(({ pattern }) => pattern.test(line)).map(({ what }) => what);
+    if (!styles && ISSUE_HASH.test(line)) found.push('an issue number');
+    return found.length === 0 ? [] : [`${index + 1}: ${line.trim()} (${found.join(', ')})`];
+  });
+}
+
+describe('the repository stands alone', () => {
+  const files = repositoryFiles();
+
+  it('finds the files to check', () => {
+    expect(files).toContain('src/machines/heartbeat.ts');
+    expect(files).toContain('test/unit/docs.test.ts');
+    expect(files).toContain('docs/protocol.md');
+  });
+
+  it('recognises what it must refuse, and only that', () => {
+    const cited = [
+      ['DESIGN', '.md'].join(''),
+      ['DESIGN', ' §', '5'].join(''),
+      ['spec', ' §', '4 rule 2'].join(''),
+      ['Spec', ' §', '7.3'].join(''),
+      ['(§', '8)'].join(''),
+      ['../', 'shared/spec.md'].join(''),
+      ['issue', ' 10'].join(''),
+      ['see #', '12'].join(''),
+    ];
+    for (const line of cited) expect(outsideReferences('a.ts', line), line).not.toEqual([]);
+    const fine = [
+      'RFC 9110 §7.6.1',
+      'color: #888;',
+      '[the call](#the-call)',
+      '&#8212;',
+      'docs/protocol.md#the-order-of-the-checks',
+      'an issue with the lease',
+    ];
+    for (const line of fine) expect(outsideReferences('a.ts', line), line).toEqual([]);
+  });
+
+  it.each(files)('%s cites only documents of the repository', (path) => {
+    expect(outsideReferences(path, read(path))).toEqual([]);
+  });
+});
+
+describe('anchors point to headings that exist', () => {
+  const anchors = new Map<string, Set<string>>();
+  const anchorsIn = (path: string): Set<string> => {
+    let known = anchors.get(path);
+    if (!known) {
+      known = existsSync(new URL(`../../${path}`, import.meta.url))
+        ? anchorsOf(read(path))
+        : new Set();
+      anchors.set(path, known);
+    }
+    return known;
+  };
+
+  it('slugs headings as GitHub does', () => {
+    expect(slug('Reply (200)')).toBe('reply-200');
+    expect(slug("Who may release a member's shards")).toBe('who-may-release-a-members-shards');
+    expect(slug('Replicas: handover, failover and a paused owner')).toBe(
+      'replicas-handover-failover-and-a-paused-owner',
+    );
+    expect(slug('The coordinator runs with `--max-semi-space-size=64`')).toBe(
+      'the-coordinator-runs-with---max-semi-space-size64',
+    );
+    expect([...anchorsOf('# A\n```\n# not a heading\n```\n## A\n')]).toEqual(['a', 'a-1']);
+  });
+
+  /** `docs/<page>.md#<anchor>` (or the README's, or this guide's) as code and tests cite it. */
+  const CITATION = /(?<![\w/.-])((?:docs\/[\w.-]+|README|CONTRIBUTING)\.md)#([\w-]+)/g;
+  const citing = repositoryFiles().filter((path) => /^(?:src|test|bench)\//.test(path));
+
+  it('finds citations to check', () => {
+    const all = citing.flatMap((path) => [...read(path).matchAll(CITATION)]);
+    expect(all.length).toBeGreaterThan(10);
+  });
+
+  it.each(citing)('%s cites only headings that exist', (path) => {
+    const missing = [...read(path).matchAll(CITATION)]
+      .filter(([, file, anchor]) => !anchorsIn(file!).has(anchor!))
+      .map(([citation]) => citation);
+    expect(missing).toEqual([]);
+  });
+
+  it.each(pages)('%s links only to headings that exist', (path) => {
+    const missing = [...read(path).matchAll(/\]\(([^)\s#]*)#([^)\s]+)\)/g)]
+      .filter(([, target]) => target === '' || target!.endsWith('.md'))
+      .filter(([, target, anchor]) => {
+        const file = target === '' ? path : normalize(join(dirname(path), target!));
+        return !anchorsIn(file.replaceAll('\\', '/')).has(anchor!);
+      })
+      .map(([link]) => link);
+    expect(missing).toEqual([]);
   });
 });

@@ -8,8 +8,9 @@ import { HEARTBEAT_PATH } from '../../src/http/routes/consumer.js';
 
 /*
  * The heartbeat fast path remembers each heartbeat URL with its members' steady replies
- * (src/http/heartbeat-fast-path.ts): a replica at the capacity goal (10,000 groups, issue 10)
- * must keep every one of them, or it rebuilds routes and replies on every pass over its members.
+ * (src/http/heartbeat-fast-path.ts): a replica at the capacity goal (10,000 groups,
+ * docs/BENCHMARKS.md#what-the-rows-mean) must keep every one of them, or it rebuilds routes and
+ * replies on every pass over its members.
  */
 
 describe('the routes the heartbeat fast path remembers', () => {

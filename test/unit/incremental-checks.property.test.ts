@@ -21,7 +21,8 @@ import { PersistentMap } from '../../src/machines/persistent-map.js';
 import type { GroupState, MemberRecord, ShardRecord } from '../../src/machines/types.js';
 
 /*
- * What a join no longer pays for (DESIGN.md §12), checked against the full computation:
+ * What a join no longer pays for (docs/architecture.md#performance-rules), checked against the full
+ * computation:
  * - the invariant guard checks only what a step changed. It must find exactly what the full
  *   check finds: checkInvariants(prev, next) less the state violations prev already had, in the
  *   same order, for random states, many of them broken, and random steps, most of which keep

@@ -1,5 +1,5 @@
 /**
- * The heartbeat protocol of DESIGN.md §5, one `describe` per rule, driven through the group
+ * The heartbeat protocol (docs/protocol.md), one `describe` per rule, driven through the group
  * statechart exactly as the actor host drives it: one event at a time, time on the event.
  */
 import { describe, expect, it } from 'vitest';

@@ -21,10 +21,11 @@ export interface LeaseOwnershipOptions {
 }
 
 /**
- * Ownership of several replicas (DESIGN.md §8): the owner of a group is the rendezvous choice
- * among the live replicas of the registry; the owner holds the group's Redlock lease, claims
- * the group under it (the store checks the lease holder and moves the integer fence on), and
- * answers from memory only before its monotonic lease deadline. A lost lease drops the group.
+ * Ownership of several replicas (README.md, "Running several replicas"): the owner of a group is
+ * the rendezvous choice among the live replicas of the registry; the owner holds the group's
+ * Redlock lease, claims the group under it (the store checks the lease holder and moves the
+ * integer fence on), and answers from memory only before its monotonic lease deadline. A lost
+ * lease drops the group.
  */
 export class LeaseOwnership implements Ownership {
   readonly replicaId: string;

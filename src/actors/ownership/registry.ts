@@ -2,7 +2,7 @@ import type { Clock } from '../../machines/clock.js';
 import { systemClock } from '../../machines/clock.js';
 import type { ReplicaRecord, Store } from '../../store/store.js';
 
-/** The store verbs the registry needs (DESIGN.md §8: `kp:replicas`, `kp:replica:<id>`). */
+/** The store verbs the registry needs (`kp:replicas`, `kp:replica:<id>`). */
 export type ReplicaDirectory = Pick<
   Store,
   'registerReplica' | 'listReplicas' | 'deregisterReplica'

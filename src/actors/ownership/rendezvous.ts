@@ -3,8 +3,8 @@ import { groupId } from '../../machines/types.js';
 import type { GroupRef } from '../../machines/types.js';
 
 /**
- * Rendezvous (highest random weight) hashing, DESIGN.md §8: every replica scores every group and
- * the highest score owns it. Each replica computes the same answer from the same live list with
+ * Rendezvous (highest random weight) hashing: every replica scores every group and the highest
+ * score owns it. Each replica computes the same answer from the same live list with
  * no coordination, and when a replica joins or leaves only the groups it wins or held move.
  */
 

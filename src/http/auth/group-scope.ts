@@ -12,7 +12,7 @@ export const ANY = '*';
 export const MAX_GROUP_PATTERNS = 1000;
 
 /**
- * One entry of a token's `groups` claim (DESIGN.md §9): `orders:billing`, `orders:*`, `*:billing`, `*:*`. A stream prefix may itself contain `:` and
+ * One entry of a token's `groups` claim (README.md#tokens-roles-and-group-scopes): `orders:billing`, `orders:*`, `*:billing`, `*:*`. A stream prefix may itself contain `:` and
  * a consumer group may not, so the pattern splits at its last `:`. Each part is `*` or a valid
  * name: anything else (`ord*`, `.*`, an empty part) is refused rather than guessed at.
  */

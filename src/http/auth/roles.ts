@@ -13,7 +13,7 @@ export interface GroupPattern {
 export interface Principal {
   readonly name: string;
   readonly roles: readonly Role[];
-  /** The groups a scoped token reaches (DESIGN.md §9); undefined: every group. */
+  /** The groups a scoped token reaches (README.md#tokens-roles-and-group-scopes); undefined: every group. */
   readonly groups?: readonly GroupPattern[] | undefined;
 }
 

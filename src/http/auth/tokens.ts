@@ -13,7 +13,7 @@ interface CachedToken {
 }
 
 /**
- * Signs and verifies HS256 JWTs with the claims of DESIGN.md §9. Verified tokens are cached
+ * Signs and verifies HS256 JWTs with the claims of README.md#tokens-roles-and-group-scopes. Verified tokens are cached
  * (bounded) so the heartbeat path does not pay an HMAC per request.
  */
 export class TokenService {

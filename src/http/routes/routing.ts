@@ -28,7 +28,7 @@ export const routingRoutes = [
       const ref = { streamPrefix: params.stream, consumerGroup: params.group };
       const observed = req.get('x-observed-metadata-version');
       if (observed !== undefined && /^\d{1,15}$/.test(observed)) {
-        // A producer that saw a higher version than we hold is a rollback signal (spec §7.3).
+        // A producer that saw a higher version than we hold is a rollback signal (docs/operations.md#what-the-coordinator-notices).
         await services.coordinator.observeVersion(ref, Number(observed), 'routing');
       }
       const body = await services.coordinator.getRouting(

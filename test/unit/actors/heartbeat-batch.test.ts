@@ -1,5 +1,5 @@
 /**
- * Heartbeats that queue up on a busy group run as one batch (DESIGN.md §12): in arrival order,
+ * Heartbeats that queue up on a busy group run as one batch: in arrival order,
  * one write for what they changed, each answered after it; a refused write answers every
  * heartbeat that depended on it with the error and changes nothing.
  */

@@ -1,8 +1,8 @@
 /**
- * The hot path of DESIGN.md §12 in the actor layer: a steady-state heartbeat is answered from
- * memory, before the chart is asked, with the very bytes the chart's road answers; anything
- * that may change the group takes the chart's road; liveness changes of a refused write are
- * undone with it.
+ * The hot path (docs/architecture.md#performance-rules) in the actor layer: a steady-state
+ * heartbeat is answered from memory, before the chart is asked, with the very bytes the chart's
+ * road answers; anything that may change the group takes the chart's road; liveness changes of a
+ * refused write are undone with it.
  */
 import { describe, expect, it } from 'vitest';
 import { unwrap } from '../../../src/actors/commands.js';
