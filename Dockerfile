@@ -17,5 +17,7 @@ COPY package.json ./
 COPY bin ./bin
 USER node
 EXPOSE 8080
-HEALTHCHECK --interval=10s --timeout=3s CMD node -e "fetch('http://127.0.0.1:8080/coord/v1/monitoring/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+# Liveness: the process serves HTTP. A store outage is not a reason to restart it (readiness,
+# /coord/v1/monitoring/health/ready, says when it should get no traffic: docker-compose.yml).
+HEALTHCHECK --interval=10s --timeout=3s CMD node -e "fetch('http://127.0.0.1:8080/coord/v1/monitoring/health/live').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 CMD ["node", "--max-semi-space-size=64", "dist/main.js"]

@@ -1,5 +1,11 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer, type Server, type ServerOptions } from 'node:http';
+import {
+  createServer,
+  type IncomingMessage,
+  type Server,
+  type ServerOptions,
+  type ServerResponse,
+} from 'node:http';
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { Cluster, Redis } from 'ioredis';
@@ -17,11 +23,14 @@ import { createLogger, type Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
 import { RateLimitedLog } from './observability/rate-limited-log.js';
 import { createStore } from './store/index.js';
+import { describeFailures } from './store/redis-store.js';
 import type { Store } from './store/store.js';
 import { createApp } from './http/app.js';
 import { createHeartbeatFastPath } from './http/heartbeat-fast-path.js';
+import { guardConnections } from './http/socket-deadlines.js';
+import { StoreOutageBound } from './http/store-outage.js';
 import { AuditLog } from './http/audit.js';
-import { LoginThrottle } from './http/auth/login-throttle.js';
+import { LocalLoginThrottle, StoreLoginThrottle } from './http/auth/login-throttle.js';
 import { hashPassword } from './http/auth/password-hash.js';
 import { ROLES } from './http/auth/roles.js';
 import { TokenService } from './http/auth/tokens.js';
@@ -79,9 +88,11 @@ async function buildUsers(
 }
 
 /**
- * The slow-client limits of `coordinator.http.*`. Node enforces the headers and request
- * timeouts on a periodic sweep of open connections (every 30 s by default), so the sweep runs
- * often enough for the shortest limit to be kept to within about half of it.
+ * The slow-client limits of `coordinator.http.*` as Node's own options. Node enforces the
+ * headers and request timeouts on a periodic sweep of open connections (every 30 s by default),
+ * so the sweep runs often enough for the shortest limit to be kept to within about half of it.
+ * They stay on beside the per-socket deadlines of `src/http/socket-deadlines.ts`, which hold
+ * where the sweep does not (docs/operations.md#http-timeouts).
  */
 export function httpServerOptions(settings: Settings): ServerOptions {
   const headersTimeout = settings.http['headers-timeout'];
@@ -200,10 +211,17 @@ function leaseClientOf(settings: Settings): Redis | Cluster {
     connectTimeout: 2_000,
     commandTimeout: leaseCommandTimeoutMs(settings.lease.ttl),
   };
+  // Its failures reach log lines (a lease lost while Redis is down says why): described as the
+  // store's are, never by ioredis' retry bookkeeping.
+  const addresses = { url: settings.store.url, clusterNodes: nodes ?? [] };
   if (settings.store.type === 'redis-cluster' || (nodes && nodes.length > 0)) {
-    return new Cluster([...(nodes ?? [])], { redisOptions });
+    return describeFailures(
+      new Cluster([...(nodes ?? [])], { redisOptions }),
+      'lease command',
+      addresses,
+    );
   }
-  return new Redis(settings.store.url, redisOptions);
+  return describeFailures(new Redis(settings.store.url, redisOptions), 'lease command', addresses);
 }
 
 /** Builds every part from settings and starts listening. */
@@ -242,11 +260,19 @@ export async function startCoordinator(
     coordinator: null as unknown as GroupHost,
     tokens: new TokenService(jwtSecret, settings.security['token-ttl'], clock),
     users,
-    throttle: new LoginThrottle(
-      settings.security['login-max-failures'],
-      settings.security['login-throttle-window'],
-      clock,
-    ),
+    // Several replicas share one count per caller through the store; one process keeps its own.
+    throttle:
+      store.kind === 'memory'
+        ? new LocalLoginThrottle(
+            settings.security['login-max-failures'],
+            settings.security['login-throttle-window'],
+            clock,
+          )
+        : new StoreLoginThrottle(
+            store,
+            settings.security['login-max-failures'],
+            settings.security['login-throttle-window'],
+          ),
     audit: new AuditLog(store, clock),
     metrics,
     logger,
@@ -255,9 +281,22 @@ export async function startCoordinator(
     replicaId,
     version: VERSION,
   };
+  // Requests waiting on a store that is down are answered within a bound
+  // (docs/operations.md#when-the-store-is-down); the memory store is never down.
+  const outage = store.kind === 'memory' ? null : new StoreOutageBound(store);
+  if (outage) services.outage = outage;
   const app = createApp(services, allRoutes(settings, VERSION));
   const fastPath = options.heartbeatFastPath === false ? null : createHeartbeatFastPath(services);
-  const server = createServer(httpServerOptions(settings), (req, res) => {
+  const server = createServer(httpServerOptions(settings));
+  // Node's own slow-client checks stay on; these per-socket deadlines hold where its periodic
+  // sweep does not, and what its parser refuses gets the API's JSON error shape
+  // (docs/operations.md#http-timeouts).
+  const deadlines = guardConnections(server, {
+    headersTimeoutMs: settings.http['headers-timeout'],
+    requestTimeoutMs: settings.http['request-timeout'],
+  });
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    deadlines.request(req, res);
     if (!fastPath?.handle(req, res)) app(req, res);
   });
   server.keepAliveTimeout = settings.http['keep-alive-timeout'];
@@ -273,7 +312,7 @@ export async function startCoordinator(
   const advertisedUrl = advertisedUrlOf(settings, bound, logger);
   services.advertisedUrl = advertisedUrl;
 
-  // Several replicas on one store (DESIGN.md §8): registry, rendezvous owner, Redlock leases,
+  // Several replicas on one store (docs/architecture.md#replicas-leases-and-fences): registry, rendezvous owner, Redlock leases,
   // forwarding. Embedded mode (memory store) is one replica with no leases.
   let replication: Replication | null = null;
   let leaseClient: Redis | Cluster | null = null;
@@ -287,10 +326,8 @@ export async function startCoordinator(
       clients: [leaseClient],
       leaseKey: (ref) => keyNames(settings.store['key-prefix']).lease(ref),
       leaseTtlMs: settings.lease.ttl,
-      // A dead replica leaves the live set no later than its leases expire, so its groups are
-      // taken over within about one lease TTL (at most 5 s of registry TTL either way).
-      registryTtlMs: Math.min(5_000, settings.lease.ttl),
-      registryRefreshMs: Math.max(200, Math.floor(Math.min(5_000, settings.lease.ttl) / 3)),
+      // The registry entry's TTL and refresh follow the lease TTL (`registryTiming`): a dead or
+      // paused replica leaves the live set before its leases expire.
       metrics,
       logger,
     });
@@ -298,6 +335,8 @@ export async function startCoordinator(
       replicaId,
       secret: jwtSecret,
       metrics,
+      logger,
+      answerTimeoutMs: settings.forwarding['answer-timeout'],
       writeError: (res, error) => {
         const requestId = String(res.getHeader('X-Request-Id') ?? '');
         const { status, body } = toErrorResponse(error, requestId);
@@ -321,6 +360,8 @@ export async function startCoordinator(
       ownersVersion: () => ownership.ownersVersion(),
       urlOf: (id) => live.urlOf(id),
       list: () => live.list(),
+      // The live set as last read from the registry (without this replica once it leaves).
+      joined: () => live.live().some((replica) => replica.id === replicaId),
     };
     services.replicas = replicas;
   }
@@ -372,6 +413,8 @@ export async function startCoordinator(
       await within(host.releaseHeld(), SHUTDOWN_HANDOVER_MS);
       await new Promise((resolve) => setImmediate(resolve));
       if (fastPath) await within(fastPath.flushed(), SHUTDOWN_HANDOVER_MS);
+      deadlines.stop();
+      outage?.stop();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       forwarder?.close();

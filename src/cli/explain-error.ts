@@ -34,9 +34,10 @@ const ADVICE: Readonly<Record<string, string>> = {
   SHARD_COUNT_UNCHANGED: 'the group already has that shard count: nothing to do',
   RESUME_REFUSED:
     'clients saw a newer metadataVersion than the restored one: restore a newer backup, or `coordctl recovery <group> recreate --shard-count <n>`',
-  STORE_UNAVAILABLE: 'the coordinator cannot reach its store: check Redis, then try again',
+  STORE_UNAVAILABLE:
+    'the coordinator answers, but its store is down: check Redis (nothing was changed), then try again',
   AUDIT_UNAVAILABLE:
-    'nothing was changed because the audit record could not be written: check Redis, then try again',
+    'the change was made but its audit record could not be written: check Redis; do not repeat the change (see `coordctl describe <group>`)',
   STALE_REVISION: 'the group changed meanwhile: try again',
   FENCED_WRITE: 'the group moved to another replica meanwhile: try again',
   VALIDATION_FAILED: 'fix the request as the message says',
@@ -53,6 +54,20 @@ function adviceByStatus(status: number): string {
   return 'check the arguments';
 }
 
+/**
+ * What to do about `STORE_UNAVAILABLE`: the coordinator was reached and answered; its store
+ * (named by address and cause when the answer says, never with credentials) was not.
+ */
+function storeDownAdvice(details: Readonly<Record<string, unknown>> | undefined): string {
+  const store = typeof details?.store === 'string' ? details.store : null;
+  const why = typeof details?.cause === 'string' ? details.cause : null;
+  if (store === null) return ADVICE.STORE_UNAVAILABLE ?? '';
+  return (
+    `the coordinator answers, but its store (Redis at ${store}${why ? `: ${why}` : ''}) is down: ` +
+    'check Redis (nothing was changed), then try again'
+  );
+}
+
 /** `<streamPrefix>:<consumerGroup>` from a group URL, if it is one. */
 function groupOf(url: string): string | null {
   const match = /\/streams\/([^/]+)\/groups\/([^/?]+)/.exec(new URL(url).pathname);
@@ -67,10 +82,11 @@ function explainRequest(error: RequestError): string {
   const { cause } = error;
   if (cause instanceof CoordinatorApiError) {
     const group = groupOf(error.url) ?? '<group>';
-    const advice = (ADVICE[cause.code] ?? adviceByStatus(cause.status)).replaceAll(
-      '<group>',
-      group,
-    );
+    const advice = (
+      cause.code === 'STORE_UNAVAILABLE'
+        ? storeDownAdvice(cause.details)
+        : (ADVICE[cause.code] ?? adviceByStatus(cause.status))
+    ).replaceAll('<group>', group);
     const id = cause.requestId ? ` (request id ${cause.requestId})` : '';
     return `${what} failed: ${cause.status} ${cause.code}: ${cause.message}${id}\n  what to do: ${advice}`;
   }

@@ -27,6 +27,24 @@ interface CommonOptions {
    * @default { maxAttempts: 5, baseDelayMs: 100, maxDelayMs: 5000 }
    */
   readonly retry?: RetryOptions;
+  /**
+   * With several base URLs: how long one that gave no answer (a timeout, a refused connection)
+   * or answered 503 `OWNER_UNAVAILABLE` is tried after the others. A paused replica accepts
+   * connections and answers nothing, so without this every request would wait out its timeout
+   * on it again (docs/operations.md#a-paused-owner). Those without an answer come last, and so
+   * does the base URL of an owner that an `OWNER_UNAVAILABLE` answer names.
+   * @default 15000
+   */
+  readonly demoteForMs?: number;
+  /**
+   * Where a group's requests go. `owner`: straight to the replica that owns the group, at the
+   * URL its answers name (`X-Coord-Owner-Url`), falling back to the base URLs when it cannot be
+   * reached or answers 503 (then tried again only after `demoteForMs`); one HTTP hop instead of
+   * two. `any`: always the base URLs (a load balancer), for deployments whose replicas'
+   * advertised URLs clients cannot reach (docs/operations.md#owner-direct-clients).
+   * @default 'owner'
+   */
+  readonly routing?: 'owner' | 'any';
 }
 
 /** A client holding a token minted elsewhere (a service token); it is never renewed. */
@@ -58,7 +76,7 @@ export interface ChangeMeta {
   readonly reason: string;
 }
 
-/** Routing metadata of a group (DESIGN.md §9). */
+/** Routing metadata of a group (docs/protocol.md). */
 export interface RoutingMetadata {
   readonly streamPrefix: string;
   readonly consumerGroup: string;
@@ -75,6 +93,43 @@ export interface RoutingMetadata {
    */
   readonly layoutId?: string;
   readonly layoutVersion?: number;
+}
+
+/** One shard of {@link GroupLag}. */
+export interface ShardLag {
+  readonly shard: number;
+  readonly stream: string;
+  readonly owner: string | null;
+  readonly memberEpoch: number | null;
+  readonly length: number;
+  readonly lagEntries: number;
+  readonly lagExact: boolean;
+  readonly pending: number;
+  readonly oldestPendingMs: number | null;
+  readonly lastDeliveredId: string | null;
+  readonly lastEntryId: string | null;
+  readonly lagSeconds: number;
+  readonly deadLetters: number;
+  readonly retiring: boolean;
+  readonly missing: boolean;
+  readonly noConsumerGroup: boolean;
+}
+
+/** A group's lag on its streams ({@link CoordinatorClient.lag}). */
+export interface GroupLag {
+  readonly streamPrefix: string;
+  readonly consumerGroup: string;
+  readonly measuredAt: string;
+  readonly available: boolean;
+  readonly reason?: string;
+  readonly streams?: string;
+  readonly shards: readonly ShardLag[];
+  readonly totals: {
+    readonly lagEntries: number;
+    readonly pending: number;
+    readonly maxLagSeconds: number;
+    readonly shardsBehind: number;
+  } | null;
 }
 
 /** Options of one request made through {@link CoordinatorClient.request}. */
@@ -126,13 +181,25 @@ export class CoordinatorClient {
   private loggingIn: Promise<void> | null = null;
   private readonly baseUrls: readonly string[];
   private current = 0;
+  /**
+   * Per base URL, until when (ms since epoch) it is tried after the others, and how badly it
+   * failed: 1 it answered 503 `OWNER_UNAVAILABLE`, 2 it gave no answer.
+   */
+  private readonly demoted: Array<{ until: number; rank: 1 | 2 } | null>;
+  private readonly demoteForMs: number;
   private readonly timeoutMs: number;
   private readonly owners = new Map<string, string>();
+  /** Per group (`sp/cg`), the owner's advertised URL its last answer named. */
+  private readonly ownerUrls = new Map<string, string>();
+  /** Owner URLs that failed a direct request, until when (ms since epoch) they are not tried. */
+  private readonly directBlocked = new Map<string, number>();
 
   constructor(private readonly options: CoordinatorClientOptions) {
     const given = options.baseUrl ?? options.url;
     this.baseUrls = typeof given === 'string' ? [given] : [...(given ?? [])];
     if (this.baseUrls.length === 0) throw new TypeError('CoordinatorClient needs a baseUrl');
+    this.demoted = this.baseUrls.map(() => null);
+    this.demoteForMs = options.demoteForMs ?? 15_000;
     this.token = options.token;
     this.timeoutMs = options.timeoutMs ?? 30_000;
   }
@@ -202,12 +269,56 @@ export class CoordinatorClient {
     body: unknown,
     options: RequestOptions,
   ): Promise<T> {
+    const direct = this.directUrlFor(path);
+    if (direct !== null) {
+      try {
+        return await this.exchange<T>(direct, -1, method, path, body, options);
+      } catch (error) {
+        if (options.signal?.aborted || !fallsBack(error)) throw error;
+        // Not reachable from here, or not the owner now: the base URLs, and this URL not for a while.
+        this.directBlocked.set(direct, Date.now() + this.demoteForMs);
+        this.forgetOwnerUrl(path);
+      }
+    }
+    const at = this.pick();
+    this.current = at;
+    return this.exchange<T>(this.baseUrls[at]!, at, method, path, body, options);
+  }
+
+  /** The owner URL to send a group's request to first (`routing: 'owner'`), or null. */
+  private directUrlFor(path: string): string | null {
+    if (this.options.routing === 'any') return null;
+    const key = groupKeyOf(path);
+    const url = key === null ? undefined : this.ownerUrls.get(key);
+    if (url === undefined) return null;
+    const blocked = this.directBlocked.get(url);
+    if (blocked !== undefined && blocked > Date.now()) return null;
+    // A base URL that is that replica is no shorter a way: the base URLs decide then.
+    return this.indexOfUrl(url) === -1 ? url : null;
+  }
+
+  private forgetOwnerUrl(path: string): void {
+    const key = groupKeyOf(path);
+    if (key !== null) this.ownerUrls.delete(key);
+  }
+
+  /**
+   * One request to `base` (base URL number `at`, or -1 for an owner's own URL): the answer,
+   * the owner hints it carries, and the demotion of a base URL that failed.
+   */
+  private async exchange<T>(
+    base: string,
+    at: number,
+    method: string,
+    path: string,
+    body: unknown,
+    options: RequestOptions,
+  ): Promise<T> {
     const requestId = randomUUID();
     let res: Response;
     let text: string;
-    const at = this.current;
     try {
-      res = await fetch(new URL(path, this.baseUrls[at]), {
+      res = await fetch(new URL(path, base), {
         method,
         headers: {
           'x-request-id': requestId,
@@ -225,11 +336,9 @@ export class CoordinatorClient {
       });
       text = await res.text();
     } catch (error) {
-      // No answer: the next request tries the next replica (not when the caller cancelled).
-      if (this.current === at && !options.signal?.aborted) {
-        this.current = (at + 1) % this.baseUrls.length;
-      }
-      const url = new URL(path, this.baseUrls[at]);
+      // No answer: the next requests try the other replicas first (not when the caller cancelled).
+      if (!options.signal?.aborted && at >= 0) this.demote(at, 2);
+      const url = new URL(path, base);
       throw CoordinatorUnreachableError.fromFetchError(
         `${url.origin}${url.pathname}`,
         error,
@@ -237,9 +346,22 @@ export class CoordinatorClient {
       );
     }
     const owner = res.headers.get('x-coord-owner');
-    const group = /\/streams\/([^/]+)\/groups\/([^/?]+)/.exec(path);
-    if (owner && group) this.owners.set(`${group[1]}/${group[2]}`, owner);
+    const group = groupKeyOf(path);
+    if (owner && group) this.owners.set(group, owner);
+    const ownerUrl = res.headers.get('x-coord-owner-url');
+    if (group && res.ok) {
+      if (owner && ownerUrl) this.ownerUrls.set(group, ownerUrl);
+      else this.ownerUrls.delete(group);
+    }
     const parsed = parseJson(text);
+    if (res.status === 503 && errorCodeOf(parsed) === 'OWNER_UNAVAILABLE') {
+      const unavailable = ownerUrlOf(parsed);
+      if (unavailable) this.directBlocked.set(unavailable, Date.now() + this.demoteForMs);
+      if (at >= 0) this.demote(at, 1);
+      // The owner that does not answer, if it is one of ours: no better than a silent one.
+      const owner = this.indexOfUrl(unavailable);
+      if (owner !== -1 && owner !== at) this.demote(owner, 2);
+    } else if (at >= 0) this.demoted[at] = null;
     if (!res.ok)
       throw CoordinatorApiError.fromResponse(
         res.status,
@@ -248,6 +370,56 @@ export class CoordinatorClient {
         res.headers.get('retry-after'),
       );
     return parsed as T;
+  }
+
+  /**
+   * The base URL to send to: the current one, or the first after it that is not demoted; when
+   * all are, the least badly failed, the one whose demotion ends first among equals.
+   */
+  private pick(): number {
+    const count = this.baseUrls.length;
+    if (count === 1) return 0;
+    const now = Date.now();
+    let best = this.current;
+    let bestRank = Infinity;
+    let bestUntil = Infinity;
+    for (let k = 0; k < count; k++) {
+      const i = (this.current + k) % count;
+      const mark = this.demoted[i];
+      if (!mark || mark.until <= now) return i;
+      if (mark.rank < bestRank || (mark.rank === bestRank && mark.until < bestUntil)) {
+        best = i;
+        bestRank = mark.rank;
+        bestUntil = mark.until;
+      }
+    }
+    return best;
+  }
+
+  /** The index of the base URL that is `url` (same origin and path), or -1. */
+  private indexOfUrl(url: string | null): number {
+    if (url === null || this.baseUrls.length === 1) return -1;
+    const key = (given: string) => {
+      try {
+        const parsed = new URL(given);
+        return `${parsed.origin}${parsed.pathname.replace(/\/+$/, '')}`;
+      } catch {
+        return given;
+      }
+    };
+    const wanted = key(url);
+    return this.baseUrls.findIndex((base) => key(base) === wanted);
+  }
+
+  /** Tries base URL `at` after the others for a while; the next request goes to another one. */
+  private demote(at: number, rank: 1 | 2): void {
+    if (this.baseUrls.length === 1) return;
+    const known = this.demoted[at];
+    this.demoted[at] = {
+      until: Date.now() + this.demoteForMs,
+      rank: known && known.until > Date.now() && known.rank > rank ? known.rank : rank,
+    };
+    if (this.current === at) this.current = (at + 1) % this.baseUrls.length;
   }
 
   private hasCredentials(): boolean {
@@ -284,7 +456,7 @@ export class CoordinatorClient {
   }
 
   /**
-   * One consumer heartbeat (DESIGN.md §5), tried once: the {@link Consumer} owns the retry,
+   * One consumer heartbeat (docs/protocol.md), tried once: the {@link Consumer} owns the retry,
    * because how long it may keep its shards depends on when it last got an answer.
    */
   heartbeat(
@@ -370,6 +542,16 @@ export class CoordinatorClient {
   }
 
   /**
+   * How far the group is behind on its streams, per shard, as the coordinator reads it
+   * (docs/operations.md#lag): needs READ; `available: false` with a `reason` when the
+   * coordinator does not know where the streams are; 503 `STREAMS_UNAVAILABLE` when it cannot
+   * read them.
+   */
+  lag(sp: string, cg: string): Promise<GroupLag> {
+    return this.request('GET', `${this.groupPath('monitoring', sp, cg)}/lag`);
+  }
+
+  /**
    * Routing metadata; with `poll` it waits up to `waitMs` for a version above `afterVersion`.
    * `observedMetadataVersion` reports the highest version this caller has seen, so the
    * coordinator notices a rollback of its metadata.
@@ -399,9 +581,39 @@ function retryDecision(error: unknown, idempotent: boolean): RetryDecision {
     if (error.code === 'GROUP_FAILED_CLOSED') return { retry: false };
     if (!idempotent && (error.status !== 503 || DONE_DESPITE_503.has(error.code)))
       return { retry: false };
+    // Sent to the owner, which did not answer in time: it may have done it.
+    if (!idempotent && error.code === 'OWNER_UNAVAILABLE' && error.details?.reason === 'no-answer')
+      return { retry: false };
     return { retry: true, retryAfterMs: error.retryAfterMs };
   }
   return { retry: false };
+}
+
+/** `error.code` of an error body, if it has one. */
+function errorCodeOf(body: unknown): unknown {
+  return (body as { error?: { code?: unknown } } | null)?.error?.code;
+}
+
+/** `sp/cg` of a path under `/streams/{sp}/groups/{cg}`, or null. */
+function groupKeyOf(path: string): string | null {
+  const group = /\/streams\/([^/]+)\/groups\/([^/?]+)/.exec(path);
+  return group ? `${group[1]}/${group[2]}` : null;
+}
+
+/**
+ * Whether a request sent straight to a group's owner goes to the base URLs instead: no answer,
+ * or any 503 (moving, paused, failed over); other answers are the group's own.
+ */
+function fallsBack(error: unknown): boolean {
+  if (error instanceof CoordinatorUnreachableError) return true;
+  return error instanceof CoordinatorApiError && error.status === 503;
+}
+
+/** `error.details.ownerUrl` of an `OWNER_UNAVAILABLE` body: the owner that does not answer. */
+function ownerUrlOf(body: unknown): string | null {
+  const url = (body as { error?: { details?: { ownerUrl?: unknown } } } | null)?.error?.details
+    ?.ownerUrl;
+  return typeof url === 'string' ? url : null;
 }
 
 function parseJson(text: string): unknown {

@@ -8,19 +8,20 @@ import { requestContext } from './request-context.js';
 import { forwardMoved, setOwnerHeader } from './forwarding.js';
 import { auditOnce, bodyMiddleware, requestIdMiddleware, send, sendError } from './pipeline.js';
 import { validate, type RouteSpec } from './route.js';
+import { requestedWaitMs } from './store-outage.js';
 import type { Services } from './services.js';
 import { mountUi } from './ui.js';
 
 /**
  * The express app: request id → per route (identify → body → authenticate → authorise →
- * validate → handler) → response (audited on admin routes). Every error leaves as DESIGN.md §9's shape.
+ * validate → handler) → response (audited on admin routes). Every error leaves in the API's one shape (README.md#api-at-a-glance).
  */
 export function createApp(services: Services, routes: readonly RouteSpec[]): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
   app.set('query parser', 'simple');
-  // One spelling per route (DESIGN.md §9): `/COORD/…` and `…/groups/` match nothing.
+  // One spelling per route (docs/decisions.md#one-spelling-per-path): `/COORD/…` and `…/groups/` match nothing.
   app.set('case sensitive routing', true);
   app.set('strict routing', true);
   // The token verifier of the heartbeat fast path too: one verifier, one verified-token cache.
@@ -47,6 +48,14 @@ export function createApp(services: Services, routes: readonly RouteSpec[]): exp
     };
     app[spec.method](spec.path, identify, ...body, async (req: Request, res: Response) => {
       const ctx = requestContext(res);
+      // Answered 503 STORE_UNAVAILABLE if it waits too long on a store that is down.
+      const watch = services.outage?.watch(
+        (error) => {
+          sendError(services, req, res, error).catch(() => undefined);
+        },
+        0,
+        ctx.forwarded,
+      );
       try {
         let principal = null;
         if (spec.roles) {
@@ -64,6 +73,7 @@ export function createApp(services: Services, routes: readonly RouteSpec[]): exp
           res,
           services,
         };
+        watch?.wait(requestedWaitMs(input));
         // After role and validation, before the handler looks anything up: a group outside a
         // scoped token's `groups` is refused the same whether it exists or not.
         if (principal) assertRequestGroupPermitted(principal, input.params, input.body);
@@ -71,6 +81,8 @@ export function createApp(services: Services, routes: readonly RouteSpec[]): exp
         const result = await spec.handler(input);
         await send(services, req, res, result);
       } catch (error) {
+        // From here the forwarder answers, within its own limits, or the error is.
+        watch?.done();
         // Another replica owns the group: its answer is passed on (audited here, once).
         const forwarded = await forwardMoved(services, req, res, error, {
           requestId: ctx.requestId,
@@ -78,6 +90,8 @@ export function createApp(services: Services, routes: readonly RouteSpec[]): exp
           beforeResponse: (status) => auditOnce(services, req, res, status),
         });
         if (!forwarded) await sendError(services, req, res, error);
+      } finally {
+        watch?.done();
       }
     });
   }

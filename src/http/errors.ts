@@ -1,6 +1,6 @@
 import { CoordinatorError, type ErrorCode } from '../errors.js';
 
-/** The one mapping from error codes to HTTP statuses (DESIGN.md §9). */
+/** The one mapping from error codes to HTTP statuses (README.md#api-at-a-glance). */
 const STATUS: Record<ErrorCode, number> = {
   VALIDATION_FAILED: 400,
   INVALID_JSON: 400,
@@ -40,6 +40,7 @@ const STATUS: Record<ErrorCode, number> = {
   LEASE_NOT_HELD: 503,
   OWNER_UNAVAILABLE: 503,
   OWNER_MOVING: 503,
+  STREAMS_UNAVAILABLE: 503,
   INTERNAL: 500,
 };
 
@@ -56,6 +57,12 @@ export interface ErrorBody {
   };
 }
 
+/**
+ * Longest error message sent: messages may quote what the client sent (a path, a name), and
+ * an answer to hostile input stays small.
+ */
+export const MAX_MESSAGE_CHARS = 1_000;
+
 /** Turns anything thrown into a status and the wire error shape; unknown errors become 500 INTERNAL. */
 export function toErrorResponse(
   error: unknown,
@@ -68,7 +75,10 @@ export function toErrorResponse(
     body: {
       error: {
         code: known.code,
-        message: known.message,
+        message:
+          known.message.length > MAX_MESSAGE_CHARS
+            ? `${known.message.slice(0, MAX_MESSAGE_CHARS - 1)}…`
+            : known.message,
         requestId,
         ...(details ? { details } : {}),
       },

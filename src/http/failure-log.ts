@@ -1,4 +1,5 @@
 import type { ErrorCode } from '../errors.js';
+import type { RateLimitedLevel } from '../observability/rate-limited-log.js';
 import type { Services } from './services.js';
 
 /** What the log says about a failed request; the group when the route names one. */
@@ -11,17 +12,28 @@ export interface FailedRequest {
 }
 
 /**
- * Refusals a client or an outage can cause at will: logged at warn, without a stack,
- * rate-limited per code and group (DESIGN.md §9: 503 store down or failed closed, 429).
+ * Refusals a client or an outage can cause at will, and the level they are logged at: without a
+ * stack, rate-limited per code and group (docs/operations.md#logs). What the coordinator does
+ * by design while groups move between replicas, or to keep a group safe, is `info`: the
+ * metrics and the warn lines about its cause (a lost lease, an owner that does not answer, a
+ * group failed closed) say what an operator needs. A store or audit outage, or a store that
+ * holds something unexpected, is `warn`.
  */
-const EXPECTED_REFUSALS: ReadonlySet<string> = new Set<ErrorCode>([
-  'STORE_UNAVAILABLE',
-  'GROUP_FAILED_CLOSED',
-  'FENCED_WRITE',
-  'STALE_REVISION',
-  'AUDIT_UNAVAILABLE',
-  'METADATA_CORRUPT',
-  'LOGIN_THROTTLED',
+const EXPECTED_REFUSALS: ReadonlyMap<string, RateLimitedLevel> = new Map<
+  ErrorCode,
+  RateLimitedLevel
+>([
+  ['GROUP_MOVED', 'info'],
+  ['LEASE_NOT_HELD', 'info'],
+  ['OWNER_MOVING', 'info'],
+  ['OWNER_UNAVAILABLE', 'info'],
+  ['FENCED_WRITE', 'info'],
+  ['GROUP_FAILED_CLOSED', 'info'],
+  ['LOGIN_THROTTLED', 'info'],
+  ['STORE_UNAVAILABLE', 'warn'],
+  ['STALE_REVISION', 'warn'],
+  ['AUDIT_UNAVAILABLE', 'warn'],
+  ['METADATA_CORRUPT', 'warn'],
 ]);
 
 /** The client went away before its request was read (body-parser and the fast path say so). */
@@ -31,8 +43,8 @@ export function isClientAbort(error: unknown): boolean {
 
 /**
  * Logs a failed request by what it means to an operator: a client abort at debug; an expected
- * refusal at warn, rate-limited, no stack; an unexpected 5xx at error with its stack; other
- * 4xx not at all (the client has its answer).
+ * refusal at info or warn ({@link EXPECTED_REFUSALS}), rate-limited, no stack; an unexpected
+ * 5xx at error with its stack; other 4xx not at all (the client has its answer).
  */
 export function logRequestFailure(
   services: Services,
@@ -52,7 +64,8 @@ export function logRequestFailure(
   if (isClientAbort(error)) {
     services.logger.debug('request aborted by the client', fields);
   } else if (EXPECTED_REFUSALS.has(code)) {
-    services.rateLimitedLog.warn(
+    services.rateLimitedLog.write(
+      EXPECTED_REFUSALS.get(code) as RateLimitedLevel,
       [code, request.streamPrefix ?? '', request.consumerGroup ?? ''].join('\u0000'),
       'request refused',
       { ...fields, status, reason: error instanceof Error ? error.message : String(error) },

@@ -1,16 +1,21 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { BeforeResponse } from '../actors/ownership/forwarder.js';
+import type { BeforeResponse, ForwardOutcome } from '../actors/ownership/forwarder.js';
 import {
   FORWARD_SIGNATURE_HEADER,
   FORWARDED_BY_HEADER,
   isTrustedForward,
   OWNER_HEADER,
+  OWNER_URL_HEADER,
 } from '../actors/ownership/forwarder.js';
-import { GroupMovedError } from '../errors.js';
+import { CoordinatorError, GroupMovedError } from '../errors.js';
+import { MAX_HEARTBEAT_WAIT_MS } from '../machines/protocol.js';
+import { logRequestFailure } from './failure-log.js';
+import { MAX_WAIT_MS } from './routes/routing.js';
 import type { Services } from './services.js';
 
 /**
- * Whether `req` came from another replica of this deployment (DESIGN.md §8): its forwarded-by
+ * Whether `req` came from another replica of this deployment (README.md, "Running several
+ * replicas"): its forwarded-by
  * header carries a valid signature under the shared secret. A forwarded-by header without a
  * valid signature is removed, so the request is treated (audited, forwarded) like any other.
  */
@@ -43,8 +48,21 @@ export function setOwnerHeader(
 ): void {
   if (!streamPrefix || !consumerGroup || res.headersSent) return;
   const owner = groupOwnerOf(services, streamPrefix, consumerGroup);
-  if (owner === null) res.removeHeader(OWNER_HEADER);
-  else res.setHeader(OWNER_HEADER, owner);
+  if (owner === null) {
+    res.removeHeader(OWNER_HEADER);
+    res.removeHeader(OWNER_URL_HEADER);
+    return;
+  }
+  res.setHeader(OWNER_HEADER, owner);
+  const url = ownerUrlOf(services, owner);
+  if (url) res.setHeader(OWNER_URL_HEADER, url);
+  else res.removeHeader(OWNER_URL_HEADER);
+}
+
+/** The advertised URL of replica `owner` (`X-Coord-Owner-Url`); null when not known. */
+export function ownerUrlOf(services: Services, owner: string): string | null {
+  if (owner === services.replicaId) return services.advertisedUrl ?? null;
+  return services.replicas?.urlOf(owner) ?? null;
 }
 
 /**
@@ -75,12 +93,92 @@ export async function forwardMoved(
     delete req.headers['transfer-encoding'];
     req.headers['content-length'] = String(body.length);
   }
-  await replicas.forwarder.forward(
+  const owner = error.owner;
+  const outcome = await replicas.forwarder.forward(
     req,
     res,
-    { id: error.owner, url },
+    { id: owner, url },
     body,
     request.beforeResponse,
+    {
+      // A held heartbeat or a long poll is answered up to its wait later: not a silent owner.
+      waitMs: requestedWait(req, body),
+      // A suspicion ends (its probes stop) once the owner is gone from the live set or moved.
+      isLive: () => replicas.urlOf(owner) === url,
+    },
   );
+  logRefusal(services, req, request.requestId, outcome, owner);
   return true;
+}
+
+/** The longest wait a request may ask for (held heartbeat, routing long poll). */
+const LONGEST_WAIT_MS = Math.max(MAX_HEARTBEAT_WAIT_MS, MAX_WAIT_MS);
+
+/**
+ * The wait a request asked for: `waitMs` of a routing long poll's query or of a held
+ * heartbeat's body (read only when the bytes name it). Bounded as the routes bound it.
+ */
+function requestedWait(req: IncomingMessage, body: Buffer | undefined): number {
+  let wait = 0;
+  const url = req.url ?? '/';
+  const query = url.indexOf('?');
+  if (query !== -1) {
+    const given = new URLSearchParams(url.slice(query + 1)).get('waitMs');
+    if (given !== null) wait = Number(given);
+  } else if (body !== undefined && body.includes('"waitMs"')) {
+    try {
+      const parsed = JSON.parse(body.toString('utf8')) as { waitMs?: unknown } | null;
+      if (typeof parsed?.waitMs === 'number') wait = parsed.waitMs;
+    } catch {
+      // Not JSON: the owner answers 400 at once.
+    }
+  }
+  return Number.isFinite(wait) ? Math.min(Math.max(0, wait), LONGEST_WAIT_MS) : 0;
+}
+
+/** What the forwarder answered itself, as the log says it (the owner's answers are its own). */
+const REFUSALS: Partial<
+  Record<ForwardOutcome, { code: 'OWNER_MOVING' | 'OWNER_UNAVAILABLE'; reason: string }>
+> = {
+  loop_refused: {
+    code: 'OWNER_MOVING',
+    reason: 'the request was forwarded already: the group moves',
+  },
+  owner_unavailable: { code: 'OWNER_UNAVAILABLE', reason: 'the owning replica cannot be reached' },
+  owner_timeout: { code: 'OWNER_UNAVAILABLE', reason: 'the owning replica did not answer in time' },
+  owner_suspect: { code: 'OWNER_UNAVAILABLE', reason: 'the owning replica is not answering' },
+};
+
+/** Logs a 503 the forwarder answered itself as any expected refusal (info, rate-limited). */
+function logRefusal(
+  services: Services,
+  req: IncomingMessage,
+  requestId: string,
+  outcome: ForwardOutcome,
+  owner: string,
+): void {
+  const refusal = REFUSALS[outcome];
+  if (refusal === undefined) return;
+  const path = (req.url ?? '/').split('?')[0] as string;
+  const group = /\/streams\/([^/]+)\/groups\/([^/]+)/.exec(path);
+  const decoded = (part: string | undefined) => {
+    try {
+      return part === undefined ? null : decodeURIComponent(part);
+    } catch {
+      return part ?? null;
+    }
+  };
+  logRequestFailure(
+    services,
+    {
+      method: req.method ?? '',
+      path,
+      requestId,
+      streamPrefix: decoded(group?.[1]),
+      consumerGroup: decoded(group?.[2]),
+    },
+    503,
+    refusal.code,
+    new CoordinatorError(refusal.code, `${refusal.reason} (owner ${owner})`),
+  );
 }

@@ -3,9 +3,9 @@ import { assertGroupPermitted } from './auth/group-scope.js';
 import { principalOfRequest } from './auth/passport.js';
 import { assertAnyRole } from './auth/roles.js';
 import type { z } from 'zod';
-import { OWNER_HEADER } from '../actors/ownership/forwarder.js';
+import { OWNER_HEADER, OWNER_URL_HEADER } from '../actors/ownership/forwarder.js';
 import type { HeartbeatReply } from '../machines/protocol.js';
-import { acceptForwarded, forwardMoved, groupOwnerOf } from './forwarding.js';
+import { acceptForwarded, forwardMoved, groupOwnerOf, ownerUrlOf } from './forwarding.js';
 import { assertJsonContentType, errorResult, parseJsonText, requestIdOf } from './pipeline.js';
 import { validate, type HandlerResult } from './route.js';
 import type { SteadyTicket } from '../actors/types.js';
@@ -26,7 +26,7 @@ import type { Services } from './services.js';
  */
 export const FAST_PATH_HEADER = 'X-Coord-Path';
 
-/** A request listener placed in front of express on the same server (DESIGN.md §12). */
+/** A request listener placed in front of express on the same server (docs/architecture.md#the-heartbeat-fast-path). */
 export interface HeartbeatFastPath {
   /** Serves the request and returns true when it is a heartbeat; false leaves it to express. */
   handle(req: IncomingMessage, res: ServerResponse): boolean;
@@ -41,7 +41,7 @@ const PREFIX = HEARTBEAT_PATH.slice(0, HEARTBEAT_PATH.indexOf(':'));
 
 /**
  * The path parameters of a heartbeat URL, or null. Express routes case-sensitively and
- * strictly (no trailing slash, DESIGN.md §9), so this matches exactly what its heartbeat route
+ * strictly (no trailing slash, docs/decisions.md#one-spelling-per-path), so this matches exactly what its heartbeat route
  * matches; a parameter that is not valid percent-encoding, and an absolute-form URL, are left
  * to express, which answers them (400, or the heartbeat itself).
  */
@@ -142,7 +142,7 @@ const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
  * With `rest`, a map that does not hold what is asked of it stops taking entries for a while:
  * when a generation fills with fewer than a quarter as many hits as entries (the first one after
  * it was made or rested excepted: first sightings fill it; more distinct keys cycle through
- * than it holds: 100,000 members' heartbeat bodies, issue 10), the next
+ * than it holds: 100,000 members' heartbeat bodies, docs/BENCHMARKS.md), the next
  * {@link REST_GENERATIONS} generations' worth of `set`s are skipped, then it tries again. Each
  * entry set and dropped before it is asked for again outlives a few young-generation GCs and
  * dies in the old generation, which a replica holding a large heap pays for in major GCs; an
@@ -220,12 +220,14 @@ interface HeartbeatRoute {
   readonly members: Map<string, SteadyMemo>;
   /** The group's owner (`X-Coord-Owner`) as last looked up, and the owners' version then. */
   owner: string | null;
+  /** That owner's advertised URL (`X-Coord-Owner-Url`), null when not known. */
+  ownerUrl: string | null;
   ownersVersion: number;
 }
 
 /**
  * A member's last steady answer (its JSON, reused while the member is told the same thing) and
- * the heartbeat it answered (issue 10, capacity): the same body text from the same principal on
+ * the heartbeat it answered (the capacity goal, docs/BENCHMARKS.md): the same body text from the same principal on
  * the same URL is the same validated request, which `GroupCoordinator.steadyAgain` answers again
  * in O(1) while its decision holds, without the body's parse and validation, the group's and
  * member's lookups, the decision and the reply's encoding. The ticket is held weakly: the
@@ -270,7 +272,7 @@ function deepFreeze<T>(value: T): T {
 }
 
 /**
- * The heartbeat lean path (DESIGN.md §12): serves only `POST` on the canonical heartbeat URL,
+ * The heartbeat lean path (docs/architecture.md#the-heartbeat-fast-path): serves only `POST` on the canonical heartbeat URL,
  * with the steps and answers of the express pipeline in the same order — request id, bounded
  * raw body (413), JSON (415/400), bearer token through `TokenService` and its verified-token
  * cache (401), role CONSUMER (403), the route's zod schemas (400), the token's group scope (403), then the heartbeat itself
@@ -308,6 +310,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       memos: new Map(),
       members: new Map(),
       owner: null,
+      ownerUrl: null,
       ownersVersion: -1,
     };
     routes.set(url, route);
@@ -326,6 +329,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     const version = replicas.ownersVersion();
     if (route.ownersVersion !== version) {
       route.owner = groupOwnerOf(services, stream, group);
+      route.ownerUrl = route.owner === null ? null : ownerUrlOf(services, route.owner);
       route.ownersVersion = version;
     }
     return route.owner;
@@ -338,6 +342,8 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     readonly route: HeartbeatRoute;
     readonly requestId: string;
     readonly owner: string | null;
+    /** Forwarded by another replica (signed): answered sooner when the store is down. */
+    readonly forwarded: boolean;
   }
 
   /**
@@ -399,6 +405,9 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       p.owner === null
         ? ['X-Request-Id', p.requestId, FAST_PATH_HEADER, 'fast']
         : ['X-Request-Id', p.requestId, FAST_PATH_HEADER, 'fast', OWNER_HEADER, p.owner];
+    if (p.owner !== null && p.route.ownerUrl !== null) {
+      headers.push(OWNER_URL_HEADER, p.route.ownerUrl);
+    }
     headers.push('Content-Type', JSON_CONTENT_TYPE, 'Content-Length', length);
     res.writeHead(200, headers);
     res.end(json);
@@ -411,6 +420,8 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       res.setHeader('X-Request-Id', requestId);
       res.setHeader(FAST_PATH_HEADER, 'fast');
       if (p.owner !== null) res.setHeader(OWNER_HEADER, p.owner);
+      if (p.owner !== null && route.ownerUrl !== null)
+        res.setHeader(OWNER_URL_HEADER, route.ownerUrl);
     }
     // Another replica owns the group: forwarded there, its answer passed on.
     if (await forwardMoved(services, req, res, error, { requestId, body: bytes })) return;
@@ -459,6 +470,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     let answered: SteadyTicket | Promise<HeartbeatReply>;
     let text: string | null = null;
     let principal: string;
+    let waitMs: number;
     try {
       let body: unknown;
       let known: HeartbeatBody | undefined;
@@ -498,15 +510,25 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
         }
         heartbeat = validated(memo.text, parseJsonText(memo.text));
       }
+      waitMs = heartbeat.waitMs ?? 0;
       answered = answerHeartbeat(services, caller, params, heartbeat, p.res);
     } catch (error) {
       fail(p, error, bytes);
       return;
     }
     if (answered instanceof Promise) {
+      // Answered 503 STORE_UNAVAILABLE if it waits too long on a store that is down; done
+      // before anything else answers it (or forwards it to the group's owner).
+      const watch = services.outage?.watch((error) => fail(p, error, bytes), waitMs, p.forwarded);
       answered.then(
-        (reply) => paced.write(() => answer(p, reply)),
-        (error: unknown) => fail(p, error, bytes),
+        (reply) => {
+          watch?.done();
+          paced.write(() => answer(p, reply));
+        },
+        (error: unknown) => {
+          watch?.done();
+          fail(p, error, bytes);
+        },
       );
     } else if (text !== null) {
       answer(p, remember(route, text, principal, answered));
@@ -525,9 +547,9 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       const route = routeOf(url);
       if (!route) return false;
       const requestId = requestIdOf(req.headers['x-request-id'] as string | undefined);
-      acceptForwarded(services, req);
+      const forwarded = acceptForwarded(services, req);
       const owner = ownerOf(route);
-      const pending: Pending = { req, res, route, requestId, owner };
+      const pending: Pending = { req, res, route, requestId, owner, forwarded };
       readBody(req, maxBytes, (error, bytes) => {
         if (error) fail(pending, error, null);
         else serve(pending, bytes);

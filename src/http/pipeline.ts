@@ -8,6 +8,7 @@ import { toErrorResponse } from './errors.js';
 import { logRequestFailure, type FailedRequest } from './failure-log.js';
 import { requestContext, type RequestContext } from './request-context.js';
 import type { HandlerResult } from './route.js';
+import { authorizationCount } from './auth/passport.js';
 import type { Principal } from './auth/roles.js';
 import type { Services } from './services.js';
 
@@ -100,6 +101,8 @@ export function bodyMiddleware(maxBytes: number) {
 
 /** The caller of a request rejected before authentication ran (e.g. bad JSON), if its token is valid. */
 function principalOfHeader(services: Services, req: Request): Principal | null {
+  // Credentials sent twice name nobody (the request itself is refused for them).
+  if (authorizationCount(req) > 1) return null;
   const match = /^Bearer\s+(\S+)$/i.exec(req.get('authorization') ?? '');
   if (!match?.[1]) return null;
   try {
@@ -112,7 +115,10 @@ function principalOfHeader(services: Services, req: Request): Principal | null {
 /**
  * Writes the one audit record of an admin request (once, whoever calls first) with the status
  * of its answer, counted in `coord_admin_requests_total`. Returns `AUDIT_UNAVAILABLE` when the
- * record could not be written (the caller answers that instead), else null. Also used for a
+ * record of a request that was carried out (a 2xx/3xx answer) could not be written (the caller
+ * answers that instead: the change is made, its record is missing), else null: a refused
+ * request keeps its own answer, so one refused because the store is down says
+ * `STORE_UNAVAILABLE`, which is why its record could not be written either. Also used for a
  * request forwarded to the owner: the receiving replica audits it with the owner's status.
  */
 export async function auditOnce(
@@ -135,7 +141,15 @@ export async function auditOnce(
       ...(ctx.consumerGroup ? { consumerGroup: ctx.consumerGroup } : {}),
       error: String(error),
     });
-    failed = new CoordinatorError('AUDIT_UNAVAILABLE', 'the audit record could not be written');
+    // Nothing was done for a refused request: its own answer stands.
+    if (status < 400) {
+      const outage = (error as { details?: Record<string, unknown> } | null)?.details;
+      failed = new CoordinatorError(
+        'AUDIT_UNAVAILABLE',
+        'the change was made but its audit record could not be written',
+        outage ? { details: { store: outage.store, cause: outage.cause } } : {},
+      );
+    }
   }
   services.metrics.adminRequests.inc({
     operation: ctx.operation ?? 'unknown',
@@ -147,7 +161,8 @@ export async function auditOnce(
 /**
  * Sends a response. On admin requests the audit record is written first, once per request
  * even if a failed send is followed by an error reply, and counted in
- * `coord_admin_requests_total`; if it cannot be written the caller gets 503 AUDIT_UNAVAILABLE.
+ * `coord_admin_requests_total`; if the record of a change that was made cannot be written the
+ * caller gets 503 AUDIT_UNAVAILABLE (see {@link auditOnce}).
  */
 export async function send(
   services: Services,
@@ -157,7 +172,9 @@ export async function send(
 ): Promise<void> {
   const ctx = requestContext(res);
   let { status, body } = result;
-  const failed = await auditOnce(services, req, res, status);
+  // The record says what the client got: the answer already written, if one was (an event
+  // stream, a 408 for a body that never came, an answer given while the store was down).
+  const failed = await auditOnce(services, req, res, res.headersSent ? res.statusCode : status);
   if (failed) ({ status, body } = toErrorResponse(failed, ctx.requestId));
   if (res.headersSent) return;
   if (!res.hasHeader(OWNER_HEADER)) {

@@ -48,17 +48,33 @@ export function route<P, B, Q>(spec: RouteSpec<P, B, Q>): RouteSpec {
   return spec as unknown as RouteSpec;
 }
 
-/** Parses with a zod schema; a failure is a 400 naming each bad field. */
+/** Issues a validation error names at most; the others are only counted (`details.moreIssues`). */
+export const MAX_REPORTED_ISSUES = 10;
+/** Longest field path or message of one reported issue (a path may name keys the client chose). */
+const MAX_ISSUE_CHARS = 200;
+
+function clip(text: string): string {
+  return text.length > MAX_ISSUE_CHARS ? `${text.slice(0, MAX_ISSUE_CHARS - 1)}…` : text;
+}
+
+/**
+ * Parses with a zod schema; a failure is a 400 naming the first {@link MAX_REPORTED_ISSUES}
+ * bad fields (each path and message clipped) and counting the rest, so a hostile body (an
+ * array of thousands of bad entries) is answered in a few KB, not in megabytes.
+ */
 export function validate<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  const issues = parsed.error.issues.map((issue) => ({
-    field: [where, ...issue.path.map(String)].join('.'),
-    message: issue.message,
+  const all = parsed.error.issues;
+  const issues = all.slice(0, MAX_REPORTED_ISSUES).map((issue) => ({
+    field: clip([where, ...issue.path.map(String)].join('.')),
+    message: clip(issue.message),
   }));
+  const more = all.length - issues.length;
+  const listed = issues.map((i) => `${i.field}: ${i.message}`).join('; ');
   throw new CoordinatorError(
     'VALIDATION_FAILED',
-    issues.map((i) => `${i.field}: ${i.message}`).join('; '),
-    { details: { issues } },
+    more > 0 ? `${listed}; and ${more} more` : listed,
+    { details: more > 0 ? { issues, moreIssues: more } : { issues } },
   );
 }

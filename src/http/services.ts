@@ -12,8 +12,9 @@ import type { AuditLog } from './audit.js';
 import type { LoginThrottle } from './auth/login-throttle.js';
 import type { TokenService } from './auth/tokens.js';
 import type { UserDirectory } from './auth/users.js';
+import type { StoreOutageBound } from './store-outage.js';
 
-/** The other replicas of the deployment (DESIGN.md §8); absent with one replica. */
+/** The other replicas of the deployment (docs/architecture.md#replicas-leases-and-fences); absent with one replica. */
 export interface ReplicaServices {
   readonly forwarder: Forwarder;
   /** Signs and checks forwarded requests (the shared JWT secret). */
@@ -26,6 +27,11 @@ export interface ReplicaServices {
   urlOf(replicaId: string): string | null;
   /** The live replicas, for `GET /coord/v1/monitoring/replicas`. */
   list(): Promise<ReplicaView[]>;
+  /**
+   * Whether this replica is in the replica registry as last read (readiness: until it is, the
+   * others do not forward to it and it owns no group).
+   */
+  joined(): boolean;
 }
 
 /** Everything a route handler may use. */
@@ -46,5 +52,7 @@ export interface Services {
   /** This replica's `coordinator.http.advertised-url` (the URL it was reached at, if unset). */
   readonly advertisedUrl?: string;
   readonly replicas?: ReplicaServices;
+  /** Answers requests that wait on a store that is down; absent with the memory store. */
+  readonly outage?: StoreOutageBound;
   readonly version: string;
 }

@@ -17,11 +17,15 @@ interface Window {
   suppressed: number;
 }
 
+/** The levels a {@link RateLimitedLog} writes at. */
+export type RateLimitedLevel = 'warn' | 'info' | 'debug';
+
 /**
- * Warn lines for expected refusals (failed closed, fenced, throttled, store down), which a
- * client can cause at will: per key (e.g. code and group) at most `linesPerWindow` lines per
- * window, never a stack. The first line of the next window says how many were left out
- * (`suppressed`), so an operator still sees the volume.
+ * Lines about expected refusals (a moving group, an owner that does not answer, failed closed,
+ * fenced, throttled, store down), which a client or an outage can cause at will: per key (e.g.
+ * code and group) at most `linesPerWindow` lines per window, never a stack. The first line of the
+ * next window says how many were left out (`suppressed`), so an operator still sees the volume
+ * (docs/operations.md#logs).
  */
 export class RateLimitedLog {
   private readonly windows = new Map<string, Window>();
@@ -41,6 +45,25 @@ export class RateLimitedLog {
 
   /** Writes `message` at warn level unless `key` used up its lines in the current window. */
   warn(key: string, message: string, fields: Readonly<Record<string, unknown>>): void {
+    this.write('warn', key, message, fields);
+  }
+
+  /** Writes `message` at info level unless `key` used up its lines in the current window. */
+  info(key: string, message: string, fields: Readonly<Record<string, unknown>>): void {
+    this.write('info', key, message, fields);
+  }
+
+  /**
+   * Writes `message` at `level` unless `key` used up its lines in the current window. A level
+   * the logger does not write costs nothing and counts nothing.
+   */
+  write(
+    level: RateLimitedLevel,
+    key: string,
+    message: string,
+    fields: Readonly<Record<string, unknown>>,
+  ): void {
+    if (!this.logger.isLevelEnabled(level)) return;
     const now = this.clock.now();
     let window = this.windows.get(key);
     let suppressed = 0;
@@ -58,7 +81,7 @@ export class RateLimitedLog {
       return;
     }
     window.written++;
-    this.logger.warn(message, suppressed > 0 ? { ...fields, suppressed } : fields);
+    this.logger.log(level, message, suppressed > 0 ? { ...fields, suppressed } : fields);
   }
 
   /** Forgets ended windows when the map is full; if none ended, the oldest key goes. */

@@ -1,7 +1,7 @@
 import type { GroupRef } from '../machines/types.js';
 
 /**
- * Key names of DESIGN.md §4, built here and nowhere else.
+ * Key names (docs/architecture.md#store-layout), built here and nowhere else.
  * `kp` is `coordinator.store.key-prefix`; a group's keys share the Redis Cluster hash tag
  * `{<streamPrefix>:<consumerGroup>}` so one Lua script can touch all of them.
  */
@@ -27,6 +27,12 @@ export interface KeyNames {
    */
   /** Lifecycles of the group deleted on purpose (a hash lifecycleId -> epoch ms), in its slot. */
   deleted(ref: GroupRef): string;
+
+  /*
+   * Login throttling (docs/operations.md#login-throttling).
+   */
+  /** Failed logins of one user and client address (`id`: a hex digest of both), with a TTL. */
+  loginFailures(id: string): string;
 }
 
 export function keyNames(prefix: string): KeyNames {
@@ -43,10 +49,11 @@ export function keyNames(prefix: string): KeyNames {
     replica: (id) => `${prefix}:replica:${id}`,
     audit: () => `${prefix}:audit`,
     deleted: (ref) => `${prefix}:${groupTag(ref)}:deleted`,
+    loginFailures: (id) => `${prefix}:login-failures:${id}`,
   };
 }
 
-/** Registry member of a group in `kp:groups`: the JSON pair DESIGN.md §4 names. */
+/** Registry member of a group in `kp:groups`: the JSON pair `[streamPrefix, consumerGroup]`. */
 export function registryMember(ref: GroupRef): string {
   return JSON.stringify([ref.streamPrefix, ref.consumerGroup]);
 }

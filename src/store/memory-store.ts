@@ -20,10 +20,12 @@ import type {
   FailureRecord,
   GroupPage,
   GroupRevision,
+  LoginFailures,
   ReplicaRecord,
   Store,
   StoredGroup,
   StoreHealth,
+  StoreOutage,
 } from './store.js';
 import { fenceOf, toStoredGroup } from './stored-group.js';
 import { assertImportable, assertPatchAllowed } from './write-guards.js';
@@ -37,7 +39,7 @@ export interface MemoryStoreOptions {
 }
 
 /**
- * The embedded-mode store (DESIGN.md §3). It keeps the same field maps as the Redis metadata
+ * The embedded-mode store (docs/architecture.md#runtime-modes). It keeps the same field maps as the Redis metadata
  * hashes and refuses writes with the same script status codes, so it passes the same contract
  * suite; everything handed out is a copy. Nothing survives the process.
  */
@@ -161,7 +163,7 @@ export class MemoryStore implements Store {
     return settle(() => streamPrefixes.map((sp) => this.layouts.get(sp) ?? null));
   }
 
-  /** Embedded mode has one replica and no leases (DESIGN.md §8): `lease` is not checked. */
+  /** Embedded mode has one replica and no leases (docs/architecture.md#replicas-leases-and-fences): `lease` is not checked. */
   claimGroup(ref: GroupRef, _lease: string | null): Promise<StoredGroup> {
     return settle(() => {
       const hash = this.hashes.get(this.keys.metadata(ref));
@@ -294,7 +296,7 @@ export class MemoryStore implements Store {
     return Promise.resolve();
   }
 
-  /** Embedded mode has no store connection to be up or down (DESIGN.md §3). */
+  /** Embedded mode has no store connection to be up or down (docs/architecture.md#runtime-modes). */
   health(): StoreHealth {
     return 'NOT_CONFIGURED';
   }
@@ -335,6 +337,55 @@ export class MemoryStore implements Store {
         .map(([lifecycleId, at]) => ({ lifecycleId, at }))
         .sort((a, b) => a.at - b.at),
     );
+  }
+
+  /*
+   * Outages and failed logins (docs/operations.md#login-throttling): an embedded store is never
+   * down; the counters follow the rules of recordLoginFailure-1.lua and readLoginFailures-1.lua.
+   */
+
+  /** Failed logins by id, with the `performance.now()` at which their window closes. */
+  private readonly loginWindows = new Map<string, { failures: number; closesAt: number }>();
+
+  outage(): StoreOutage | null {
+    return null;
+  }
+
+  recordLoginFailure(id: string, windowMs: number): Promise<LoginFailures> {
+    return settle(() => {
+      const now = performance.now();
+      const open = this.openLoginWindow(id, now);
+      const window = open ?? { failures: 0, closesAt: now + windowMs };
+      window.failures += 1;
+      this.loginWindows.set(id, window);
+      return { failures: window.failures, remainingMs: Math.ceil(window.closesAt - now) };
+    });
+  }
+
+  readLoginFailures(id: string): Promise<LoginFailures> {
+    return settle(() => {
+      const now = performance.now();
+      const open = this.openLoginWindow(id, now);
+      return open
+        ? { failures: open.failures, remainingMs: Math.ceil(open.closesAt - now) }
+        : { failures: 0, remainingMs: 0 };
+    });
+  }
+
+  clearLoginFailures(id: string): Promise<void> {
+    return settle(() => {
+      this.loginWindows.delete(id);
+    });
+  }
+
+  /** The window of `id` if it is still open (a closed one is forgotten, as a key's TTL would). */
+  private openLoginWindow(id: string, now: number) {
+    const window = this.loginWindows.get(id);
+    if (window !== undefined && window.closesAt <= now) {
+      this.loginWindows.delete(id);
+      return undefined;
+    }
+    return window;
   }
 
   /** Records `fence` as handed out (or imported) and returns it. */

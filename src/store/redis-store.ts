@@ -26,24 +26,26 @@ import type {
   FailureRecord,
   GroupPage,
   GroupRevision,
+  LoginFailures,
   ReplicaLease,
   ReplicaRecord,
   Store,
   StoredGroup,
   StoreHealth,
+  StoreOutage,
 } from './store.js';
 import { fenceOf, toStoredGroup } from './stored-group.js';
 import { assertImportable, assertPatchAllowed } from './write-guards.js';
 
 /*
- * Layout decisions (DESIGN.md §4) that readers of the data must know:
+ * Layout decisions (docs/architecture.md#store-layout) that readers of the data must know:
  * - Registry `kp:groups`: every member has score 0 so ZRANGE BYLEX gives a stable order for
  *   cursor paging (see group-paging.ts); `createdAt` lives in the metadata hash only.
  * - Registry and metadata key live in different Cluster slots, so no script touches both.
  *   create/import: metadata script first, then ZADD; delete: fence check, ZREM, fenced DEL
  *   script (ZADD back if it refuses). A crash in between leaves an unregistered metadata key
  *   (create answers GROUP_EXISTS, a delete retry finishes), never a registered group without
- *   metadata, which §7 would treat as lost metadata.
+ *   metadata, which would read as lost metadata (docs/operations.md#lost-metadata).
  * - Audit `kp:audit`: one stream entry per record with a single field `json` (the record as
  *   JSON, lossless for nulls and arrays), trimmed with `MAXLEN ~ auditMaxLen`: Redis keeps at
  *   least auditMaxLen entries and at most about one stream node (100 entries) more.
@@ -604,6 +606,59 @@ export class RedisStore implements Store {
     );
     return deletionsOf(hash);
   }
+
+  /*
+   * Outages and failed logins (docs/operations.md#when-the-store-is-down,
+   * docs/operations.md#login-throttling); see the Store interface.
+   */
+
+  outage(): StoreOutage | null {
+    if (this.lastHealth !== 'DOWN') return null;
+    const status = this.client.status;
+    return {
+      store: this.target,
+      cause: this.connectionFailure ?? (status === 'ready' ? 'no answer' : `connection ${status}`),
+    };
+  }
+
+  async recordLoginFailure(id: string, windowMs: number): Promise<LoginFailures> {
+    return loginFailuresOf(
+      await this.runKeyScript('recordLoginFailure', [this.keys.loginFailures(id)], [windowMs]),
+    );
+  }
+
+  async readLoginFailures(id: string): Promise<LoginFailures> {
+    return loginFailuresOf(
+      await this.runKeyScript('readLoginFailures', [this.keys.loginFailures(id)], []),
+    );
+  }
+
+  async clearLoginFailures(id: string): Promise<void> {
+    await this.command('clearLoginFailures', () => this.client.del(this.keys.loginFailures(id)));
+  }
+
+  /** A script of `src/store/lua/` that is about no group: its keys as given, its raw reply. */
+  private runKeyScript(
+    name: string,
+    keys: readonly string[],
+    args: Array<string | number>,
+  ): Promise<unknown> {
+    const run = (this.client as unknown as Record<string, ScriptCommand | undefined>)[
+      COMMAND_PREFIX + name
+    ];
+    if (run === undefined) {
+      throw new CoordinatorError('INTERNAL', `store script ${name} is not loaded`);
+    }
+    return this.command(name, () => run.call(this.client, ...keys, ...args));
+  }
+}
+
+/** The `{failures, remainingMs}` reply of the login-failure scripts. */
+function loginFailuresOf(reply: unknown): LoginFailures {
+  if (!Array.isArray(reply)) {
+    throw new CoordinatorError('INTERNAL', 'store script returned an unexpected reply');
+  }
+  return { failures: Number(reply[0]) || 0, remainingMs: Math.max(0, Number(reply[1]) || 0) };
 }
 
 /** Status of `recordLostGroup-2.lua` when the metadata key exists (nothing written). */
@@ -614,6 +669,60 @@ export function deletionsOf(hash: Readonly<Record<string, string>>): DeletedLife
   return Object.entries(hash)
     .map(([lifecycleId, at]) => ({ lifecycleId, at: Number(at) || 0 }))
     .sort((a, b) => a.at - b.at);
+}
+
+/*
+ * Other Redis clients of the coordinator (the lease client): their failures described as the
+ * store's are (docs/operations.md#when-the-store-is-down).
+ */
+
+/**
+ * Makes the failures of `client`'s commands name the store and the cause as the store's do
+ * (`<what> failed: Redis at host:port unreachable (ECONNREFUSED)`), instead of ioredis'
+ * bookkeeping (`Reached the max retries per request limit`, `Command timed out`), since they
+ * reach log lines: a lease lost while Redis is down says why. Errors Redis itself answered
+ * (`ReplyError`: `NOSCRIPT`, `NOPERM`, ...) pass unchanged, so ioredis and redlock still act on
+ * them. Returns `client`.
+ */
+export function describeFailures<C extends Redis | Cluster>(
+  client: C,
+  what: string,
+  addresses: { readonly url?: string; readonly clusterNodes?: readonly string[] },
+): C {
+  const target = addresses.clusterNodes?.length
+    ? addresses.clusterNodes.map(hostAndPort).join(',')
+    : hostAndPort(addresses.url ?? 'redis://127.0.0.1:6379');
+  let connectionFailure: string | null = null;
+  client.on('error', (error: unknown) => {
+    if (client.status !== 'ready') connectionFailure = causeOf(error);
+  });
+  client.on('ready', () => {
+    connectionFailure = null;
+  });
+  const send = client.sendCommand.bind(client) as (command: object, ...rest: unknown[]) => unknown;
+  // ioredis sends a queued command again itself after a reconnect and ignores what that call
+  // returns: the command keeps the one described promise its caller holds, never a second one
+  // that nobody handles.
+  const describedOf = new WeakMap<object, Promise<unknown>>();
+  const described = (command: object, ...rest: unknown[]): unknown => {
+    const sent = send(command, ...rest);
+    if (!(sent instanceof Promise)) return sent;
+    const known = describedOf.get(command);
+    if (known !== undefined) return known;
+    const promise = sent.catch((error: unknown) => {
+      if ((error as { name?: unknown } | null)?.name === 'ReplyError') throw error;
+      const cause =
+        client.status === 'ready' ? causeOf(error) : (connectionFailure ?? causeOf(error));
+      throw new StoreUnavailableError(`${what} failed: Redis at ${target} unreachable (${cause})`, {
+        cause: error,
+        details: { store: target, cause },
+      });
+    });
+    describedOf.set(command, promise);
+    return promise;
+  };
+  (client as unknown as { sendCommand: typeof described }).sendCommand = described;
+  return client;
 }
 
 /** `redis://user:pw@host:port/0` → `host:port`: never the credentials. */
@@ -637,6 +746,8 @@ function causeOf(error: unknown): string {
   if (e?.lastNodeError) return causeOf(e.lastNodeError);
   const message = typeof e?.message === 'string' ? e.message : String(error);
   if (/maxRetriesPerRequest/.test(message)) return 'no connection';
+  if (/^Command timed out/.test(message)) return 'no answer in time';
+  if (/^Connection is closed/.test(message)) return 'connection closed';
   return message;
 }
 

@@ -5,23 +5,23 @@ import type { LayoutRequest, PrefixLayout } from './prefix-layout.js';
 /** A group as read from the store: its state plus the store-owned fields. */
 export interface StoredGroup {
   readonly state: GroupState;
-  /** +1 on every write (DESIGN.md §4). */
+  /** +1 on every write (docs/architecture.md#the-metadata-hash). */
   readonly revision: number;
   /**
    * Fencing token of the owner allowed to write: an integer counter in the metadata hash,
-   * incremented by every claim (DESIGN.md §8). Every write must carry it.
+   * incremented by every claim (docs/architecture.md#replicas-leases-and-fences). Every write must carry it.
    */
   readonly fence: number;
 }
 
-/** What the verify loop reads for each owned group (DESIGN.md §7). */
+/** What the verify loop reads for each owned group (docs/architecture.md#failure-detection). */
 export interface GroupRevision {
   readonly revision: number;
   readonly lifecycleId: string;
 }
 
 /**
- * A fail-closed decision (DESIGN.md §7), kept in its own key `kp:G:failure` so it survives a
+ * A fail-closed decision (docs/operations.md#fail-closed-behaviour), kept in its own key `kp:G:failure` so it survives a
  * coordinator restart without touching the metadata key it is about.
  */
 export interface FailureRecord {
@@ -43,7 +43,7 @@ export interface FailureRecord {
 
 export type AuditOutcome = 'SUCCEEDED' | 'REJECTED' | 'DENIED' | 'FAILED';
 
-/** One audit record (DESIGN.md §9). Never holds passwords or tokens. */
+/** One audit record (docs/decisions.md#audit-record-and-admin-mutation-are-two-writes). Never holds passwords or tokens. */
 export interface AuditRecord {
   readonly timestamp: string;
   readonly method: string;
@@ -68,7 +68,7 @@ export interface AuditQuery {
   readonly consumerGroup?: string;
   /**
    * Only records about a group this accepts; records that name no group are left out too
-   * (a scoped token's query, DESIGN.md §9).
+   * (a scoped token's query, README.md#tokens-roles-and-group-scopes).
    */
   readonly permits?: (streamPrefix: string, consumerGroup: string) => boolean;
   /** At most this many records, newest first. */
@@ -83,7 +83,7 @@ export interface GroupPage {
 
 export type StoreHealth = 'UP' | 'DOWN' | 'NOT_CONFIGURED';
 
-/** A live coordinator replica as registered in `kp:replicas` (DESIGN.md §8). */
+/** A live coordinator replica as registered in `kp:replicas` (docs/architecture.md#replicas-leases-and-fences). */
 export interface ReplicaRecord {
   /** `coordinator.replica.id`. */
   readonly id: string;
@@ -212,6 +212,41 @@ export interface Store {
   recordDeletion(ref: GroupRef, lifecycleId: string, at: number): Promise<void>;
   /** The lifecycles of the group deleted on purpose, oldest first. */
   readDeletions(ref: GroupRef): Promise<DeletedLifecycle[]>;
+
+  /*
+   * Outages and failed logins (docs/operations.md#when-the-store-is-down,
+   * docs/operations.md#login-throttling).
+   */
+
+  /**
+   * Why the store cannot be reached now, as far as is known without a round trip (`store` is
+   * `host:port`, never credentials); null while it answers, and always for the memory store.
+   */
+  outage(): StoreOutage | null;
+  /**
+   * Counts one failed login under `id` (a digest of the username and the client address): the
+   * first failure opens a window of `windowMs`, which later failures do not extend. Returns the
+   * failures counted in the window and the milliseconds left of it. Shared by every replica on
+   * the store.
+   */
+  recordLoginFailure(id: string, windowMs: number): Promise<LoginFailures>;
+  /** The failures counted under `id` in its open window (`failures: 0` when none is open). */
+  readLoginFailures(id: string): Promise<LoginFailures>;
+  /** Forgets the failures counted under `id` (a successful login). */
+  clearLoginFailures(id: string): Promise<void>;
+}
+
+/** What {@link Store.outage} reports: the store's address and why it cannot be reached. */
+export interface StoreOutage {
+  readonly store: string;
+  readonly cause: string;
+}
+
+/** Failed logins counted under one id (see {@link Store.recordLoginFailure}). */
+export interface LoginFailures {
+  readonly failures: number;
+  /** Milliseconds until the window closes; 0 when no window is open. */
+  readonly remainingMs: number;
 }
 
 /** One lifecycle of a group deleted on purpose (`Store.recordDeletion`). */

@@ -35,7 +35,7 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
   });
 }
 
-describe('forwarding a request to the owning replica (DESIGN.md §8)', () => {
+describe('forwarding a request to the owning replica (docs/architecture.md#replicas-leases-and-fences)', () => {
   /** What the owner saw, per request. */
   const seen: Array<{ path: string; forwardedBy: string | undefined; remotePort: number }> = [];
   let sseClosed = false;

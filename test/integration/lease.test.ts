@@ -61,7 +61,7 @@ function recordingClock(delays: number[]): Clock {
   };
 }
 
-describe('group leases on a real redis-server (DESIGN.md §8)', () => {
+describe('group leases on a real redis-server (docs/architecture.md#replicas-leases-and-fences)', () => {
   let server: RedisServerHandle;
   const closers: Array<() => Promise<unknown>> = [];
 

@@ -1,11 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { envName, SETTING_NAMES } from '../../src/config/load.js';
+import { envName, loadSettings, SETTING_NAMES } from '../../src/config/load.js';
+import { allRoutes } from '../../src/http/routes/index.js';
 import { COORDINATOR_NODE_FLAGS } from '../../src/node-flags.js';
 
 interface Service {
   image?: string;
+  healthcheck?: { test?: string[] };
   build?: string;
   command?: string[];
   environment?: Record<string, string>;
@@ -16,6 +18,18 @@ interface Service {
 }
 
 const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
+
+/** The paths the coordinator serves to GET without a token (what a probe can ask). */
+const OPEN_PATHS = new Set(
+  allRoutes(loadSettings({ env: {} }), 'test')
+    .filter((route) => route.method === 'get' && route.roles === null)
+    .map((route) => route.path),
+);
+
+/** The coordinator path a health check command fetches. */
+function probedPath(command: string): string | undefined {
+  return /fetch\('http:\/\/127\.0\.0\.1:8080(\/[^']*)'\)/.exec(command)?.[1];
+}
 
 /** No Docker engine runs here: check what can be checked of docker-compose.yml without one. */
 describe('docker-compose.yml', () => {
@@ -82,6 +96,14 @@ describe('docker-compose.yml', () => {
     }
   });
 
+  it('each replica’s health check is readiness, a path served without a token', () => {
+    for (const [name, service] of coordinators) {
+      const path = probedPath((service.healthcheck?.test ?? []).join(' '));
+      expect(path, name).toBe('/coord/v1/monitoring/health/ready');
+      expect(OPEN_PATHS, name).toContain(path);
+    }
+  });
+
   it('publishes one port, the proxy’s, whose configuration names the three replicas', () => {
     const published = Object.entries(compose.services).filter(([, s]) => s.ports?.length);
     expect(published.map(([name]) => name)).toEqual(['proxy']);
@@ -107,6 +129,15 @@ describe('docker-compose.yml', () => {
   it('builds the image from the Dockerfile that starts dist/main.js with the coordinator’s V8 flags', () => {
     const cmd = ['node', ...COORDINATOR_NODE_FLAGS, 'dist/main.js'].map((arg) => `"${arg}"`);
     expect(read('Dockerfile')).toContain(`CMD [${cmd.join(', ')}]`);
+  });
+
+  it('the image’s HEALTHCHECK is liveness, a path served without a token', () => {
+    const line = read('Dockerfile')
+      .split('\n')
+      .find((l) => l.startsWith('HEALTHCHECK '));
+    const path = probedPath(line ?? '');
+    expect(path).toBe('/coord/v1/monitoring/health/live');
+    expect(OPEN_PATHS).toContain(path);
   });
 
   it('npm start runs dist/main.js with the same V8 flags as the image', () => {

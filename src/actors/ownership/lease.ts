@@ -9,13 +9,13 @@ import type { GroupRef } from '../../machines/types.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { hashSlot } from '../../store/hash-slot.js';
 
-/** Values of `coord_lease_changes_total{event}` (DESIGN.md §11). */
+/** Values of `coord_lease_changes_total{event}` (docs/operations.md). */
 export type LeaseEvent = 'acquired' | 'renewed-failed' | 'lost' | 'released';
 
 /** Past a held lease's expiry, how long an acquire retry waits before trying (timer slack). */
 const EXPIRY_MARGIN_MS = 5;
 
-/** Share of the TTL a lease is served from memory after its last acquire or renew (§8). */
+/** Share of the TTL a lease is served from memory after its last acquire or renew. */
 export const SERVE_FRACTION = 0.8;
 
 /**
@@ -60,7 +60,7 @@ type RenewClient = (Redis | Cluster) & {
 
 /** Options of {@link LeaseManager}. */
 export interface LeaseManagerOptions {
-  /** The Redis (one standalone client, or one Cluster client): quorum 1 (DESIGN.md §15). */
+  /** The Redis (one standalone client, or one Cluster client): quorum 1. */
   readonly clients: ReadonlyArray<Redis | Cluster>;
   /** The lease key of a group: `KeyNames.lease`, `kp:{sp:cg}:lease`. */
   readonly leaseKey: (ref: GroupRef) => string;
@@ -80,6 +80,13 @@ export interface LeaseManagerOptions {
    * elsewhere expires when that comes sooner. @default ttlMs / 10
    */
   readonly acquireRetryMs?: number;
+  /**
+   * The longest an acquire keeps its caller (a request) waiting: a retry that would start later
+   * is not made (the caller answers 503 `GROUP_MOVED`, and is asked again). It stays below the
+   * forwarding answer timeout, so that a replica taking a group over is not taken for one that
+   * does not answer (docs/operations.md#a-paused-owner). @default min(ttlMs, 1000)
+   */
+  readonly acquireWaitMs?: number;
   /** @default Math.random */
   readonly random?: () => number;
 }
@@ -108,17 +115,18 @@ interface HeldLease {
 }
 
 /**
- * The Redlock leases of the groups this replica owns (DESIGN.md §8, §15): acquired and released
- * through redlock (`retryCount: 0` with our own acquire loop, jittered). Renewed in batches
- * (docs/decisions.md): one timer for the replica; when it fires, every held lease that is due
- * within the next {@link windowMs} (TTL/12) is renewed, {@link RENEW_BATCH} keys per script call
- * (compare the value, PEXPIRE; on a Cluster, one call per hash slot), so that each lease is
- * renewed between TTL/4 and TTL/3 after its last renewal and the leases renewed together stay
- * together. Any failure for a key (value changed, key gone, the call failed, or the lease
- * already past its TTL when its turn came) is a lost lease. The lease alone is not safe against
- * pauses; the fence check in every Lua write is. What the lease bounds is serving from memory:
- * {@link mayServe} turns false at `renewedAt + ttl × 0.8` on the monotonic clock (`renewedAt`:
- * when the batch that renewed it was sent), whether or not the renewal timer got to run.
+ * The Redlock leases of the groups this replica owns (README.md, "Running several replicas"):
+ * acquired and released through redlock (`retryCount: 0` with our own acquire loop, jittered).
+ * Renewed in batches (docs/decisions.md): one timer for the replica; when it fires, every held
+ * lease that is due within the next {@link windowMs} (TTL/12) is renewed, {@link RENEW_BATCH}
+ * keys per script call (compare the value, PEXPIRE; on a Cluster, one call per hash slot), so
+ * that each lease is renewed between TTL/4 and TTL/3 after its last renewal and the leases
+ * renewed together stay together. Any failure for a key (value changed, key gone, the call
+ * failed, or the lease already past its TTL when its turn came) is a lost lease. The lease alone
+ * is not safe against pauses; the fence check in every Lua write is. What the lease bounds is
+ * serving from memory: {@link mayServe} turns false at `renewedAt + ttl × 0.8` on the monotonic
+ * clock (`renewedAt`: when the batch that renewed it was sent), whether or not the renewal timer
+ * got to run.
  */
 export class LeaseManager {
   private readonly redlock: Redlock;
@@ -129,6 +137,7 @@ export class LeaseManager {
   private readonly random: () => number;
   private readonly attempts: number;
   private readonly retryMs: number;
+  private readonly waitMs: number;
   private readonly renewClient: RenewClient;
   /** A lease is renewed TTL/3 after its last renewal at the latest… */
   private readonly renewAfterMs: number;
@@ -147,6 +156,7 @@ export class LeaseManager {
     this.random = options.random ?? Math.random;
     this.attempts = Math.max(1, options.acquireAttempts ?? 3);
     this.retryMs = options.acquireRetryMs ?? Math.ceil(options.ttlMs / 10);
+    this.waitMs = options.acquireWaitMs ?? Math.min(options.ttlMs, 1_000);
     this.renewAfterMs = Math.floor(options.ttlMs / 3);
     this.windowMs = Math.floor(options.ttlMs / 12);
     const client = options.clients[0] as Redis | Cluster;
@@ -245,6 +255,7 @@ export class LeaseManager {
 
   private async acquireLoop(ref: GroupRef): Promise<LeaseStatus | null> {
     const key = this.options.leaseKey(ref);
+    const giveUpAt = this.now() + this.waitMs;
     for (let attempt = 1; ; attempt++) {
       const sentAt = this.now();
       try {
@@ -265,7 +276,8 @@ export class LeaseManager {
       } catch {
         if (attempt >= this.attempts) return null;
       }
-      const delay = await this.retryDelay(key);
+      const delay = await this.retryDelay(key, attempt + 1 === this.attempts);
+      if (this.now() + delay > giveUpAt) return null;
       await new Promise<void>((resolve) => this.clock.after(delay, resolve));
     }
   }
@@ -274,8 +286,10 @@ export class LeaseManager {
    * How long to wait before the next attempt: the jittered base delay, or less when the lease
    * runs out sooner. A dead owner's lease is then taken within a few ms of its expiry rather than
    * up to one base delay (2 × TTL / 10) later; a lease handed over (deleted) is retried at once.
+   * The `last` attempt goes when the lease runs out, however long the base delay: earlier, only a
+   * handover could have freed it, and that is what the earlier attempts were for.
    */
-  private async retryDelay(key: string): Promise<number> {
+  private async retryDelay(key: string, last = false): Promise<number> {
     const base = Math.round(this.retryMs * (1 + this.random()));
     let remaining: number;
     try {
@@ -285,7 +299,7 @@ export class LeaseManager {
     }
     if (remaining === -2) return 0; // gone since the attempt
     if (remaining < 0) return base; // no expiry: not a lease of ours to reason about
-    return Math.min(base, remaining + EXPIRY_MARGIN_MS);
+    return last ? remaining + EXPIRY_MARGIN_MS : Math.min(base, remaining + EXPIRY_MARGIN_MS);
   }
 
   /** Makes the renewal timer fire no later than `at` (monotonic ms). O(1). */
@@ -372,7 +386,7 @@ export class LeaseManager {
         lease.renewedAt = sentAt;
         next = Math.min(next, sentAt + this.renewAfterMs);
       } else {
-        // Any failure is a lost lease: another replica may hold it already (DESIGN.md §15).
+        // Any failure is a lost lease: another replica may hold it already.
         this.lose(lease, failure ?? new Error('the lease key no longer holds our value'));
       }
     });

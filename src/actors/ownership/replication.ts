@@ -36,9 +36,25 @@ export interface ReplicationOptions {
   readonly metrics: Metrics;
   readonly logger: Logger;
   readonly clock?: Clock;
-  /** Registry refresh interval and entry TTL. @default 1000 / 5000 */
+  /**
+   * Registry entry TTL and refresh interval; the TTL may not exceed the lease TTL.
+   * @default {@link registryTiming}(leaseTtlMs)
+   */
   readonly registryRefreshMs?: number;
   readonly registryTtlMs?: number;
+}
+
+/**
+ * The registry entry's TTL and refresh interval for a lease TTL: half the lease TTL (at most
+ * 5 s), refreshed three times per TTL. A replica that stops (killed, or paused: a GC pause,
+ * SIGSTOP) drops out of every other replica's live set at most TTL + one refresh later, that is
+ * within 2/3 of the lease TTL, and its leases last at least that long after its last renewal
+ * (renewed every TTL/4 to TTL/3). So by the time its leases expire the rendezvous choice has
+ * moved to a live replica, which takes the group at once (docs/operations.md#a-paused-owner).
+ */
+export function registryTiming(leaseTtlMs: number): { ttlMs: number; refreshMs: number } {
+  const ttlMs = Math.max(3, Math.min(5_000, Math.floor(leaseTtlMs / 2)));
+  return { ttlMs, refreshMs: Math.max(1, Math.floor(ttlMs / 3)) };
 }
 
 /** One replica as `GET /coord/v1/monitoring/replicas` shows it. */
@@ -51,12 +67,12 @@ export interface ReplicaView {
 }
 
 /**
- * The replicas of a deployment on one store (DESIGN.md §8), wired together: this replica's
- * registry entry, the lease manager, and the {@link LeaseOwnership} the host asks. When the
- * live set changes, the groups whose rendezvous owner is now another replica are handed over
- * (mailbox drained, lease released); their new owner takes them on the next request, so a
- * joining replica takes its share without a stampede. {@link leave} hands every group over
- * and deregisters (SIGTERM).
+ * The replicas of a deployment on one store (README.md, "Running several replicas"), wired
+ * together: this replica's registry entry, the lease manager, and the {@link LeaseOwnership}
+ * the host asks. When the live set changes, the groups whose rendezvous owner is now another
+ * replica are handed over (mailbox drained, lease released); their new owner takes them on the
+ * next request, so a joining replica takes its share without a stampede. {@link leave} hands
+ * every group over and deregisters (SIGTERM).
  */
 export class Replication {
   readonly ownership: LeaseOwnership;
@@ -70,6 +86,13 @@ export class Replication {
 
   constructor(private readonly options: ReplicationOptions) {
     const { metrics, logger } = options;
+    const timing = registryTiming(options.leaseTtlMs);
+    const registryTtlMs = options.registryTtlMs ?? timing.ttlMs;
+    if (registryTtlMs > options.leaseTtlMs) {
+      // Else a paused owner would stay the rendezvous choice after its leases expired: its
+      // groups unserved until its entry expires too.
+      throw new RangeError('the registry TTL must not exceed the lease TTL');
+    }
     this.replicaId = options.self.id;
     this.advertisedUrl = options.self.url;
     this.leases = new LeaseManager({
@@ -92,8 +115,8 @@ export class Replication {
       store: options.store,
       self: options.self,
       ...(options.clock ? { clock: options.clock } : {}),
-      refreshIntervalMs: options.registryRefreshMs ?? 1_000,
-      ttlMs: options.registryTtlMs ?? 5_000,
+      refreshIntervalMs: options.registryRefreshMs ?? timing.refreshMs,
+      ttlMs: registryTtlMs,
       describe: () => this.describeSelf(),
       onChange: (live) => {
         logger.info('replica set changed', { replicas: live.map((r) => r.id).join(',') });

@@ -20,6 +20,7 @@ export function principalOfRequest(
   tokens: Pick<TokenService, 'verify'>,
   req: IncomingMessage,
 ): Principal {
+  assertOneAuthorization(req);
   const authorization = req.headers.authorization;
   let token: string | null;
   if (authorization !== undefined && authorization === lastAuthorization) {
@@ -34,13 +35,38 @@ export function principalOfRequest(
 }
 
 /**
+ * Node keeps the first of several `Authorization` headers and drops the others, while a proxy
+ * in front may act on another one: credentials sent twice are ambiguous, and refused (400)
+ * rather than guessed at. One pass over the raw header names, no allocation.
+ */
+export function assertOneAuthorization(req: IncomingMessage): void {
+  if (authorizationCount(req) > 1) {
+    throw new CoordinatorError(
+      'VALIDATION_FAILED',
+      'ambiguous credentials: the request has more than one Authorization header',
+    );
+  }
+}
+
+/** How many `Authorization` headers the request carried. */
+export function authorizationCount(req: IncomingMessage): number {
+  const raw = req.rawHeaders;
+  let count = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    if (name.length === 13 && name.toLowerCase() === 'authorization') count++;
+  }
+  return count;
+}
+
+/**
  * The last `Authorization` header and the token {@link bearerToken} found in it (it reads that
  * header alone): consumers send the same header heartbeat after heartbeat.
  */
 let lastAuthorization: string | undefined;
 let lastToken: string | null = null;
 
-/** The passport strategy of DESIGN.md §9: a bearer JWT, verified by {@link principalOfRequest}. */
+/** The passport strategy (README.md#tokens-roles-and-group-scopes): a bearer JWT, verified by {@link principalOfRequest}. */
 class BearerTokenStrategy extends passport.Strategy {
   override name = 'jwt';
 

@@ -18,7 +18,7 @@ export const authRoutes = [
     },
     async handler({ body, req, services }) {
       const address = req.socket.remoteAddress ?? 'unknown';
-      const waitMs = services.throttle.retryAfterMs(body.username, address);
+      const waitMs = await services.throttle.retryAfterMs(body.username, address);
       if (waitMs > 0) {
         const retryAfterSeconds = Math.ceil(waitMs / 1000);
         throw new CoordinatorError(
@@ -31,14 +31,15 @@ export const authRoutes = [
       }
       const principal = await services.users.authenticate(body.username, body.password);
       if (!principal) {
-        services.throttle.recordFailure(body.username, address);
+        await services.throttle.recordFailure(body.username, address);
         services.rateLimitedLog.warn(`failed-login\u0000${address}`, 'failed login', {
           username: body.username,
           clientAddress: address,
         });
         throw new CoordinatorError('INVALID_CREDENTIALS', 'wrong username or password');
       }
-      services.throttle.recordSuccess(body.username, address);
+      // The caller proved its password: a count that cannot be cleared now expires by itself.
+      await services.throttle.recordSuccess(body.username, address).catch(() => undefined);
       const { accessToken, expiresIn } = services.tokens.sign(principal);
       const { roles, groups } = principal;
       return {

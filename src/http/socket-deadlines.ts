@@ -1,0 +1,232 @@
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import type { Duplex } from 'node:stream';
+import { answerTimeout, clientErrorListener } from './connection-errors.js';
+
+/*
+ * What a socket is doing, as far as its deadline is concerned:
+ * - HEADERS: a request has begun (the connection opened, or bytes came after the last answer)
+ *   and its headers are not complete: `headers-timeout` from `since`;
+ * - BODY: the headers are in, the body is not: `request-timeout` from `since`;
+ * - SERVING: the request is received; the answer may take as long as it takes (long polls,
+ *   event streams);
+ * - IDLE: the answer is written; Node's keep-alive timeout closes the socket unless another
+ *   request begins, which `bytesRead` moving past `mark` tells.
+ * `mark` is `socket.bytesRead` once the request was wholly received: at its headers for a
+ * request without a body, else when its body is seen complete. Bytes read after it belong to
+ * the next request, even when they came before the answer was written (a client that sends the
+ * start of its next request at once).
+ */
+const HEADERS = 0;
+const BODY = 1;
+const SERVING = 2;
+const IDLE = 3;
+
+interface Tracked {
+  phase: number;
+  /** When the current request began (monotonic ms). */
+  since: number;
+  /** `socket.bytesRead` once the current request was wholly received (see above). */
+  mark: number;
+  /** Whether `mark` is set for the current request. */
+  marked: boolean;
+  req: IncomingMessage | null;
+  res: ServerResponse | null;
+}
+
+const TRACKED = Symbol('coord.socketDeadline');
+type TrackedSocket = Socket & { [TRACKED]?: Tracked };
+
+/** Options of {@link SocketDeadlines}. */
+export interface SocketDeadlineOptions {
+  /** `coordinator.http.headers-timeout`; 0: none. */
+  readonly headersTimeoutMs: number;
+  /** `coordinator.http.request-timeout`; 0: none. */
+  readonly requestTimeoutMs: number;
+  /**
+   * A socket ran out of time: answer 408 (through `res` when a request was read and nothing of
+   * its answer is written yet) and close it.
+   */
+  readonly onTimeout: (
+    socket: Socket,
+    part: 'headers' | 'request',
+    exchange: { readonly req: IncomingMessage; readonly res: ServerResponse } | null,
+  ) => void;
+  /** Monotonic milliseconds. @default performance.now */
+  readonly now?: () => number;
+}
+
+/**
+ * How often the deadlines are checked: a tenth of the shortest limit, between 10 ms and 250 ms,
+ * so a socket is cut at most a quarter of a second (or a tenth of its limit) late.
+ */
+export function deadlineTickMs(headersTimeoutMs: number, requestTimeoutMs: number): number {
+  const limits = [headersTimeoutMs, requestTimeoutMs].filter((ms) => ms > 0);
+  if (limits.length === 0) return 250;
+  return Math.min(250, Math.max(10, Math.floor(Math.min(...limits) / 10)));
+}
+
+/**
+ * The slow-client limits of `coordinator.http.*`, per socket. Node 20 enforces its
+ * `headersTimeout` and `requestTimeout` only in a periodic sweep of its connection list that
+ * stops at the first connection not yet expired, so once any other connection is active (a
+ * kept-alive client, busy) a socket stuck in its headers is never reaped; the second request on
+ * a kept-alive socket is not covered either. Here every socket has one deadline of its own:
+ * from the first byte of each request (the connection for the first one) its headers must be in
+ * within the headers timeout and the whole request within the request timeout, else it is
+ * answered 408 and closed (docs/operations.md#http-timeouts).
+ *
+ * Cheap on the hot path: no timer and no listener per request. The request listener records the
+ * request on its socket (`request`, a few property writes); one coarse timer (see
+ * {@link deadlineTickMs}) walks the open sockets and moves each on from what it can see: the
+ * body complete (`req.complete`), the answer written (`res.writableFinished`), bytes of a next
+ * request arrived (`socket.bytesRead`). Node's own checks stay on as well.
+ */
+export class SocketDeadlines {
+  private readonly sockets = new Set<TrackedSocket>();
+  private timer: NodeJS.Timeout | null = null;
+  private readonly now: () => number;
+  private readonly headersMs: number;
+  private readonly requestMs: number;
+  /** How often the sockets are looked at. */
+  readonly tickMs: number;
+
+  constructor(private readonly options: SocketDeadlineOptions) {
+    this.headersMs = options.headersTimeoutMs;
+    this.requestMs = options.requestTimeoutMs;
+    this.now = options.now ?? (() => performance.now());
+    this.tickMs = deadlineTickMs(this.headersMs, this.requestMs);
+  }
+
+  private get enabled(): boolean {
+    return this.headersMs > 0 || this.requestMs > 0;
+  }
+
+  /** The server's `connection` listener: the first request's clock starts now. */
+  connected(socket: Socket): void {
+    if (!this.enabled) return;
+    const tracked = socket as TrackedSocket;
+    tracked[TRACKED] = {
+      phase: HEADERS,
+      since: this.now(),
+      mark: 0,
+      marked: false,
+      req: null,
+      res: null,
+    };
+    this.sockets.add(tracked);
+    socket.once('close', () => this.sockets.delete(tracked));
+    this.timer ??= setInterval(this.tick, this.tickMs).unref();
+  }
+
+  /** Called first in the request listener: the headers are in; now the body. O(1). */
+  request(req: IncomingMessage, res: ServerResponse): void {
+    const state = (req.socket as TrackedSocket)[TRACKED];
+    if (state === undefined) return;
+    // Headers that came whole between two looks at the socket: their request starts now.
+    if (state.phase !== HEADERS) state.since = this.now();
+    state.phase = BODY;
+    state.req = req;
+    state.res = res;
+    // Without a body the request ends with its headers: what the socket read so far is its.
+    const headers = req.headers;
+    state.marked =
+      headers['transfer-encoding'] === undefined &&
+      (headers['content-length'] === undefined || headers['content-length'] === '0');
+    if (state.marked) state.mark = req.socket.bytesRead;
+  }
+
+  /**
+   * The request being received on `socket` (its headers read, its body not yet complete) and
+   * its response; null when none is.
+   */
+  exchangeOf(socket: Duplex): { req: IncomingMessage; res: ServerResponse } | null {
+    const state = (socket as TrackedSocket)[TRACKED];
+    if (state?.phase !== BODY || state.req === null || state.res === null) return null;
+    return { req: state.req, res: state.res };
+  }
+
+  /** Stops the timer (the server closes). */
+  stop(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    this.sockets.clear();
+  }
+
+  /** How many sockets are watched (tests, metrics). */
+  get size(): number {
+    return this.sockets.size;
+  }
+
+  private readonly tick = (): void => {
+    const now = this.now();
+    for (const socket of this.sockets) {
+      const state = socket[TRACKED];
+      if (state === undefined || socket.destroyed) continue;
+      switch (state.phase) {
+        case HEADERS:
+          if (this.headersMs > 0 && now - state.since >= this.headersMs) {
+            this.expire(socket, state, 'headers');
+          }
+          break;
+        case BODY:
+          if (state.req?.complete === true) {
+            state.phase = SERVING;
+            if (!state.marked) {
+              state.mark = socket.bytesRead;
+              state.marked = true;
+            }
+          } else if (this.requestMs > 0 && now - state.since >= this.requestMs) {
+            this.expire(socket, state, 'request');
+          }
+          break;
+        case SERVING:
+          if (state.res?.writableFinished === true) {
+            state.req = null;
+            state.res = null;
+            if (socket.bytesRead === state.mark) {
+              state.phase = IDLE;
+            } else {
+              // The next request began while this one was answered.
+              state.phase = HEADERS;
+              state.since = now;
+            }
+          }
+          break;
+        default:
+          // A next request has begun on the kept-alive socket: its clock starts now (at most one
+          // look late, so it is never cut early).
+          if (socket.bytesRead !== state.mark) {
+            state.phase = HEADERS;
+            state.since = now;
+          }
+      }
+    }
+  };
+
+  private expire(socket: TrackedSocket, state: Tracked, part: 'headers' | 'request'): void {
+    this.sockets.delete(socket);
+    const { req, res } = state;
+    socket[TRACKED] = undefined;
+    this.options.onTimeout(socket, part, req !== null && res !== null ? { req, res } : null);
+  }
+}
+
+/**
+ * Puts the per-socket slow-client deadlines and the JSON answers to what Node's parser refuses
+ * on `server` (its `connection` and `clientError` listeners). The request listener must call
+ * {@link SocketDeadlines.request} first with each request.
+ */
+export function guardConnections(
+  server: Server,
+  limits: { readonly headersTimeoutMs: number; readonly requestTimeoutMs: number },
+): SocketDeadlines {
+  const deadlines = new SocketDeadlines({ ...limits, onTimeout: answerTimeout });
+  server.on('connection', (socket: Socket) => deadlines.connected(socket));
+  server.on(
+    'clientError',
+    clientErrorListener((socket) => deadlines.exchangeOf(socket)),
+  );
+  return deadlines;
+}

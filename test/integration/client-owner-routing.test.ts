@@ -1,0 +1,168 @@
+/**
+ * Owner-direct clients (docs/operations.md#owner-direct-clients): every group answer names the
+ * owner's advertised URL, and the SDK sends the group's next requests straight there, falling
+ * back to its base URLs when the owner cannot be reached. Two replicas in this process on one
+ * real redis-server, real HTTP.
+ */
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CoordinatorClient } from '../../src/client/index.js';
+import type { HeartbeatRequest } from '../../src/machines/protocol.js';
+import { CHANGE, startTestReplica, type TestCoordinator } from '../support/coordinator.js';
+import {
+  freePort,
+  randomKeyPrefix,
+  startRedisServer,
+  waitFor,
+  type RedisServerHandle,
+} from '../support/redis-server.js';
+
+let redis: RedisServerHandle;
+const replicas = new Map<string, TestCoordinator>();
+const prefix = randomKeyPrefix();
+
+beforeAll(async () => {
+  redis = await startRedisServer();
+  for (const id of ['o1', 'o2'])
+    replicas.set(id, await startTestReplica(redis.url, prefix, id, '30s'));
+  for (const c of replicas.values()) {
+    await waitFor(() => ['o1', 'o2'].every((id) => c.services.replicas?.urlOf(id)), {
+      what: 'both replicas seen by each',
+    });
+  }
+}, 60_000);
+afterAll(async () => {
+  for (const c of replicas.values()) await c.close();
+  await redis?.stop();
+});
+
+/** A group owned by `owner`'s replica; returns its stream prefix. */
+async function groupOwnedBy(owner: string): Promise<string> {
+  const any = replicas.get('o1')!;
+  for (let i = 0; i < 50; i++) {
+    const sp = `own-${owner}-${i}`;
+    const res = await any.call('POST', '/coord/v1/admin/groups', {
+      user: 'writer',
+      body: { streamPrefix: sp, consumerGroup: 'g', shardCount: 2, ...CHANGE },
+    });
+    if (res.headers.get('x-coord-owner') === owner) return sp;
+  }
+  throw new Error(`no group owned by ${owner}`);
+}
+
+async function forwarded(c: TestCoordinator): Promise<number> {
+  const text = await (await c.call('GET', '/metrics')).text();
+  return [...text.matchAll(/^coord_forwarded_requests_total\{[^}]*\} (\d+)/gm)].reduce(
+    (sum, m) => sum + Number(m[1]),
+    0,
+  );
+}
+
+const join = (memberId: string): HeartbeatRequest => ({
+  memberId,
+  memberEpoch: 0,
+  assignmentEpoch: 0,
+  metadataVersion: 0,
+  currentAssignments: [],
+  revokeProgress: [],
+});
+
+describe('owner-direct clients', () => {
+  it('every group answer names the owner and its advertised URL', async () => {
+    const sp = await groupOwnedBy('o1');
+    const res = await replicas.get('o2')!.call('GET', `/coord/v1/routing/streams/${sp}/groups/g`, {
+      user: 'producer',
+    });
+    expect(res.headers.get('x-coord-owner')).toBe('o1');
+    expect(res.headers.get('x-coord-owner-url')).toBe(replicas.get('o1')!.url);
+  });
+
+  it('after the first answer, a group is reached at its owner: the other replica forwards nothing', async () => {
+    const sp = await groupOwnedBy('o1');
+    const other = replicas.get('o2')!;
+    const client = new CoordinatorClient({ baseUrl: other.url, token: other.token('admin') });
+    let reply = await client.heartbeat(sp, 'g', join('direct-1'));
+    const before = await forwarded(other);
+    for (let i = 0; i < 10; i++) {
+      reply = await client.heartbeat(sp, 'g', {
+        ...join('direct-1'),
+        memberEpoch: reply.memberEpoch,
+        assignmentEpoch: reply.assignmentEpoch,
+        metadataVersion: reply.metadataVersion,
+        currentAssignments: reply.assignedShards,
+      });
+      await client.routing(sp, 'g');
+    }
+    expect(await forwarded(other)).toBe(before);
+    // With routing 'any' every request goes through the base URL and is forwarded.
+    const viaAny = new CoordinatorClient({
+      baseUrl: other.url,
+      token: other.token('admin'),
+      routing: 'any',
+    });
+    for (let i = 0; i < 3; i++) await viaAny.routing(sp, 'g');
+    expect(await forwarded(other)).toBe(before + 3);
+  });
+
+  it('an advertised URL the client cannot reach: it falls back to its base URLs and keeps working', async () => {
+    const sp = await groupOwnedBy('o1');
+    const other = replicas.get('o2')!;
+    // A proxy in front of o2 that names an owner URL where nothing listens.
+    const dead = `http://127.0.0.1:${await freePort()}`;
+    const proxy = await rewritingProxy(other.url, dead);
+    try {
+      const client = new CoordinatorClient({
+        baseUrl: proxy.url,
+        token: other.token('admin'),
+        timeoutMs: 2_000,
+      });
+      for (let i = 0; i < 4; i++) {
+        const routing = await client.routing(sp, 'g');
+        expect(routing.shardCount).toBe(2);
+      }
+      // Tried once, then not again for a while: every later request went through the proxy.
+      expect(proxy.requests()).toBe(4);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('the owner gone: the next requests go to the base URLs, which serve the group again', async () => {
+    const sp = await groupOwnedBy('o1');
+    const other = replicas.get('o2')!;
+    const client = new CoordinatorClient({ baseUrl: other.url, token: other.token('admin') });
+    await client.routing(sp, 'g'); // learns o1's URL
+    await replicas.get('o1')!.close();
+    replicas.delete('o1');
+    const routing = await client.routing(sp, 'g');
+    expect(routing.shardCount).toBe(2);
+    expect(client.ownerHint(sp, 'g')).toBe('o2');
+  });
+});
+
+/** An HTTP proxy to `target` that sets `X-Coord-Owner-Url` to `ownerUrl` on every answer. */
+async function rewritingProxy(target: string, ownerUrl: string) {
+  const to = new URL(target);
+  let count = 0;
+  const server: Server = createServer((req, res) => {
+    count++;
+    const upstream = httpRequest(
+      { host: to.hostname, port: to.port, path: req.url, method: req.method, headers: req.headers },
+      (answer) => {
+        const headers = { ...answer.headers };
+        if (headers['x-coord-owner']) headers['x-coord-owner-url'] = ownerUrl;
+        res.writeHead(answer.statusCode ?? 502, headers);
+        answer.pipe(res);
+      },
+    );
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests: () => count,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
