@@ -6,14 +6,16 @@ import { handoff, replicaKill } from './handoff.js';
 import { capacity } from './capacity.js';
 import { capacityEmbedded, scaling } from './in-process.js';
 import { joins } from './joins.js';
+import { lag } from './lag.js';
 import { cleanup, here, type Row } from './support.js';
 import { throughput } from './throughput.js';
 
 /*
- * `npm run bench [-- <name>...] [--quick] [--profile <dir>]`: the benchmarks of DESIGN.md §12 and
- * issue 10, each against a baseline measured in the same run, then one table. See
- * docs/BENCHMARKS.md. Needs redis-server and wrk on PATH and a built dist/ (`npm run bench`
- * builds first); only 127.0.0.1 is used; every child process is stopped at the end.
+ * `npm run bench [-- <name>...] [--quick] [--profile <dir>]`: the benchmarks of the performance
+ * rules (docs/architecture.md#performance-rules), each against a baseline measured in the same
+ * run, then one table. See docs/BENCHMARKS.md. Needs redis-server and wrk on PATH and a built dist/
+ * (`npm run bench` builds first); only 127.0.0.1 is used; every child process is stopped at the
+ * end.
  */
 
 const BENCHMARKS: Record<string, Benchmark> = {
@@ -24,6 +26,7 @@ const BENCHMARKS: Record<string, Benchmark> = {
   'capacity-embedded': capacityEmbedded,
   handoff,
   replica: replicaKill,
+  lag,
 };
 /** The whole run must end within this; past it everything is stopped. */
 const HARD_LIMIT_MS = 15 * 60_000;

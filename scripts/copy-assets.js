@@ -3,6 +3,7 @@ import { cpSync, existsSync, writeFileSync } from 'node:fs';
 
 const assets = [
   ['src/store/lua', 'dist/store/lua'],
+  ['src/streams/lua', 'dist/streams/lua'],
   ['src/ui', 'dist/ui'],
   ['node_modules/mermaid/dist/mermaid.min.js', 'dist/ui/vendor/mermaid.min.js'],
 ];

@@ -1,14 +1,56 @@
-import type { GroupContext } from '../machines/context.js';
+import type { Effect, GroupContext } from '../machines/context.js';
 import type { Clock } from '../machines/clock.js';
 import { memberCount, revokePendingCount } from '../machines/group-state.js';
 import { groupId, type GroupRef } from '../machines/types.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { ActorSnapshot, GroupEntry } from './group-entry.js';
 import type { HeldHeartbeats } from './held-heartbeats.js';
-import type { GroupTransition } from './types.js';
+import type { GroupTransition, RegionChange, TransitionCause } from './types.js';
 import { VersionWaiters } from './version-waiters.js';
 
 type Listener = (transition: GroupTransition) => void;
+
+/** How many transitions each group keeps on its owner (monitoring `…/transitions`). */
+export const TRANSITIONS_KEPT = 50;
+
+/**
+ * What the host runs on a group while it holds the group's mailbox: the command and its cause,
+ * kept with the transitions it brings about. A null cause is a heartbeat's: the member is read
+ * off each step (its reply, or the effect that names it).
+ */
+export interface TransitionOrigin {
+  readonly event: string;
+  readonly cause: TransitionCause | null;
+}
+
+const TIMER: TransitionCause = { kind: 'timer' };
+const LOADED: TransitionCause = { kind: 'replica', detail: 'loaded by this replica' };
+
+/** One kept transition; its view is built only when someone reads it. */
+interface Kept {
+  readonly seq: number;
+  readonly at: number;
+  readonly event: string;
+  readonly raised: readonly string[];
+  /** State values, shared between the transitions that have the same one. */
+  readonly from: unknown;
+  readonly to: unknown;
+  readonly stateChanged: boolean;
+  readonly effects: readonly Effect[];
+  readonly cause: TransitionCause;
+  readonly metadataVersion: number;
+  readonly assignmentEpoch: number;
+  readonly status: string;
+}
+
+/** A group's recent transitions (oldest first) and the state value it is in. */
+interface TransitionLog {
+  readonly kept: Kept[];
+  last: unknown;
+}
+
+/** Distinct state values kept at most (a group has a few dozen; more are simply not shared). */
+const SHARED_VALUES = 512;
 
 /**
  * What announcing a step of a batch needs of the snapshot right after it, and nothing more: a
@@ -17,29 +59,42 @@ type Listener = (transition: GroupTransition) => void;
  */
 export interface AnnouncedStep {
   readonly value: ActorSnapshot['value'];
-  readonly context: Pick<GroupContext, 'lastEventAt' | 'effects'> & {
+  readonly context: Pick<GroupContext, 'lastEventAt' | 'effects' | 'raised' | 'result'> & {
     readonly group: Pick<GroupContext['group'], 'metadataVersion' | 'assignmentEpoch' | 'status'>;
   };
 }
 
 /** The {@link AnnouncedStep} of a snapshot. */
 export function announcedStep(snapshot: ActorSnapshot): AnnouncedStep {
-  const { lastEventAt, effects, group } = snapshot.context;
+  const { lastEventAt, effects, raised, result, group } = snapshot.context;
   const { metadataVersion, assignmentEpoch, status } = group;
   return {
     value: snapshot.value,
-    context: { lastEventAt, effects, group: { metadataVersion, assignmentEpoch, status } },
+    context: {
+      lastEventAt,
+      effects,
+      raised,
+      result,
+      group: { metadataVersion, assignmentEpoch, status },
+    },
   };
 }
 
 /**
  * What the world sees of a group once a state is committed: the published snapshot readers
- * get, the routing long polls, the held heartbeats, the events stream listeners and the member
- * gauges.
+ * get, the routing long polls, the held heartbeats, the events stream listeners, the group's
+ * recent transitions and the member gauges.
  */
 export class Publication {
   private readonly waiters: VersionWaiters;
   private readonly listeners = new Map<string, Set<Listener>>();
+  /** The recent transitions of each group served here; gone with its entry. */
+  private readonly logs = new WeakMap<GroupEntry, TransitionLog>();
+  /** What the host is running on each group now (see {@link during}). */
+  private readonly origins = new Map<string, TransitionOrigin>();
+  /** State values by their JSON, so that kept transitions share them. */
+  private readonly values = new Map<string, unknown>();
+  private seq = 0;
 
   constructor(
     clock: Clock,
@@ -54,9 +109,7 @@ export class Publication {
   observe(entry: GroupEntry, context: GroupContext): void {
     // What readers see: only states whose write has committed (observe runs after the commit).
     entry.published = entry.snapshot();
-    if (this.listeners.has(groupId(entry.ref))) {
-      this.announce(entry, entry.published.value, context);
-    }
+    this.announce(entry, entry.published.value, context);
     // The rest depends on the group only, which a steady-state heartbeat leaves as it was.
     if (context.group === entry.observed) return;
     entry.observed = context.group;
@@ -81,8 +134,6 @@ export class Publication {
       set = new Set();
       this.listeners.set(id, set);
     }
-    if (set.size === 0)
-      entry.lastValue = JSON.stringify((entry.published ?? entry.snapshot()).value);
     set.add(listener);
     const listeners = set;
     return () => {
@@ -106,28 +157,157 @@ export class Publication {
    * effects right after it (the batch's last step is announced by {@link observe}).
    */
   announceStep(entry: GroupEntry, step: AnnouncedStep): void {
-    if (this.listeners.has(groupId(entry.ref))) this.announce(entry, step.value, step.context);
+    this.announce(entry, step.value, step.context);
   }
 
+  /**
+   * Runs `work` (which holds the group's mailbox) with `origin` as the command and cause of the
+   * transitions it brings about. Without one, a transition is taken for the deadline sweep's
+   * (TICK, caused by the timer): any other part that sends a group events says what it is here.
+   */
+  async during<T>(ref: GroupRef, origin: TransitionOrigin, work: () => Promise<T>): Promise<T> {
+    const id = groupId(ref);
+    const outer = this.origins.get(id);
+    this.origins.set(id, origin);
+    try {
+      return await work();
+    } finally {
+      if (outer) this.origins.set(id, outer);
+      else this.origins.delete(id);
+    }
+  }
+
+  /** The group's recent transitions, newest first (at most {@link TRANSITIONS_KEPT}). */
+  transitions(entry: GroupEntry): GroupTransition[] {
+    const kept = this.logs.get(entry)?.kept ?? [];
+    return kept.map(transitionView).reverse();
+  }
+
+  /**
+   * Keeps a transition of the group (a change of state, effects, chart events raised, or an
+   * admin command done) and tells the events stream listeners.
+   */
   private announce(
     entry: GroupEntry,
     value: ActorSnapshot['value'],
     context: AnnouncedStep['context'],
   ): void {
     const json = JSON.stringify(value);
+    const first = entry.lastValue === '';
     const changed = json !== entry.lastValue;
     entry.lastValue = json;
-    const listeners = this.listeners.get(groupId(entry.ref));
-    if (!listeners || (!changed && context.effects.length === 0)) return;
-    const transition: GroupTransition = {
-      at: new Date(context.lastEventAt).toISOString(),
-      state: value,
+    let log = this.logs.get(entry);
+    if (!log) {
+      log = { kept: [], last: null };
+      this.logs.set(entry, log);
+    }
+    const from = log.last;
+    const to = this.shared(json, value);
+    log.last = to;
+    const id = groupId(entry.ref);
+    const origin = this.origins.get(id);
+    const adminDone = origin?.cause?.kind === 'admin' && context.result?.ok === true;
+    const quiet = context.effects.length === 0 && context.raised.length === 0;
+    if (!first && !changed && quiet && !adminDone) return;
+    const { event, cause } = describe(first, origin, context);
+    const kept: Kept = {
+      seq: ++this.seq,
+      at: context.lastEventAt,
+      event,
+      raised: context.raised,
+      from: first ? null : from,
+      to,
       stateChanged: changed,
       effects: context.effects,
+      cause,
       metadataVersion: context.group.metadataVersion,
       assignmentEpoch: context.group.assignmentEpoch,
       status: context.group.status,
     };
+    log.kept.push(kept);
+    if (log.kept.length > TRANSITIONS_KEPT) log.kept.shift();
+    const listeners = this.listeners.get(id);
+    if (!listeners) return;
+    const transition = transitionView(kept);
     for (const listener of listeners) listener(transition);
   }
+
+  private shared(json: string, value: unknown): unknown {
+    const known = this.values.get(json);
+    if (known !== undefined) return known;
+    if (this.values.size < SHARED_VALUES) this.values.set(json, value);
+    return value;
+  }
+}
+
+/** The command and cause of a kept transition. */
+function describe(
+  first: boolean,
+  origin: TransitionOrigin | undefined,
+  context: AnnouncedStep['context'],
+): { event: string; cause: TransitionCause } {
+  if (first) return { event: origin?.event ?? 'LOADED', cause: origin?.cause ?? LOADED };
+  const failed = context.effects.find(
+    (e): e is Extract<Effect, { type: 'FAILED_CLOSED' }> => e.type === 'FAILED_CLOSED',
+  );
+  if (failed) {
+    return {
+      event: 'FAIL_CLOSED',
+      cause: { kind: 'replica', detail: `failure detected: ${failed.reason}` },
+    };
+  }
+  if (!origin) return { event: 'TICK', cause: TIMER };
+  if (origin.cause) return { event: origin.event, cause: origin.cause };
+  return { event: origin.event, cause: { kind: 'member', memberId: memberOf(context) } };
+}
+
+/** The member a heartbeat's step was for: its reply names it, or an effect does. */
+function memberOf(context: AnnouncedStep['context']): string | null {
+  const reply: unknown = context.result?.ok ? context.result.reply : undefined;
+  if (typeof reply === 'object' && reply !== null && 'memberId' in reply) {
+    const { memberId } = reply;
+    if (typeof memberId === 'string') return memberId;
+  }
+  for (const effect of context.effects) if ('memberId' in effect) return effect.memberId;
+  return null;
+}
+
+function transitionView(kept: Kept): GroupTransition {
+  return {
+    at: new Date(kept.at).toISOString(),
+    state: kept.to,
+    stateChanged: kept.stateChanged,
+    effects: kept.effects,
+    metadataVersion: kept.metadataVersion,
+    assignmentEpoch: kept.assignmentEpoch,
+    status: kept.status,
+    seq: kept.seq,
+    event: kept.event,
+    raised: kept.raised,
+    from: kept.from,
+    changes: regionChanges(kept.from, kept.to),
+    cause: kept.cause,
+  };
+}
+
+/** `{membership: {rebalancing: 'granting'}}` → `membership` → `rebalancing.granting`. */
+function regionsOf(value: unknown): Map<string, string> {
+  const path = (node: unknown): string =>
+    typeof node === 'object' && node !== null
+      ? Object.entries(node)
+          .map(([key, child]) => `${key}.${path(child)}`)
+          .join(',')
+      : String(node);
+  if (typeof value !== 'object' || value === null) return new Map([['', path(value)]]);
+  return new Map(Object.entries(value).map(([region, child]) => [region, path(child)]));
+}
+
+function regionChanges(from: unknown, to: unknown): RegionChange[] {
+  const before = from === null ? null : regionsOf(from);
+  const changes: RegionChange[] = [];
+  for (const [region, state] of regionsOf(to)) {
+    const was = before?.get(region) ?? null;
+    if (was !== state) changes.push({ region, from: was, to: state });
+  }
+  return changes;
 }

@@ -24,19 +24,36 @@ function definitions() {
 }
 
 /**
- * The group's statechart as an operator reads it (DESIGN.md §13): the machine definition, the
- * group's current state value, a mermaid `stateDiagram-v2` whose edges name events and whose
- * current states are marked (class `current`), each member's state in its own chart, and that
- * chart's definition and diagram.
+ * The states of the migration region as the migrations API names them (IN_PROGRESS, CONVERGED;
+ * an idle region has none active: the last one COMPLETED), written inside their boxes so the
+ * chart and every list of migrations speak one vocabulary.
+ */
+const MIGRATION_NOTES: Readonly<Record<string, readonly string[]>> = {
+  [`${groupMachine.id}.migration.idle`]: ['no active migration'],
+  [`${groupMachine.id}.migration.inProgress`]: ['migration IN_PROGRESS'],
+  [`${groupMachine.id}.migration.converged`]: ['migration CONVERGED'],
+};
+
+/**
+ * The group's statechart as an operator reads it (docs/architecture.md#the-statechart): the machine
+ * definition, the group's current state value, a mermaid `stateDiagram-v2` whose edges name events
+ * and whose current states are marked (class `current`), each member's state in its own chart, and
+ * that chart's definition and diagram.
  */
 export function statechartView(snapshot: GroupSnapshot) {
   const { group, member, memberMermaid } = definitions();
   const { context } = snapshot;
+  const current = activeStateIds(groupMachine.id, snapshot.stateValue);
   return {
     machineId: groupMachine.id,
     value: snapshot.stateValue,
     definition: group,
-    mermaid: toMermaid(group, { current: activeStateIds(groupMachine.id, snapshot.stateValue) }),
+    mermaid: toMermaid(group, { current, notes: MIGRATION_NOTES }),
+    /** The same diagram once per region, each legible at the width of a page's column. */
+    regions: Object.values(group.states).map((region) => ({
+      region: region.key,
+      mermaid: toMermaid(group, { current, notes: MIGRATION_NOTES, root: region.id }),
+    })),
     members: context.group.members
       .keys()
       .sort()

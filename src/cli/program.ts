@@ -4,6 +4,7 @@ import { registerAdminCommands } from './commands/admin.js';
 import { registerBackupCommands } from './commands/backup.js';
 import { registerGitOpsCommands } from './commands/gitops.js';
 import { registerHashPasswordCommand } from './commands/hash-password.js';
+import { registerLagCommands } from './commands/lag.js';
 import { registerLoginCommands } from './commands/login.js';
 import { registerReadCommands } from './commands/read.js';
 import { registerScaleCommands } from './commands/scale.js';
@@ -18,11 +19,13 @@ export function buildProgram(): Command {
   const program = new Command('coordctl')
     .description('stream-coordinator command-line tool (docs/cli.md)')
     .version(VERSION)
-    .showHelpAfterError()
+    // A usage error prints the one line that is wrong and where to look, not the whole help.
+    .showHelpAfterError('(add --help for usage)')
     .exitOverride();
   program.configureHelp({ sortSubcommands: false });
   registerLoginCommands(program);
   registerReadCommands(program);
+  registerLagCommands(program);
   registerScaleCommands(program);
   registerAdminCommands(program);
   registerGitOpsCommands(program);

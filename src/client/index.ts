@@ -12,13 +12,17 @@ export {
   type HeartbeatRequest,
   type PasswordAuthOptions,
   type RequestOptions,
+  type GroupLag,
   type RoutingMetadata,
+  type ShardLag,
   type TokenAuthOptions,
 } from './coordinator-client.js';
 export {
   Consumer,
   type ConsumerEvents,
   type ConsumerOptions,
+  type ConsumerStats,
+  type ShardStats,
   type FencedEvent,
   type HeartbeatTransport,
   type StreamsUnreachableEvent,

@@ -56,6 +56,8 @@ export interface ShardReaderOptions {
   readonly onRedisError: (error: unknown, shard: number) => void;
   /** Called once a retiring shard has been read to its end (up to its seal). */
   readonly onRetired: (shard: number) => void;
+  /** A message was handled: acknowledged (`acked`), or left pending (the handler rejected). */
+  readonly onHandled?: (shard: number, id: string, acked: boolean) => void;
 }
 
 type StreamEntry = [id: string, fields: string[]];
@@ -178,7 +180,9 @@ export class ShardReader {
     if (start.at === 'end') return '$';
     const { redis, stream } = this.options;
     const [last] = await this.command(() => redis.xrevrange(stream, '+', '-', 'COUNT', 1));
-    if (!last) return '$';
+    // Empty (or missing): nothing to skip, and whatever lands before the group is created was
+    // written after the group existed, so it is read too.
+    if (!last) return '0';
     const since = `${Math.max(0, Math.floor(start.ms))}-0`;
     return compareStreamIds(last[0], since) < 0 ? last[0] : since;
   }
@@ -317,10 +321,17 @@ export class ShardReader {
       await handler({ shard, id, key, fields, signal: this.abort.signal });
     } catch (error) {
       // Left pending: the application's own retry and dead-letter policy decides what next.
+      this.options.onHandled?.(shard, id, false);
       this.options.onError(error, shard);
       return;
     }
     if (this.abort.signal.aborted) return;
     await this.command(() => redis.xack(stream, group, id));
+    this.options.onHandled?.(shard, id, true);
+  }
+
+  /** Whether a message of this shard is in the handler now. */
+  busy(): boolean {
+    return this.inFlight !== null;
   }
 }

@@ -23,7 +23,7 @@ const int = (fallback: number, min: number, max: number) =>
   z.coerce.number().int().min(min).max(max).default(fallback);
 
 /**
- * Every setting of DESIGN.md §10, with its default. Durations are parsed to milliseconds.
+ * Every setting (README.md#settings), with its default. Durations are parsed to milliseconds.
  * Keys are the Spring-style names, nested by their dots.
  */
 export const settingsSchema = z.object({
@@ -98,6 +98,17 @@ export const settingsSchema = z.object({
     .prefault({}),
   migration: z.object({ 'rollback-window': duration('30m') }).prefault({}),
   lease: z.object({ ttl: duration('10s') }).prefault({}),
+  /** Requests one replica forwards to a group's owner (docs/operations.md#a-paused-owner). */
+  forwarding: z
+    .object({
+      /**
+       * How long the owner has to start its answer (its response headers) before the forwarding
+       * replica answers 503 `OWNER_UNAVAILABLE` itself; a held heartbeat or a long poll gets the
+       * wait it asked for on top.
+       */
+      'answer-timeout': duration('2s').refine((ms) => ms > 0, 'must be more than 0'),
+    })
+    .prefault({}),
   replica: z
     .object({
       id: z.string().min(1).max(128).optional(),
@@ -111,6 +122,32 @@ export const settingsSchema = z.object({
     .prefault({}),
   'coordination-version': z
     .object({ min: int(1, 1, 1_000_000), max: int(1, 1, 1_000_000) })
+    .prefault({}),
+  /** The data streams the groups read (docs/operations.md#lag). */
+  streams: z
+    .object({
+      /**
+       * Redis holding the shard streams: one URL, or several comma-separated seeds of a Redis
+       * Cluster. Default: the store's Redis in redis modes; none in embedded mode.
+       */
+      url: z.string().min(1).optional(),
+      /** The `url` is a Redis Cluster (its seeds). */
+      cluster: z
+        .union([z.boolean(), z.enum(['true', 'false'])])
+        .transform((v) => v === true || v === 'true')
+        .default(false),
+      /** How long a group's lag reading is reused (a dashboard refreshing each second). */
+      'lag-cache': duration('1s'),
+      /** How often each owner refreshes the lag metrics of its groups; 0: never. */
+      'lag-interval': duration('15s'),
+      /** Most groups whose lag one replica reads per interval (the rest wait their turn). */
+      'lag-budget': int(1000, 1, 1_000_000),
+      /** Also one lag series per shard (cardinality: shards × groups). */
+      'lag-shard-metrics': z
+        .union([z.boolean(), z.enum(['true', 'false'])])
+        .transform((v) => v === true || v === 'true')
+        .default(false),
+    })
     .prefault({}),
   audit: z.object({ 'max-len': int(100_000, 100, 100_000_000) }).prefault({}),
   limits: z

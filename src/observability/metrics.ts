@@ -4,8 +4,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 const HEARTBEAT_BATCH = 512;
 
 /**
- * The `coord_` metrics of DESIGN.md §11, on a registry of their own so several coordinators
- * can live in one process (tests) without sharing counters.
+ * The `coord_` metrics, on a registry of their own so several coordinators can live in one
+ * process (tests) without sharing counters.
  */
 export class Metrics {
   readonly registry = new Registry();
@@ -160,6 +160,37 @@ export class Metrics {
    * 1 when this replica started against a store that holds no group although it had seen groups
    * there before (docs/operations.md#lost-metadata); 0 otherwise.
    */
+  /** Lag of each owned group, refreshed every `coordinator.streams.lag-interval` (docs/operations.md#lag). */
+  readonly groupLagEntries = new Gauge({
+    name: 'coord_group_lag_entries',
+    help: 'Entries not yet delivered to the group, summed over its shards',
+    labelNames: ['stream_prefix', 'consumer_group'] as const,
+    registers: [this.registry],
+  });
+  readonly groupLagSeconds = new Gauge({
+    name: 'coord_group_lag_seconds',
+    help: 'Age of the oldest entry not yet delivered to the group (max over its shards; 0 when caught up)',
+    labelNames: ['stream_prefix', 'consumer_group'] as const,
+    registers: [this.registry],
+  });
+  readonly groupPendingEntries = new Gauge({
+    name: 'coord_group_pending_entries',
+    help: 'Entries delivered to the group but not acknowledged, summed over its shards',
+    labelNames: ['stream_prefix', 'consumer_group'] as const,
+    registers: [this.registry],
+  });
+  readonly groupLagMeasuredAge = new Gauge({
+    name: 'coord_group_lag_measured_age_seconds',
+    help: 'Seconds since the lag metrics of the group were last measured (they keep their last value while the streams cannot be read)',
+    labelNames: ['stream_prefix', 'consumer_group'] as const,
+    registers: [this.registry],
+  });
+  readonly shardLagEntries = new Gauge({
+    name: 'coord_shard_lag_entries',
+    help: 'Entries not yet delivered to the group on one shard (only with coordinator.streams.lag-shard-metrics)',
+    labelNames: ['stream_prefix', 'consumer_group', 'shard'] as const,
+    registers: [this.registry],
+  });
   readonly storeEmptied = new Gauge({
     name: 'coord_store_emptied',
     help:

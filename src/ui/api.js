@@ -1,5 +1,6 @@
 // The coordinator's HTTP API as the web UI uses it: the token lives in sessionStorage (gone when
 // the tab closes), every call sends it, and errors come back as the API's own code and message.
+// Nothing is taken from the browser's cache: a page opened right after a change shows it.
 
 const BASE = '/coord/v1';
 const TOKEN_KEY = 'coord.token';
@@ -37,6 +38,7 @@ async function call(method, path, body) {
   const res = await fetch(BASE + path, {
     method,
     headers,
+    cache: 'no-store',
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
@@ -75,6 +77,7 @@ export function follow(path, onEvent, onEnd) {
   (async () => {
     const res = await fetch(BASE + path, {
       headers: { authorization: `Bearer ${session.token}`, accept: 'text/event-stream' },
+      cache: 'no-store',
       signal: abort.signal,
     });
     if (!res.ok || !res.body)

@@ -22,10 +22,58 @@ function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-const time = (iso) => (iso ? new Date(iso).toLocaleTimeString() : '–');
 const list = (shards) => (shards && shards.length > 0 ? shards.join(', ') : '–');
 
-function table(columns, rows, attrs = {}) {
+const clockFormat = (withMs) =>
+  new Intl.DateTimeFormat('en-US', {
+    year: 'numeric',
+    month: '2-digit',
+    day: '2-digit',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+    hourCycle: 'h23',
+    timeZoneName: 'shortOffset',
+    ...(withMs ? { fractionalSecondDigits: 3 } : {}),
+  });
+const CLOCK = [clockFormat(false), clockFormat(true)];
+
+/** `2026-05-03 14:02:11 GMT+2`: always the date and the zone, never a bare time of day. */
+function when(iso, { ms = false } = {}) {
+  if (!iso) return '–';
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return String(iso);
+  const p = Object.fromEntries(
+    CLOCK[ms ? 1 : 0].formatToParts(date).map((part) => [part.type, part.value]),
+  );
+  const seconds = ms ? `${p.second}.${p.fractionalSecond}` : p.second;
+  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${seconds} ${p.timeZoneName}`;
+}
+
+/** A time in the page's zone, with the instant in UTC as its tooltip. */
+const time = (iso, options) =>
+  iso ? h('time', { datetime: iso, title: new Date(iso).toISOString() }, when(iso, options)) : '–';
+
+/** `950 ms`, `12.5 s`, `3 min 20 s`, `2 h 5 min`. */
+function duration(ms) {
+  if (ms === null || ms === undefined) return '–';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${Number(s.toFixed(1))} s`;
+  const whole = Math.round(s);
+  const [big, small] =
+    whole < 3600
+      ? [`${Math.floor(whole / 60)} min`, whole % 60 ? `${whole % 60} s` : '']
+      : [
+          `${Math.floor(whole / 3600)} h`,
+          whole % 3600 >= 60 ? `${Math.floor((whole % 3600) / 60)} min` : '',
+        ];
+  return small ? `${big} ${small}` : big;
+}
+
+const count = (n) => (n === null || n === undefined ? '–' : Number(n).toLocaleString('en-US'));
+
+function table(columns, rows, attrs = {}, rowAttrs = () => ({})) {
   return h(
     'table',
     attrs,
@@ -46,7 +94,7 @@ function table(columns, rows, attrs = {}) {
         : rows.map((row) =>
             h(
               'tr',
-              {},
+              rowAttrs(row),
               columns.map(([, cell]) => h('td', {}, cell(row))),
             ),
           ),
@@ -54,9 +102,11 @@ function table(columns, rows, attrs = {}) {
   );
 }
 
+const errorText = (error) =>
+  error instanceof ApiError ? `${error.code}: ${error.message}` : String(error);
+
 function showError(error, where = main) {
-  const text = error instanceof ApiError ? `${error.code}: ${error.message}` : String(error);
-  where.prepend(h('p', { class: 'error', role: 'alert' }, text));
+  where.prepend(h('p', { class: 'error', role: 'alert' }, errorText(error)));
 }
 
 /**
@@ -151,7 +201,54 @@ function renderLogin() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Lag (docs/operations.md#lag): read by each group's owner from the streams themselves
+
+/** A group's lag reading, `{ lag }`, or why there is none, `{ error }` (an expired login throws). */
+async function readLag(path) {
+  try {
+    return { lag: await get(`/monitoring${path}/lag`) };
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) throw error;
+    return { error };
+  }
+}
+
+/** Entries and seconds behind, coloured when behind; `n/a` with the reason as its tooltip. */
+function lagCell(reading) {
+  if (!reading) return h('span', { class: 'lag loading' }, '…');
+  if (reading.error) {
+    return h(
+      'span',
+      { class: 'lag na', title: errorText(reading.error), dataset: { lag: 'error' } },
+      'n/a',
+    );
+  }
+  const { lag } = reading;
+  if (!lag.available || !lag.totals) {
+    return h(
+      'span',
+      { class: 'lag na', title: lag.reason ?? 'not available', dataset: { lag: 'unavailable' } },
+      'n/a',
+    );
+  }
+  const t = lag.totals;
+  const behind = t.lagEntries > 0;
+  return h(
+    'span',
+    {
+      class: `lag ${behind ? 'behind' : 'caught-up'}`,
+      dataset: { lagEntries: t.lagEntries, lagSeconds: t.maxLagSeconds },
+      title: `${count(t.pending)} pending, ${t.shardsBehind} of ${lag.shards.length} shards behind; measured ${when(lag.measuredAt)}`,
+    },
+    behind ? `${count(t.lagEntries)} entries · ${duration(t.maxLagSeconds * 1000)}` : 'caught up',
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
 // Groups
+
+/** How often the groups list reads its groups' lag again. */
+const LIST_LAG_MS = 5000;
 
 async function renderGroups(params) {
   const cursors = params.get('trail')?.split(',').filter(Boolean) ?? [];
@@ -166,6 +263,20 @@ async function renderGroups(params) {
     value: params.get('filter') ?? '',
   });
   const holder = h('div');
+  // Each group's lag, read a few at a time and again every LIST_LAG_MS while the list shows.
+  const lags = new Map();
+  const keyOf = (g) => `${g.streamPrefix}:${g.consumerGroup}`;
+  let gone = false;
+  const readLags = async () => {
+    const queue = [...page.groups];
+    const worker = async () => {
+      for (let g = queue.shift(); g && !gone; g = queue.shift()) {
+        lags.set(keyOf(g), await readLag(groupPath(g.streamPrefix, g.consumerGroup)));
+        if (!gone) draw();
+      }
+    };
+    await Promise.all([worker(), worker(), worker(), worker()]);
+  };
   const draw = () => {
     const needle = filter.value.trim().toLowerCase();
     const rows = page.groups.filter((g) =>
@@ -190,6 +301,7 @@ async function renderGroups(params) {
           ['Shards', (g) => g.shardCount],
           ['Members', (g) => g.memberCount],
           ['Version', (g) => g.metadataVersion],
+          ['Lag', (g) => lagCell(lags.get(keyOf(g)))],
           ['Owner', (g) => g.owner ?? '–'],
         ],
         rows,
@@ -199,6 +311,24 @@ async function renderGroups(params) {
   };
   filter.addEventListener('input', draw);
   draw();
+  const failed = (error) => {
+    if (error instanceof ApiError && error.status === 401) return route();
+    showError(error);
+  };
+  let reading = null; // one round at a time
+  const again = () => {
+    reading ??= readLags()
+      .catch(failed)
+      .finally(() => {
+        reading = null;
+      });
+  };
+  again();
+  const timer = setInterval(again, LIST_LAG_MS);
+  leave = () => {
+    gone = true;
+    clearInterval(timer);
+  };
   const trail = (list) => `#/groups?trail=${list.map(encodeURIComponent).join(',')}`;
   main.replaceChildren(
     h('h2', {}, 'Groups'),
@@ -234,23 +364,399 @@ function activeStateIds(machineId, value) {
 }
 
 let diagramCount = 0;
+/** The statechart's zoom: `'fit'` (each region as wide as its column) or a factor of its size. */
+let chartZoom = 'fit';
+/** Fitting never blows a small region up beyond this. */
+const FIT_MAX = 1.6;
+const ZOOM_STEPS = [0.5, 0.75, 1, 1.25, 1.5, 2, 2.5, 3];
+
+/**
+ * Sizes the regions' diagrams to the zoom: their natural size times the factor, or fitted, all
+ * at one scale (the one that fits each in its column), so that text is the same size in all.
+ */
+function sizeDiagrams(holder) {
+  const diagrams = [...holder.querySelectorAll('figure.region')]
+    .map((figure) => {
+      const svg = figure.querySelector('svg');
+      const room = figure.querySelector('.diagram').clientWidth - 8;
+      return { figure, svg, room, natural: svg?.viewBox?.baseVal };
+    })
+    .filter((d) => d.natural && d.natural.width > 0 && d.room > 0);
+  const fit = Math.min(FIT_MAX, ...diagrams.map((d) => d.room / d.natural.width));
+  const factor = chartZoom === 'fit' ? fit : chartZoom;
+  for (const { figure, svg, natural } of diagrams) {
+    svg.style.maxWidth = 'none';
+    svg.setAttribute('width', String(Math.round(natural.width * factor)));
+    svg.setAttribute('height', String(Math.round(natural.height * factor)));
+    figure.dataset.scale = factor.toFixed(2);
+  }
+  const shown = document.getElementById('chart-zoom');
+  if (shown) shown.textContent = chartZoom === 'fit' ? 'fit' : `${Math.round(chartZoom * 100)} %`;
+}
+
+/** The zoom after one step in or out (-1, +1) from what is shown now. */
+function zoomStep(holder, direction) {
+  const now =
+    chartZoom === 'fit'
+      ? Number(holder.querySelector('figure.region')?.dataset.scale ?? 1)
+      : chartZoom;
+  const next =
+    direction > 0
+      ? ZOOM_STEPS.find((z) => z > now + 0.01)
+      : ZOOM_STEPS.findLast((z) => z < now - 0.01);
+  return next ?? now;
+}
+
+/**
+ * Draws the statechart one region at a time (lifecycle, membership, migration), each a diagram
+ * legible in its column, with the group's current states marked.
+ */
 async function drawStatechart(holder, chart) {
   const active = activeStateIds(chart.machineId, chart.value);
-  const text = chart.mermaid.includes('classDef current')
-    ? chart.mermaid
-    : `${chart.mermaid}  classDef active fill:#ffd166,stroke:#b35c00,stroke-width:3px\n${active
-        .map((id) => `  class ${id} active\n`)
-        .join('')}`;
   holder.dataset.active = active.join(' ');
-  if (holder.dataset.source === text) return;
-  holder.dataset.source = text;
-  try {
-    const { svg } = await window.mermaid.render(`statechart-${++diagramCount}`, text);
-    holder.innerHTML = svg; // mermaid's own SVG output, rendered with securityLevel 'strict'
-  } catch (error) {
-    holder.replaceChildren(h('pre', {}, text));
-    showError(error, holder);
+  const regions =
+    chart.regions && chart.regions.length > 0
+      ? chart.regions
+      : [{ region: chart.machineId, mermaid: chart.mermaid }];
+  for (const { region, mermaid } of regions) {
+    let figure = [...holder.children].find((f) => f.dataset.region === region);
+    if (!figure) {
+      figure = h(
+        'figure',
+        { class: 'region', dataset: { region } },
+        h('figcaption', {}, region),
+        h('div', { class: 'diagram' }),
+      );
+      holder.append(figure);
+    }
+    const diagram = figure.querySelector('.diagram');
+    const text = mermaid.includes('classDef current')
+      ? mermaid
+      : `${mermaid}  classDef current fill:#ffd166,stroke:#b35c00,stroke-width:3px\n${active
+          .map((id) => `  class ${id} current\n`)
+          .join('')}`;
+    if (diagram.dataset.source === text) continue;
+    diagram.dataset.source = text;
+    try {
+      const { svg } = await window.mermaid.render(`statechart-${++diagramCount}`, text);
+      diagram.innerHTML = svg; // mermaid's own SVG output, rendered with securityLevel 'strict'
+    } catch (error) {
+      diagram.replaceChildren(h('pre', {}, text));
+      showError(error, diagram);
+    }
   }
+  sizeDiagrams(holder);
+}
+
+// What just happened: the group's recent transitions, kept by its owner, then live.
+
+/** The migration region's states as the migrations API names them. */
+const MIGRATION_STATES = { idle: 'none active', inProgress: 'IN_PROGRESS', converged: 'CONVERGED' };
+const regionState = (region, state) =>
+  region === 'migration' ? (MIGRATION_STATES[state] ?? state) : state;
+
+/** Who or what caused a transition, in words. */
+function causeText(cause) {
+  switch (cause?.kind) {
+    case 'member':
+      return `heartbeat of ${cause.memberId ?? 'a member'}`;
+    case 'admin': {
+      const who = cause.principal ?? 'an admin request';
+      const asked =
+        cause.requestedBy && cause.requestedBy !== cause.principal
+          ? `, requested by ${cause.requestedBy}`
+          : '';
+      const id = cause.requestId ? ` (request ${cause.requestId})` : '';
+      return `${cause.principal ? `by ${who}` : who}${asked}${id}`;
+    }
+    case 'timer':
+      return 'timer';
+    case 'producer':
+      return "a producer's routing read";
+    case 'replica':
+      return `replica: ${cause.detail}`;
+    default:
+      return '–';
+  }
+}
+
+/** An effect of a transition, in words. */
+function effectText(e) {
+  switch (e.type) {
+    case 'MEMBER_JOINED':
+      return `${e.memberId} joined`;
+    case 'MEMBER_LEFT':
+      return `${e.memberId} left`;
+    case 'MEMBER_EXPIRED':
+      return `${e.memberId} expired (no heartbeat within its session)`;
+    case 'MEMBER_FENCED':
+      return `${e.memberId} fenced (${e.reason})`;
+    case 'REBALANCE_STARTED':
+      return 'rebalance started';
+    case 'REBALANCE_COMPLETED':
+      return `rebalance completed in ${duration(e.durationMs)}`;
+    case 'ASSIGNMENT_RECOMPUTED':
+      return `targets recomputed (assignment epoch ${e.assignmentEpoch})`;
+    case 'MIGRATION_STARTED':
+      return `${e.kind} migration started: IN_PROGRESS`;
+    case 'MIGRATION_CONVERGED':
+      return `migration CONVERGED after ${duration(e.durationMs)}`;
+    case 'MIGRATION_COMPLETED':
+      return 'migration COMPLETED';
+    case 'MIGRATION_ROLLED_BACK':
+      return 'migration ROLLED_BACK';
+    case 'ROLLBACK_SIGNAL':
+      return `rollback signal: a ${e.source} reported ${e.field} ${e.reported}, stored ${e.stored}`;
+    case 'FAILED_CLOSED':
+      return `failed closed: ${e.reason}`;
+    case 'INVARIANT_VIOLATION':
+      return `invariant ${e.invariant} violated: ${e.detail}`;
+    case 'EVENT_FAILED':
+      return `${e.event} failed: ${e.message}`;
+    default:
+      return String(e.type ?? 'effect');
+  }
+}
+
+function transitionItem(t) {
+  const changes = (t.changes ?? []).map((c) =>
+    c.from === null
+      ? `${c.region} ${regionState(c.region, c.to)}`
+      : `${c.region}: ${regionState(c.region, c.from)} → ${regionState(c.region, c.to)}`,
+  );
+  const effects = (t.effects ?? []).map(effectText);
+  return h(
+    'li',
+    {
+      class: `transition${t.stateChanged ? ' changed' : ''}`,
+      dataset: { seq: t.seq, event: t.event, cause: t.cause?.kind ?? '' },
+    },
+    h('span', { class: 'when' }, time(t.at, { ms: true })),
+    h(
+      'span',
+      { class: 'what' },
+      h('b', { class: 'event' }, t.event ?? 'transition'),
+      t.raised && t.raised.length > 0 ? h('span', { class: 'raised' }, t.raised.join(', ')) : null,
+      h('span', { class: 'cause' }, causeText(t.cause)),
+    ),
+    changes.length > 0
+      ? h(
+          'span',
+          { class: 'changes' },
+          changes.map((c) => h('span', { class: 'change' }, c)),
+        )
+      : null,
+    effects.length > 0 ? h('span', { class: 'effects' }, effects.join(' · ')) : null,
+  );
+}
+
+/** The timeline: transitions newest first, each once (the list on load and the live ones). */
+function timeline(list) {
+  const items = [];
+  const seen = new Set();
+  const draw = () =>
+    list.replaceChildren(
+      ...(items.length === 0
+        ? [
+            h(
+              'li',
+              { class: 'none' },
+              'Nothing kept yet: no transition since this replica took the group.',
+            ),
+          ]
+        : items.map(transitionItem)),
+    );
+  return {
+    add(transitions) {
+      for (const t of transitions) {
+        const key = `${t.seq}@${t.at}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+        items.push(t);
+      }
+      items.sort((a, b) => b.seq - a.seq || (b.at > a.at ? 1 : -1));
+      items.length = Math.min(items.length, TIMELINE_LENGTH);
+      draw();
+    },
+  };
+}
+const TIMELINE_LENGTH = 100;
+
+// The group's lag: per shard, and its total over the last minutes as sampled by this page.
+
+/** How long the page keeps its lag samples (in the tab's sessionStorage, per group). */
+const LAG_WINDOW_MS = 10 * 60_000;
+/** The chart shows at least this much time, however recent its first sample. */
+const LAG_MIN_SPAN_MS = 60_000;
+
+function lagSamples(key) {
+  try {
+    const list = JSON.parse(sessionStorage.getItem(key) ?? '[]');
+    return Array.isArray(list) ? list : [];
+  } catch {
+    return [];
+  }
+}
+
+/** Adds a sample (one a second at most) and forgets those older than the window. */
+function keepLagSample(key, sample) {
+  const list = lagSamples(key).filter((s) => sample.t - s.t < LAG_WINDOW_MS && s.t <= sample.t);
+  const last = list.at(-1);
+  if (last && sample.t - last.t < 1000) list[list.length - 1] = sample;
+  else list.push(sample);
+  sessionStorage.setItem(key, JSON.stringify(list));
+  return list;
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+function svg(tag, attrs = {}) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) el.setAttribute(key, String(value));
+  return el;
+}
+
+/** A small chart of the total lag (entries) over the window, newest at the right. */
+function lagChart(samples, now) {
+  const W = 360;
+  const H = 80;
+  const max = Math.max(1, ...samples.map((s) => s.entries));
+  // From the first sample kept (at least the last LAG_MIN_SPAN_MS), up to the whole window.
+  const span = Math.min(LAG_WINDOW_MS, Math.max(LAG_MIN_SPAN_MS, now - (samples[0]?.t ?? now)));
+  const x = (t) => ((t - (now - span)) / span) * W;
+  const y = (v) => H - 2 - (v / max) * (H - 6);
+  const chart = svg('svg', {
+    viewBox: `0 0 ${W} ${H}`,
+    width: W,
+    height: H,
+    role: 'img',
+    'aria-label': `total lag over the last ${duration(span)}`,
+  });
+  chart.append(svg('rect', { x: 0, y: 0, width: W, height: H, class: 'plot' }));
+  for (const f of [0.25, 0.5, 0.75])
+    chart.append(svg('line', { x1: 0, x2: W, y1: y(max * f), y2: y(max * f), class: 'grid' }));
+  if (samples.length > 0) {
+    const points = samples.map((s) => `${x(s.t).toFixed(1)},${y(s.entries).toFixed(1)}`);
+    const first = samples[0];
+    const last = samples.at(-1);
+    chart.append(
+      svg('path', {
+        d: `M${x(first.t).toFixed(1)},${H} L${points.join(' L')} L${x(last.t).toFixed(1)},${H} Z`,
+        class: `area${last.entries > 0 ? ' behind' : ''}`,
+      }),
+      svg('polyline', {
+        points: points.join(' '),
+        class: `line${last.entries > 0 ? ' behind' : ''}`,
+      }),
+      svg('circle', { cx: x(last.t), cy: y(last.entries), r: 3, class: 'last' }),
+    );
+  }
+  const last = samples.at(-1);
+  return h(
+    'figure',
+    {
+      id: 'lag-chart',
+      class: 'lag-chart',
+      dataset: { samples: samples.length, last: last ? last.entries : '' },
+    },
+    h('span', { class: 'y-max' }, `${count(max)} entries`),
+    chart,
+    h('span', { class: 'x-axis' }, h('span', {}, `−${duration(span)}`), h('span', {}, 'now')),
+    h(
+      'figcaption',
+      {},
+      last
+        ? `Total lag ${count(last.entries)} entries, oldest undelivered ${duration(last.seconds * 1000)} (sampled by this page every 2 s while it is open)`
+        : 'Total lag: sampled by this page every 2 s while it is open.',
+    ),
+  );
+}
+
+/** A shard's lag as a bar (its share of the largest) with the entries and seconds behind. */
+function lagBar(s, max) {
+  const fill = h('span', { class: 'fill' });
+  fill.style.width = `${Math.max(s.lagEntries > 0 ? 2 : 0, (100 * s.lagEntries) / max)}%`;
+  return h(
+    'span',
+    {
+      class: `lag-bar ${s.lagEntries > 0 ? 'behind' : 'caught-up'}`,
+      dataset: { lagEntries: s.lagEntries },
+      title: s.lagExact ? undefined : 'at least this many (counting stopped)',
+    },
+    h('span', { class: 'track' }, fill),
+    h(
+      'span',
+      { class: 'amount' },
+      s.lagEntries > 0
+        ? `${count(s.lagEntries)}${s.lagExact ? '' : '+'} · ${duration(s.lagSeconds * 1000)}`
+        : '0',
+    ),
+  );
+}
+
+/** The lag section: totals, the chart, one row per shard; or why there is no reading. */
+function lagPanel(reading, samples, now) {
+  const chart = lagChart(samples, now);
+  if (reading.error) {
+    return [
+      h(
+        'p',
+        { class: 'error', id: 'lag-problem' },
+        `Lag cannot be read: ${errorText(reading.error)}`,
+      ),
+      chart,
+    ];
+  }
+  const { lag } = reading;
+  if (!lag.available || !lag.totals) {
+    return [
+      h('p', { class: 'na', id: 'lag-problem' }, `Lag is not available: ${lag.reason ?? ''}`),
+    ];
+  }
+  const t = lag.totals;
+  const max = Math.max(1, ...lag.shards.map((s) => s.lagEntries));
+  return [
+    h(
+      'div',
+      { class: 'lag-top' },
+      chart,
+      h(
+        'dl',
+        { class: 'lag-totals', id: 'lag-totals' },
+        h('dt', {}, 'Behind'),
+        h('dd', {}, lagCell(reading)),
+        h('dt', {}, 'Pending'),
+        h('dd', {}, count(t.pending)),
+        h('dt', {}, 'Shards behind'),
+        h('dd', {}, `${t.shardsBehind} of ${lag.shards.length}`),
+        h('dt', {}, 'Measured'),
+        h('dd', {}, time(lag.measuredAt), lag.streams ? ` on ${lag.streams}` : ''),
+      ),
+    ),
+    table(
+      [
+        ['Shard', (s) => (s.retiring ? `${s.shard} (retiring)` : s.shard)],
+        ['Owner', (s) => s.owner ?? '–'],
+        ['Lag', (s) => lagBar(s, max)],
+        ['Pending', (s) => count(s.pending)],
+        ['Stuck (oldest pending)', (s) => duration(s.oldestPendingMs)],
+        [
+          'Dead letters',
+          (s) => h('span', { class: s.deadLetters > 0 ? 'dead' : '' }, count(s.deadLetters)),
+        ],
+        [
+          'Stream',
+          (s) => [
+            s.stream,
+            s.missing ? h('small', {}, ' (missing)') : null,
+            s.noConsumerGroup ? h('small', {}, ' (not read yet: no consumer group)') : null,
+          ],
+        ],
+      ],
+      lag.shards,
+      { id: 'lag-table' },
+      (s) => ({ dataset: { shard: s.shard } }),
+    ),
+  ];
 }
 
 function memberState(m) {
@@ -299,7 +805,13 @@ function migrationsPanel(migrations, onRollback) {
             'p',
             {},
             `${active.kind} ${active.fromShardCount} → ${active.toShardCount}: `,
-            h('b', {}, active.state),
+            h('b', { class: `migration-state ${active.state}` }, active.state),
+            ', started ',
+            time(active.startedAt),
+            ` by ${active.requestedBy}`,
+            active.rollbackAllowedUntil && active.state === 'CONVERGED'
+              ? [', rollback allowed until ', time(active.rollbackAllowedUntil)]
+              : null,
           ),
           h('progress', { max: 100, value: percent, id: 'migration-progress' }),
           p
@@ -325,8 +837,10 @@ function migrationsPanel(migrations, onRollback) {
       [
         ['Kind', (m) => m.kind],
         ['From → to', (m) => `${m.fromShardCount} → ${m.toShardCount}`],
-        ['State', (m) => m.state],
+        ['State', (m) => h('span', { class: `migration-state ${m.state}` }, m.state)],
         ['Started', (m) => time(m.startedAt)],
+        ['Converged', (m) => time(m.convergedAt)],
+        ['Completed', (m) => time(m.completedAt)],
         ['By', (m) => m.requestedBy],
         ['Reason', (m) => m.reason],
       ],
@@ -340,24 +854,65 @@ async function renderGroup(sp, cg) {
   const path = groupPath(sp, cg);
   const admin = `/admin${path}`;
   const parts = {
+    hints: h('span', { class: 'hints', id: 'hints' }),
     summary: h('section', { id: 'summary' }),
     actions: h('div', { class: 'actions' }),
     members: h('section', { id: 'members' }),
     shards: h('section', { id: 'shards' }),
+    lag: h('div', { id: 'lag-panel' }),
     migrations: h('div'),
     chart: h('div', { id: 'statechart', class: 'statechart' }),
-    transitions: h('ol', { id: 'transitions', reversed: true }),
+    transitions: h('ol', { id: 'transitions', class: 'timeline' }),
+  };
+  const chartTool = (id, label, title, onclick) =>
+    h('button', { type: 'button', id, title, onclick }, label);
+  const zoomTo = (zoom) => {
+    chartZoom = zoom;
+    sizeDiagrams(parts.chart);
   };
   main.replaceChildren(
-    h('h2', {}, `${sp}:${cg}`),
+    h('h2', {}, `${sp}:${cg} `, parts.hints),
     parts.summary,
     parts.actions,
+    h(
+      'section',
+      { id: 'what-happened' },
+      h('h3', {}, 'What just happened'),
+      h(
+        'p',
+        { class: 'hint-text' },
+        "The group's recent transitions as its owner keeps them, newest first, then live: " +
+          'the command, what it changed, and who or what caused it.',
+      ),
+      parts.transitions,
+    ),
+    h('section', { id: 'lag' }, h('h3', {}, 'Lag'), parts.lag),
     parts.members,
     parts.shards,
     parts.migrations,
-    h('section', {}, h('h3', {}, 'Statechart'), parts.chart),
-    h('section', {}, h('h3', {}, 'Transitions (live)'), parts.transitions),
+    h(
+      'section',
+      { id: 'statechart-section' },
+      h(
+        'h3',
+        {},
+        'Statechart ',
+        h(
+          'span',
+          { class: 'chart-tools' },
+          chartTool('chart-zoom-out', '−', 'Zoom out', () => zoomTo(zoomStep(parts.chart, -1))),
+          chartTool('chart-fit', 'Fit', 'Fit each region to its column', () => zoomTo('fit')),
+          chartTool('chart-actual', '100 %', 'Natural size', () => zoomTo(1)),
+          chartTool('chart-zoom-in', '+', 'Zoom in', () => zoomTo(zoomStep(parts.chart, +1))),
+          h('output', { id: 'chart-zoom' }, 'fit'),
+        ),
+      ),
+      parts.chart,
+    ),
   );
+  const history = timeline(parts.transitions);
+  const lagKey = `coord.lag:${sp}:${cg}`;
+  let gone = false;
 
   const change = async (title, call, fields) => {
     const values = await ask(title, fields);
@@ -370,14 +925,38 @@ async function renderGroup(sp, cg) {
     }
   };
 
-  const refresh = async () => {
-    const [group, members, assignments, migrations, chart] = await Promise.all([
+  const load = async () => {
+    const [group, members, assignments, migrations, chart, lag] = await Promise.all([
       get(`/monitoring${path}`),
       get(`/monitoring${path}/members`),
       get(`/monitoring${path}/assignments`),
       get(`/monitoring${path}/migrations`),
       get(`/monitoring${path}/statechart`),
+      readLag(path),
     ]);
+    if (gone) return;
+    parts.hints.replaceChildren(
+      ...(group.hints ?? []).map((hint) =>
+        h(
+          'span',
+          {
+            class: `hint ${hint}`,
+            title: hint === 'FALLING_BEHIND' ? 'its lag grew at each of the last refreshes' : '',
+          },
+          hint,
+        ),
+      ),
+    );
+    const now = Date.now();
+    const samples =
+      lag.lag?.available && lag.lag.totals
+        ? keepLagSample(lagKey, {
+            t: now,
+            entries: lag.lag.totals.lagEntries,
+            seconds: lag.lag.totals.maxLagSeconds,
+          })
+        : lagSamples(lagKey);
+    parts.lag.replaceChildren(...lagPanel(lag, samples, now));
     parts.summary.replaceChildren(
       h(
         'dl',
@@ -401,78 +980,84 @@ async function renderGroup(sp, cg) {
       ),
     );
     const failed = group.status === 'FAILED_CLOSED';
-    parts.actions.replaceChildren(
-      failed
-        ? h(
-            'button',
-            {
-              type: 'button',
-              id: 'recover',
-              onclick: () =>
-                change(
-                  'Recover the group',
-                  (v) =>
-                    post(
-                      `${admin}/recovery`,
-                      v.action === 'RESUME'
-                        ? { action: v.action, requestedBy: v.requestedBy, reason: v.reason }
-                        : v,
-                    ),
-                  [
-                    { name: 'action', label: 'Action', options: ['RESUME', 'RECREATE'] },
-                    {
-                      name: 'shardCount',
-                      label: 'Shard count (RECREATE)',
-                      type: 'number',
-                      value: group.shardCount || 1,
-                      min: 1,
-                    },
-                  ],
-                ),
-            },
-            'Recover…',
-          )
-        : h(
-            'button',
-            {
-              type: 'button',
-              id: 'scale',
-              onclick: () =>
-                change('Scale the group', (v) => post(`${admin}/scale`, v), [
-                  {
-                    name: 'shardCount',
-                    label: 'New shard count',
-                    type: 'number',
-                    value: group.shardCount,
-                    min: 1,
-                  },
-                ]),
-            },
-            'Scale…',
-          ),
-      failed
-        ? null
-        : group.status === 'FROZEN'
+    // The buttons are made again only when what they offer changes: a click is never lost to
+    // a refresh.
+    const offer = `${group.status}:${group.shardCount}`;
+    if (parts.actions.dataset.offer !== offer) {
+      parts.actions.dataset.offer = offer;
+      parts.actions.replaceChildren(
+        failed
           ? h(
               'button',
               {
                 type: 'button',
-                id: 'unfreeze',
+                id: 'recover',
                 onclick: () =>
-                  change('Unfreeze admin changes', (v) => post(`${admin}/unfreeze`, v)),
+                  change(
+                    'Recover the group',
+                    (v) =>
+                      post(
+                        `${admin}/recovery`,
+                        v.action === 'RESUME'
+                          ? { action: v.action, requestedBy: v.requestedBy, reason: v.reason }
+                          : v,
+                      ),
+                    [
+                      { name: 'action', label: 'Action', options: ['RESUME', 'RECREATE'] },
+                      {
+                        name: 'shardCount',
+                        label: 'Shard count (RECREATE)',
+                        type: 'number',
+                        value: group.shardCount || 1,
+                        min: 1,
+                      },
+                    ],
+                  ),
               },
-              'Unfreeze…',
+              'Recover…',
             )
           : h(
               'button',
               {
                 type: 'button',
-                id: 'freeze',
-                onclick: () => change('Freeze admin changes', (v) => post(`${admin}/freeze`, v)),
+                id: 'scale',
+                onclick: () =>
+                  change('Scale the group', (v) => post(`${admin}/scale`, v), [
+                    {
+                      name: 'shardCount',
+                      label: 'New shard count',
+                      type: 'number',
+                      value: group.shardCount,
+                      min: 1,
+                    },
+                  ]),
               },
-              'Freeze…',
+              'Scale…',
             ),
-    );
+        failed
+          ? null
+          : group.status === 'FROZEN'
+            ? h(
+                'button',
+                {
+                  type: 'button',
+                  id: 'unfreeze',
+                  onclick: () =>
+                    change('Unfreeze admin changes', (v) => post(`${admin}/unfreeze`, v)),
+                },
+                'Unfreeze…',
+              )
+            : h(
+                'button',
+                {
+                  type: 'button',
+                  id: 'freeze',
+                  onclick: () => change('Freeze admin changes', (v) => post(`${admin}/freeze`, v)),
+                },
+                'Freeze…',
+              ),
+      );
+    }
     parts.members.replaceChildren(
       h('h3', {}, `Members (${members.members.length})`),
       table(
@@ -513,6 +1098,26 @@ async function renderGroup(sp, cg) {
     await drawStatechart(parts.chart, chart);
   };
 
+  // One load at a time, in order: a load asked for while one runs starts after it (so what a
+  // change did is what the page shows), and everyone asking meanwhile shares that one.
+  let running = null;
+  let next = null;
+  const refresh = () => {
+    if (!running) {
+      running = load().finally(() => {
+        running = null;
+      });
+      return running;
+    }
+    next ??= running
+      .catch(() => undefined)
+      .then(() => {
+        next = null;
+        return refresh();
+      });
+    return next;
+  };
+
   let pending = null;
   const soon = () => {
     pending ??= setTimeout(() => {
@@ -520,33 +1125,42 @@ async function renderGroup(sp, cg) {
       refresh().catch((error) => showError(error));
     }, 200);
   };
-  await refresh();
-  const timer = setInterval(soon, 2000); // liveness changes without transitions
+  // The live stream first, so that nothing between the kept list and the stream is missed.
+  const early = [];
+  let kept = false;
   const stop = follow(
     `/monitoring${path}/events`,
     (name, data) => {
       if (name !== 'transition') return;
-      const effects = (data.effects ?? []).map((e) => e.type ?? JSON.stringify(e)).join(', ');
-      parts.transitions.prepend(
-        h(
-          'li',
-          { class: data.stateChanged ? 'changed' : '' },
-          `${time(data.at)} `,
-          h('code', {}, JSON.stringify(data.state)),
-          effects ? ` — ${effects}` : '',
-        ),
-      );
-      while (parts.transitions.children.length > 100) parts.transitions.lastChild.remove();
+      if (kept) history.add([data]);
+      else early.push(data);
       soon();
     },
-    (error) => error && showError(error),
+    (error) => error && !gone && showError(error),
   );
+  const onResize = () => chartZoom === 'fit' && sizeDiagrams(parts.chart);
+  window.addEventListener('resize', onResize);
+  let timer = null;
   leave = () => {
+    gone = true;
     clearInterval(timer);
     clearTimeout(pending);
     stop();
+    window.removeEventListener('resize', onResize);
   };
+  try {
+    const [, transitions] = await Promise.all([refresh(), get(`/monitoring${path}/transitions`)]);
+    history.add([...transitions.transitions, ...early]);
+    kept = true;
+  } catch (error) {
+    leave();
+    throw error;
+  }
+  timer = setInterval(soon, LAG_SAMPLE_MS); // liveness and lag change without transitions
 }
+
+/** How often the group page reads the group again (and samples its lag). */
+const LAG_SAMPLE_MS = 2000;
 
 // ---------------------------------------------------------------------------------------------
 // Audit log and replicas
@@ -583,7 +1197,7 @@ async function renderAudit(params) {
     form,
     table(
       [
-        ['Time', (r) => new Date(r.timestamp).toLocaleString()],
+        ['Time', (r) => time(r.timestamp)],
         ['Operation', (r) => r.operation],
         ['Outcome', (r) => h('span', { class: `outcome ${r.outcome}` }, r.outcome)],
         ['Status', (r) => r.status],
@@ -598,6 +1212,37 @@ async function renderAudit(params) {
   );
 }
 
+/** A replica's leases: each group it holds, linked to its page, with how long it has held it. */
+function leaseList(replica) {
+  if (!('leases' in replica)) {
+    return h('span', { class: 'muted' }, 'no leases: one replica serves every group');
+  }
+  const leases = replica.leases ?? [];
+  const shown =
+    leases.length === 0
+      ? h('span', { class: 'muted' }, 'none')
+      : h(
+          'ul',
+          { class: 'leases' },
+          leases.map((l) =>
+            h(
+              'li',
+              { dataset: { group: `${l.streamPrefix}:${l.consumerGroup}` } },
+              h(
+                'a',
+                {
+                  href: `#/groups/${encodeURIComponent(l.streamPrefix)}/${encodeURIComponent(l.consumerGroup)}`,
+                },
+                `${l.streamPrefix}:${l.consumerGroup}`,
+              ),
+              h('small', {}, ` held ${duration(l.ageMs)}`),
+            ),
+          ),
+        );
+  const more = (replica.groupsOwned ?? 0) - leases.length;
+  return [shown, more > 0 ? h('small', { class: 'muted' }, `and ${more} more`) : null];
+}
+
 async function renderReplicas() {
   try {
     const reply = await get('/monitoring/replicas');
@@ -605,13 +1250,24 @@ async function renderReplicas() {
       h('h2', {}, 'Replicas'),
       table(
         [
-          ['Replica', (r) => r.replicaId ?? r.id],
+          [
+            'Replica',
+            (r) => [
+              r.replicaId ?? r.id,
+              r.replicaId === reply.self ? h('small', { class: 'self' }, ' (this one)') : null,
+            ],
+          ],
           ['URL', (r) => r.advertisedUrl ?? r.url ?? '–'],
           ['Groups owned', (r) => r.groupsOwned ?? (r.groups ? r.groups.length : '–')],
-          ['Last seen', (r) => time(r.lastHeartbeatAt ?? r.lastSeenAt ?? r.heartbeatAt)],
+          ['Groups and leases (held longest first)', leaseList],
+          [
+            'Last registry heartbeat',
+            (r) => time(r.lastHeartbeatAt ?? r.lastSeenAt ?? r.heartbeatAt),
+          ],
         ],
         reply.replicas ?? [],
         { id: 'replicas-table' },
+        (r) => ({ dataset: { replica: r.replicaId ?? r.id } }),
       ),
     );
   } catch (error) {
@@ -651,7 +1307,16 @@ async function route() {
   }
 }
 
-window.mermaid.initialize({ startOnLoad: false, securityLevel: 'strict', theme: 'neutral' });
+// Edge labels get a margin of their own: mermaid lays labels out by their boxes, and without
+// it two long labels of opposite edges can end up touching. The Fit zoom then scales the
+// regions to their columns.
+window.mermaid.initialize({
+  startOnLoad: false,
+  securityLevel: 'strict',
+  theme: 'neutral',
+  themeVariables: { fontSize: '14px' },
+  themeCSS: '.edgeLabel p { padding: 4px 8px; }',
+});
 document.getElementById('logout').addEventListener('click', () => {
   session.clear();
   location.hash = '#/';

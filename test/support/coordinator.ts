@@ -43,13 +43,18 @@ function testUsersFile(): Promise<string> {
 
 /**
  * A token for any principal, signed with TEST_SECRET as an operator's identity system would
- * mint it (DESIGN.md §9): for tests that need principals other than the TEST_USERS.
+ * mint it (README.md#tokens-roles-and-group-scopes): for tests that need principals other than the TEST_USERS.
  */
-export function mintToken(sub: string, roles: readonly Role[], now = Date.now()): string {
+export function mintToken(
+  sub: string,
+  roles: readonly Role[],
+  now = Date.now(),
+  /** A `groups` claim: the token reaches only these `<streamPrefix>:<consumerGroup>` patterns. */
+  groups?: readonly string[],
+): string {
   const iat = Math.floor(now / 1000);
-  return jwt.sign({ sub, roles, iat, exp: iat + 3600, iss: 'stream-coordinator' }, TEST_SECRET, {
-    algorithm: 'HS256',
-  });
+  const claims = { sub, roles, iat, exp: iat + 3600, iss: 'stream-coordinator' };
+  return jwt.sign(groups ? { ...claims, groups } : claims, TEST_SECRET, { algorithm: 'HS256' });
 }
 
 export type StoreKind = 'memory' | 'redis';
@@ -133,7 +138,7 @@ export async function startTestCoordinator(
 }
 
 /**
- * One replica of several on one redis-server (DESIGN.md §8): the shared key prefix, its own
+ * One replica of several on one redis-server (docs/architecture.md#replicas-leases-and-fences): the shared key prefix, its own
  * replica id, a short lease (1.5 s) so that moves are quick, and the given session timeout.
  */
 export function startTestReplica(

@@ -4,6 +4,9 @@ import { groupMachine } from '../../src/machines/group-machine.js';
 import { machineDefinition } from '../../src/machines/machine-definition.js';
 import { activeStateIds, toMermaid } from '../../src/machines/mermaid.js';
 
+/** The text with each label on one line (labels are wrapped with `<br/>`). */
+const flat = (text: string) => text.replace(/<br\/>/g, ' ');
+
 /** Ids declared with `state "…" as id` and ids used by edges. */
 function parse(text: string) {
   const declared = new Set(
@@ -19,6 +22,7 @@ function parse(text: string) {
 
 describe('toMermaid renders the group statechart as stateDiagram-v2', () => {
   const text = toMermaid(machineDefinition(groupMachine));
+  const oneLine = flat(text);
 
   it('starts with the diagram type and the initial state of the machine', () => {
     expect(text.split('\n')[0]).toBe('stateDiagram-v2');
@@ -47,17 +51,14 @@ describe('toMermaid renders the group statechart as stateDiagram-v2', () => {
   });
 
   it('labels every transition with the events that cause it (and its guard)', () => {
-    expect(text).toContain('group_lifecycle_active --> group_lifecycle_frozen : FREEZE');
-    expect(text).toContain('group_lifecycle_frozen --> group_lifecycle_active : UNFREEZE');
+    expect(text).toContain('group_lifecycle_active --> group_lifecycle_frozen : FREEZE\n');
+    expect(text).toContain('group_lifecycle_frozen --> group_lifecycle_active : UNFREEZE\n');
     expect(text).toContain('group_lifecycle_active --> group_lifecycle_failedClosed : FAIL_CLOSED');
-    expect(text).toContain('group_lifecycle_failedClosed --> group_lifecycle_active : RECOVER');
-    expect(text).toContain(
+    expect(text).toContain('group_lifecycle_failedClosed --> group_lifecycle_active : RECOVER\n');
+    expect(oneLine).toContain(
       'group_membership_rebalancing_granting --> group_membership_rebalancing_revoking : REVOKE_REQUESTED [someShardRevoking]',
     );
-    expect(text).toMatch(
-      /group_membership_empty --> group_membership_rebalancing : MEMBER_JOINED \[someShardAwaitingGrant\]/,
-    );
-    expect(text).toMatch(
+    expect(oneLine).toMatch(
       /group_membership_rebalancing --> group_membership_stable : SHARDS_GRANTED, [A-Z_, ]+ \[allShardsSettled\]/,
     );
     // Every edge names at least one event: nothing is derived by eventless guards any more.
@@ -67,13 +68,57 @@ describe('toMermaid renders the group statechart as stateDiagram-v2', () => {
   });
 
   it('does not draw refusals: a state that does not accept an event has no edge for it', () => {
-    expect(text).not.toMatch(/group_lifecycle_frozen --> group_lifecycle_frozen : [^\n]*FREEZE/);
-    expect(text).not.toMatch(/group_lifecycle_active --> group_lifecycle_active : [^\n]*UNFREEZE/);
-    expect(text).not.toMatch(/group_migration_inProgress --> group_migration_inProgress : SCALE/);
-    // Accepted without a change of state: a self-loop.
-    expect(text).toContain(
-      'group_lifecycle_active --> group_lifecycle_active : PAUSE_PRODUCERS, RESUME_PRODUCERS',
+    const inside = (id: string) =>
+      [...text.matchAll(new RegExp(`^\\s*${id} : (.*)$`, 'gm'))].map((m) => m[1]).join(' ');
+    expect(inside('group_lifecycle_frozen')).not.toContain('UNFREEZE');
+    expect(inside('group_lifecycle_frozen')).not.toMatch(/\bFREEZE/);
+    expect(inside('group_lifecycle_active')).not.toContain('UNFREEZE');
+    expect(inside('group_migration_inProgress')).not.toContain('SCALE');
+    // Accepted without a change of state: written inside the state, not drawn as a self-loop
+    // (whose label mermaid lays over its neighbours').
+    expect(inside('group_lifecycle_active')).toBe(
+      '↻ PAUSE_PRODUCERS, RESUME_PRODUCERS, ADOPT_LAYOUT',
     );
+    expect(text).not.toMatch(/^\s*(\S+) --> \1 :/m);
+  });
+
+  it('wraps long labels into lines, breaking between names, never inside one', () => {
+    const labels = parse(text).edges.map((e) => e.label);
+    for (const label of labels) {
+      for (const line of label.split('<br/>')) {
+        // A line is one name (however long), or several that fit in about 24 characters.
+        if (/, \S/.test(line)) expect(line.length, line).toBeLessThanOrEqual(24);
+        expect(line).not.toMatch(/^,|[A-Z]_$/);
+      }
+    }
+    expect(labels.some((l) => l.includes('<br/>'))).toBe(true);
+  });
+
+  it('draws one edge per pair of states: the same events under other guards join with `or`', () => {
+    expect(oneLine).toContain(
+      'group_membership_empty --> group_membership_rebalancing : MEMBER_JOINED [someShardRevoking or someShardAwaitingGrant]',
+    );
+    expect(oneLine).toContain(
+      'group_migration_converged --> group_migration_inProgress : SCALE [scaleAccepted] ROLLBACK [rollbackAccepted]',
+    );
+    const pairs = parse(text).edges.map((e) => `${e.from} ${e.to}`);
+    expect(new Set(pairs).size).toBe(pairs.length);
+  });
+
+  it('draws one region on its own, its states at the top level', () => {
+    const region = toMermaid(machineDefinition(groupMachine), {
+      root: 'group.lifecycle',
+      current: activeStateIds('group', { lifecycle: 'frozen', migration: 'idle' }),
+      notes: { 'group.lifecycle.frozen': ['admin changes refused'] },
+    });
+    expect(region.split('\n')[1]).toBe('  [*] --> group_lifecycle_active');
+    expect(region).not.toContain('group_migration');
+    expect(region).not.toContain('group_lifecycle{');
+    expect(region).toContain('group_lifecycle_active --> group_lifecycle_frozen : FREEZE');
+    expect(region).toContain('group_lifecycle_frozen : admin changes refused');
+    // Only the current state of this region is marked.
+    expect(region.match(/^\s*class /gm)).toEqual(['  class ']);
+    expect(region).toContain('class group_lifecycle_frozen current');
   });
 
   it('shows the migration phases and the events that move them', () => {
@@ -152,8 +197,9 @@ describe('toMermaid handles any machine definition', () => {
     expect(text).toContain('job_runner_busy --> job_runner_idle : STOP');
   });
 
-  it('draws targetless transitions of atomic states as self-loops', () => {
-    expect(text).toContain('job_runner_idle --> job_runner_idle : PING');
+  it('writes targetless transitions of atomic states inside the state', () => {
+    expect(text).toContain('job_runner_idle : ↻ PING');
+    expect(text).not.toContain('job_runner_idle --> job_runner_idle');
   });
 
   it('keeps `:` out of labels, where mermaid would end them', () => {

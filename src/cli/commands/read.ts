@@ -11,7 +11,9 @@ import {
 } from '../monitoring.js';
 import { groupLabel, parseGroup, positiveInt, type GroupName } from '../options.js';
 import { outputOption, print, renderFields, renderTable, type OutputFormat } from '../output.js';
+import { getLag, lagTable } from '../lag.js';
 import { replicasTable, readReplicas } from '../replicas.js';
+import { RequestError } from '../request-error.js';
 import { statechartTable, type Statechart } from '../statechart.js';
 
 type ReadFlags = ConnectionFlags & { output: OutputFormat };
@@ -122,41 +124,52 @@ export function registerReadCommands(program: Command): void {
     'one group: status, versions, owner, rollback signals, active migration',
     withGroup,
     async (api, flags, group: GroupName) => {
-      const [detail, migrations] = await Promise.all([
+      const [detail, migrations, lag] = await Promise.all([
         getGroup(api, group),
         getMigrations(api, group),
+        // The lag table is part of the answer; a streams Redis that cannot be read is a line.
+        getLag(api, group).catch((error: unknown) => {
+          if (error instanceof RequestError) return { problem: error.message };
+          throw error;
+        }),
       ]);
       const active = migrations.active;
-      print(flags.output, { ...detail, activeMigration: active }, () =>
-        renderFields([
-          ['group', groupLabel(detail)],
-          ['status', detail.status],
-          ['failure reason', detail.failureReason],
-          ['phase', detail.phase],
-          ['shard count', detail.shardCount],
-          ['metadata version', detail.metadataVersion],
-          ['assignment epoch', detail.assignmentEpoch],
-          ['lifecycle id', detail.lifecycleId],
-          ['members', detail.memberCount],
-          ['owner', detail.owner],
-          ['producers paused', detail.producersPaused],
-          ['store revision', detail.storeRevision],
-          ['highest version seen', detail.highestVersionSeen],
-          [
-            'rollback signals',
-            detail.rollbackSignals
-              ? `${detail.rollbackSignals.count} (highest ${detail.rollbackSignals.highestVersionSeen}, last ${detail.rollbackSignals.lastAt} from ${detail.rollbackSignals.lastSource})`
-              : 'none',
-          ],
-          [
-            'active migration',
-            active
-              ? `${active.migrationId} ${active.state} ${active.fromShardCount} → ${active.toShardCount}; ${progressLine(active.progress)}`
-              : 'none',
-          ],
-          ['created', detail.createdAt],
-          ['updated', detail.updatedAt],
-        ]),
+      const lagText = () => ('problem' in lag ? `lag: ${lag.problem}\n` : lagTable(lag));
+      print(
+        flags.output,
+        { ...detail, activeMigration: active, lag },
+        () =>
+          renderFields([
+            ['group', groupLabel(detail)],
+            ['status', detail.status],
+            ['failure reason', detail.failureReason],
+            ['phase', detail.phase],
+            ['shard count', detail.shardCount],
+            ['metadata version', detail.metadataVersion],
+            ['assignment epoch', detail.assignmentEpoch],
+            ['lifecycle id', detail.lifecycleId],
+            ['members', detail.memberCount],
+            ['owner', detail.owner],
+            ['producers paused', detail.producersPaused],
+            ['store revision', detail.storeRevision],
+            ['highest version seen', detail.highestVersionSeen],
+            [
+              'rollback signals',
+              detail.rollbackSignals
+                ? `${detail.rollbackSignals.count} (highest ${detail.rollbackSignals.highestVersionSeen}, last ${detail.rollbackSignals.lastAt} from ${detail.rollbackSignals.lastSource})`
+                : 'none',
+            ],
+            [
+              'active migration',
+              active
+                ? `${active.migrationId} ${active.state} ${active.fromShardCount} → ${active.toShardCount}; ${progressLine(active.progress)}`
+                : 'none',
+            ],
+            ['created', detail.createdAt],
+            ['updated', detail.updatedAt],
+          ]) +
+          '\n' +
+          lagText(),
       );
     },
   );

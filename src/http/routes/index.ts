@@ -3,6 +3,7 @@ import type { RouteSpec } from '../route.js';
 import { adminRoutes } from './admin.js';
 import { authRoutes } from './auth.js';
 import { consumerRoutes } from './consumer.js';
+import { lagRoutes } from './lag.js';
 import { metaRoutes } from './meta.js';
 import { monitoringRoutes } from './monitoring.js';
 import { routingRoutes } from './routing.js';
@@ -13,6 +14,7 @@ export function allRoutes(settings: Settings, version: string): RouteSpec[] {
   routes.push(
     ...authRoutes,
     ...monitoringRoutes,
+    ...lagRoutes,
     ...routingRoutes,
     ...consumerRoutes,
     ...adminRoutes(settings),

@@ -13,6 +13,7 @@ import {
   groupParamsSchema,
   pagingQuerySchema,
   streamPrefixSchema,
+  transitionsSchema,
 } from '../schemas.js';
 
 const READ = ['READ'] as const;
@@ -55,6 +56,46 @@ async function listGroups(
   return { groups, nextCursor: cursor ?? null };
 }
 
+/** Probes are never answered from a cache. */
+const NO_STORE: Readonly<Record<string, string>> = { 'Cache-Control': 'no-store' };
+
+/** How long the readiness probe waits for the store's answer (probes time out at 1 s by default). */
+const READY_PING_MS = 800;
+
+const readinessSchema = z.object({
+  status: z.enum(['READY', 'NOT_READY']),
+  store: z.enum(['UP', 'DOWN', 'NOT_CONFIGURED']),
+  /** Whether this replica is in the replica registry; null with one replica (no registry). */
+  registered: z.boolean().nullable(),
+  replicaId: z.string(),
+});
+
+/**
+ * UP when the store answers a ping within `withinMs`, DOWN when it is known to be down (no
+ * round trip then) or does not answer in time; NOT_CONFIGURED for the memory store.
+ */
+async function storeStatus(
+  store: Services['store'],
+  withinMs: number,
+): Promise<'UP' | 'DOWN' | 'NOT_CONFIGURED'> {
+  if (store.health() === 'NOT_CONFIGURED') return 'NOT_CONFIGURED';
+  if (store.outage() !== null) return 'DOWN';
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'DOWN'>((resolve) => {
+    timer = setTimeout(() => resolve('DOWN'), withinMs);
+  });
+  try {
+    return await Promise.race([store.ping().then(() => 'UP' as const), late]);
+  } catch {
+    return 'DOWN';
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The head of a group's event stream (`…/events`), also what a HEAD of it gets. */
+const EVENT_STREAM_HEADERS = { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' };
+
 const errors = {
   400: { description: 'Invalid name', schema: errorSchema },
   401: { description: 'No or invalid token', schema: errorSchema },
@@ -96,6 +137,56 @@ export const monitoringRoutes = [
           storeType: services.store.kind,
           replicaId: services.replicaId,
         },
+      };
+    },
+  }),
+  route({
+    method: 'get',
+    path: '/coord/v1/monitoring/health/live',
+    summary: 'Liveness probe: 200 while the process serves HTTP (the store is not asked)',
+    tag: 'monitoring',
+    roles: null,
+    responses: {
+      200: {
+        description: 'The process serves',
+        schema: z.object({ status: z.literal('UP'), replicaId: z.string() }),
+      },
+    },
+    async handler({ services }) {
+      return {
+        status: 200,
+        body: { status: 'UP', replicaId: services.replicaId },
+        headers: NO_STORE,
+      };
+    },
+  }),
+  route({
+    method: 'get',
+    path: '/coord/v1/monitoring/health/ready',
+    summary:
+      'Readiness probe: 200 when the store answers and, with several replicas, this replica is in the registry; 503 otherwise',
+    tag: 'monitoring',
+    roles: null,
+    responses: {
+      200: { description: 'Ready to serve', schema: readinessSchema },
+      503: {
+        description: 'The store is down, or the replica has not joined',
+        schema: readinessSchema,
+      },
+    },
+    async handler({ services }) {
+      const store = await storeStatus(services.store, READY_PING_MS);
+      const registered = services.replicas ? services.replicas.joined() : null;
+      const ready = store !== 'DOWN' && registered !== false;
+      return {
+        status: ready ? 200 : 503,
+        body: {
+          status: ready ? 'READY' : 'NOT_READY',
+          store,
+          registered,
+          replicaId: services.replicaId,
+        },
+        headers: ready ? NO_STORE : { ...NO_STORE, 'Retry-After': '1' },
       };
     },
   }),
@@ -230,22 +321,44 @@ export const monitoringRoutes = [
   }),
   route({
     method: 'get',
+    path: `${groupPath}/transitions`,
+    summary:
+      "The group's recent transitions, newest first: time, command, state before and after, cause",
+    tag: 'monitoring',
+    roles: READ,
+    params: groupParamsSchema,
+    responses: {
+      200: { description: 'Kept by the owner, the last 50', schema: transitionsSchema },
+      ...errors,
+    },
+    async handler({ params, services }) {
+      return {
+        status: 200,
+        body: await services.coordinator.getTransitions(toRef(params)),
+        headers: { 'Cache-Control': 'no-store' },
+      };
+    },
+  }),
+  route({
+    method: 'get',
     path: `${groupPath}/events`,
     summary: 'Server-sent events: every state transition and effect of the group, as it happens',
     tag: 'monitoring',
     roles: READ,
     params: groupParamsSchema,
     responses: { 200: { description: 'text/event-stream of `transition` events' }, ...errors },
-    async handler({ params, res, services }) {
+    async handler({ params, req, res, services }) {
       const ref = toRef(params);
+      if (req.method === 'HEAD') {
+        // The stream's headers, at once: a HEAD has no body to stream, so it must not wait for
+        // the client to go away.
+        await services.coordinator.getGroup(ref);
+        return { status: 200, headers: EVENT_STREAM_HEADERS };
+      }
       // Listen for the end of the stream before anything awaits, so a client gone early is seen.
       const closed = new Promise<void>((resolve) => res.once('close', resolve));
       const group = await services.coordinator.getGroup(ref);
-      res.writeHead(200, {
-        'Content-Type': 'text/event-stream',
-        'Cache-Control': 'no-cache',
-        Connection: 'keep-alive',
-      });
+      res.writeHead(200, { ...EVENT_STREAM_HEADERS, Connection: 'keep-alive' });
       const write = (event: string, data: unknown) =>
         res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
       write('snapshot', group);

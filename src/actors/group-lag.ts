@@ -1,0 +1,287 @@
+import type { Clock } from '../machines/clock.js';
+import { allShards } from '../machines/group-state.js';
+import { groupId, type GroupRef } from '../machines/types.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import { entryAgeSeconds, type StreamsReader } from '../streams/streams-reader.js';
+import type { GroupEntry } from './group-entry.js';
+import type { GroupSnapshot } from './types.js';
+
+/** One shard's lag as monitoring shows it (docs/operations.md#lag). */
+export interface ShardLagView {
+  readonly shard: number;
+  readonly stream: string;
+  /** Member that owns (or retires, or revokes) the shard; null when released. */
+  readonly owner: string | null;
+  readonly memberEpoch: number | null;
+  readonly length: number;
+  readonly lagEntries: number;
+  /** False when the count is a lower bound (Redis could not say, and counting stopped). */
+  readonly lagExact: boolean;
+  readonly pending: number;
+  readonly oldestPendingMs: number | null;
+  readonly lastDeliveredId: string | null;
+  readonly lastEntryId: string | null;
+  /** Age of the oldest entry not delivered yet, by the streams Redis's clock; 0 when caught up. */
+  readonly lagSeconds: number;
+  readonly deadLetters: number;
+  /** Removed by a scale-in and still being read to its end. */
+  readonly retiring: boolean;
+  /** The stream does not exist (length 0). */
+  readonly missing: boolean;
+  /** No member created the shard's Redis consumer group yet: every entry counts as lag. */
+  readonly noConsumerGroup: boolean;
+}
+
+export interface LagTotals {
+  readonly lagEntries: number;
+  readonly pending: number;
+  readonly maxLagSeconds: number;
+  readonly shardsBehind: number;
+}
+
+/** A group's lag reading. */
+export interface LagView {
+  readonly streamPrefix: string;
+  readonly consumerGroup: string;
+  readonly measuredAt: string;
+  /** False when the coordinator does not know where the streams are (`reason` says why). */
+  readonly available: boolean;
+  readonly reason?: string;
+  /** `host:port` of the streams Redis read. */
+  readonly streams?: string;
+  readonly shards: readonly ShardLagView[];
+  /** Null when not available: never zeros that look like "caught up". */
+  readonly totals: LagTotals | null;
+}
+
+/** A group whose lag grew this many intervals in a row, with live members, is FALLING_BEHIND. */
+export const FALLING_BEHIND_INTERVALS = 3;
+
+export interface GroupLagOptions {
+  /** Null when `coordinator.streams.url` is unset in embedded mode. */
+  readonly reader: StreamsReader | null;
+  readonly clock: Clock;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  /** `coordinator.streams.lag-cache`. */
+  readonly cacheMs: number;
+  /** `coordinator.streams.lag-interval`; 0: no metrics refresh. */
+  readonly intervalMs: number;
+  /** `coordinator.streams.lag-budget`: groups read per interval. */
+  readonly budget: number;
+  readonly shardMetrics: boolean;
+  /** The groups this replica serves now, and what readers see of each. */
+  readonly entries: () => readonly GroupEntry[];
+  readonly snapshotOf: (entry: GroupEntry) => GroupSnapshot;
+}
+
+/** Groups read at once by the metrics refresh. */
+const REFRESH_CONCURRENCY = 16;
+
+/**
+ * Lag of the groups this replica owns: read on demand for the lag endpoint (cached for
+ * `lag-cache`), and for the metrics every `lag-interval`, at most `lag-budget` groups per
+ * interval in turn, so 10,000 groups never stall the replica or Redis.
+ */
+export class GroupLag {
+  private readonly cache = new Map<string, { at: number; view: Promise<LagView> }>();
+  /** Totals of the last refreshes per group (newest last), for FALLING_BEHIND. */
+  private readonly history = new Map<string, number[]>();
+  /** When each group's metrics were last measured (epoch ms). */
+  private readonly measured = new Map<string, { ref: GroupRef; at: number; shards: number[] }>();
+  /** Where the next refresh round starts in the list of owned groups. */
+  private cursor = 0;
+
+  constructor(private readonly options: GroupLagOptions) {}
+
+  /** Starts refreshing the lag metrics; returns the function that stops it. */
+  start(): () => void {
+    const { clock, intervalMs, logger, reader } = this.options;
+    if (intervalMs <= 0 || reader === null) return () => undefined;
+    let running = false;
+    return clock.every(intervalMs, () => {
+      if (running) return;
+      running = true;
+      this.refresh()
+        .catch((error: unknown) => logger.info('lag refresh failed', { error: String(error) }))
+        .finally(() => {
+          running = false;
+        });
+    });
+  }
+
+  /** The lag of the group in `snapshot`, read at most once per `lag-cache`. */
+  read(snapshot: GroupSnapshot): Promise<LagView> {
+    const { clock, cacheMs } = this.options;
+    const group = snapshot.context.group;
+    const id = groupId(group);
+    const now = clock.now();
+    const cached = this.cache.get(id);
+    if (cached && now - cached.at < cacheMs) return cached.view;
+    const view = this.measure(snapshot);
+    this.cache.set(id, { at: now, view });
+    view.catch(() => this.cache.delete(id));
+    return view;
+  }
+
+  /** Health hints of a group: `FALLING_BEHIND` while its lag keeps growing with live members. */
+  hints(snapshot: GroupSnapshot): string[] {
+    const group = snapshot.context.group;
+    const totals = this.history.get(groupId(group));
+    if (!totals || group.members.size === 0) return [];
+    if (totals.length <= FALLING_BEHIND_INTERVALS) return [];
+    const recent = totals.slice(-(FALLING_BEHIND_INTERVALS + 1));
+    const growing = recent.every((total, i) => i === 0 || total > recent[i - 1]!);
+    return growing ? ['FALLING_BEHIND'] : [];
+  }
+
+  /** One metrics round: the next `lag-budget` owned groups, a few at a time. */
+  async refresh(): Promise<void> {
+    const { entries, budget, snapshotOf, clock } = this.options;
+    const owned = entries();
+    this.forgetGone(owned);
+    this.updateAges();
+    if (owned.length === 0) return;
+    const count = Math.min(budget, owned.length);
+    const start = this.cursor % owned.length;
+    const batch = Array.from({ length: count }, (_, i) => owned[(start + i) % owned.length]!);
+    this.cursor = (start + count) % owned.length;
+    for (let i = 0; i < batch.length; i += REFRESH_CONCURRENCY) {
+      await Promise.all(
+        batch.slice(i, i + REFRESH_CONCURRENCY).map(async (entry) => {
+          const snapshot = snapshotOf(entry);
+          try {
+            const view = await this.measure(snapshot);
+            this.record(entry.ref, view, clock.now());
+          } catch {
+            // Kept: the metrics hold their last value and the age gauge grows (never 0).
+          }
+        }),
+      );
+    }
+  }
+
+  private async measure(snapshot: GroupSnapshot): Promise<LagView> {
+    const { reader, clock } = this.options;
+    const group = snapshot.context.group;
+    const base = { streamPrefix: group.streamPrefix, consumerGroup: group.consumerGroup };
+    if (reader === null) {
+      return {
+        ...base,
+        measuredAt: new Date(clock.now()).toISOString(),
+        available: false,
+        reason:
+          'the coordinator does not know where the streams are: set coordinator.streams.url (COORDINATOR_STREAMS_URL)',
+        shards: [],
+        totals: null,
+      };
+    }
+    const records = allShards(group);
+    const readings = await reader.read(
+      records.map((r) => `${group.streamPrefix}:${r.shard}`),
+      group.consumerGroup,
+    );
+    const shards = records.map((record, i): ShardLagView => {
+      const reading = readings[i]!;
+      const member = record.owner === null ? undefined : group.members.get(record.owner);
+      return {
+        shard: record.shard,
+        stream: reading.stream,
+        owner: record.owner,
+        memberEpoch: member?.memberEpoch ?? null,
+        length: reading.length,
+        lagEntries: reading.lagEntries,
+        lagExact: reading.lagExact,
+        pending: reading.pending,
+        oldestPendingMs: reading.oldestPendingMs,
+        lastDeliveredId: reading.lastDeliveredId,
+        lastEntryId: reading.lastEntryId,
+        lagSeconds: roundSeconds(
+          entryAgeSeconds(reading.oldestUndeliveredId, reading.serverTimeMs),
+        ),
+        deadLetters: reading.deadLetters,
+        retiring: record.state === 'retiring',
+        missing: reading.missing,
+        noConsumerGroup: reading.noConsumerGroup,
+      };
+    });
+    return {
+      ...base,
+      measuredAt: new Date(clock.now()).toISOString(),
+      available: true,
+      streams: reader.describe(),
+      shards,
+      totals: {
+        lagEntries: shards.reduce((sum, s) => sum + s.lagEntries, 0),
+        pending: shards.reduce((sum, s) => sum + s.pending, 0),
+        maxLagSeconds: shards.reduce((max, s) => Math.max(max, s.lagSeconds), 0),
+        shardsBehind: shards.filter((s) => s.lagEntries > 0).length,
+      },
+    };
+  }
+
+  /** Sets the group's gauges and remembers its total for FALLING_BEHIND. */
+  private record(ref: GroupRef, view: LagView, now: number): void {
+    const { metrics, shardMetrics } = this.options;
+    if (!view.totals) return;
+    const labels = { stream_prefix: ref.streamPrefix, consumer_group: ref.consumerGroup };
+    metrics.groupLagEntries.set(labels, view.totals.lagEntries);
+    metrics.groupLagSeconds.set(labels, view.totals.maxLagSeconds);
+    metrics.groupPendingEntries.set(labels, view.totals.pending);
+    metrics.groupLagMeasuredAge.set(labels, 0);
+    const id = groupId(ref);
+    const previous = this.measured.get(id);
+    if (shardMetrics) {
+      for (const shard of previous?.shards ?? []) {
+        if (!view.shards.some((s) => s.shard === shard)) {
+          metrics.shardLagEntries.remove({ ...labels, shard: String(shard) });
+        }
+      }
+      for (const s of view.shards) {
+        metrics.shardLagEntries.set({ ...labels, shard: String(s.shard) }, s.lagEntries);
+      }
+    }
+    this.measured.set(id, { ref, at: now, shards: view.shards.map((s) => s.shard) });
+    const totals = [...(this.history.get(id) ?? []), view.totals.lagEntries];
+    this.history.set(id, totals.slice(-(FALLING_BEHIND_INTERVALS + 1)));
+  }
+
+  /** The age gauge of every group measured here, as of now. */
+  private updateAges(): void {
+    const now = this.options.clock.now();
+    for (const { ref, at } of this.measured.values()) {
+      this.options.metrics.groupLagMeasuredAge.set(
+        { stream_prefix: ref.streamPrefix, consumer_group: ref.consumerGroup },
+        Math.max(0, (now - at) / 1000),
+      );
+    }
+  }
+
+  /** Groups no longer served here leave the metrics (their new owner reports them). */
+  private forgetGone(owned: readonly GroupEntry[]): void {
+    const { metrics } = this.options;
+    const here = new Set(owned.map((e) => groupId(e.ref)));
+    for (const [id, { ref, shards }] of this.measured) {
+      if (here.has(id)) continue;
+      const labels = { stream_prefix: ref.streamPrefix, consumer_group: ref.consumerGroup };
+      metrics.groupLagEntries.remove(labels);
+      metrics.groupLagSeconds.remove(labels);
+      metrics.groupPendingEntries.remove(labels);
+      metrics.groupLagMeasuredAge.remove(labels);
+      for (const shard of shards)
+        metrics.shardLagEntries.remove({ ...labels, shard: String(shard) });
+      this.measured.delete(id);
+      this.history.delete(id);
+      this.cache.delete(id);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.options.reader?.close();
+  }
+}
+
+function roundSeconds(seconds: number): number {
+  return Math.round(seconds * 1000) / 1000;
+}

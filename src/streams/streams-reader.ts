@@ -1,0 +1,288 @@
+import { readFileSync } from 'node:fs';
+import { Cluster, Redis } from 'ioredis';
+import { CoordinatorError } from '../errors.js';
+
+/**
+ * Reads the data streams themselves (not the coordinator's store): how far a consumer group is
+ * behind on each shard (docs/operations.md#lag). One Lua call per shard stream, sent with
+ * auto-pipelining, so a group's reading costs one round trip per Redis node.
+ */
+
+/** What one shard stream says about one consumer group. */
+export interface ShardStreamReading {
+  readonly stream: string;
+  /** The stream does not exist (never written, or deleted). */
+  readonly missing: boolean;
+  readonly length: number;
+  /** Id of the newest entry; null when the stream is empty or missing. */
+  readonly lastEntryId: string | null;
+  /** The stream has no Redis consumer group of that name yet (no member read it). */
+  readonly noConsumerGroup: boolean;
+  readonly lastDeliveredId: string | null;
+  /** Entries not delivered to the group yet (the whole length when it has no consumer group). */
+  readonly lagEntries: number;
+  /** False when Redis could not say the lag and the count stopped at its bound (a lower bound). */
+  readonly lagExact: boolean;
+  /** Delivered but not acknowledged. */
+  readonly pending: number;
+  /** Id of the oldest entry not delivered yet; null when caught up. */
+  readonly oldestUndeliveredId: string | null;
+  /** Idle time of the oldest pending entry in ms; null when nothing is pending. */
+  readonly oldestPendingMs: number | null;
+  /** The Redis server's clock when it was read (epoch ms). */
+  readonly serverTimeMs: number;
+  /** Entries in the shard's dead-letter stream `<stream>:dead`. */
+  readonly deadLetters: number;
+}
+
+/** Where the streams live: one Redis, or a Redis Cluster given by its seed nodes. */
+export interface StreamsTarget {
+  readonly url?: string | undefined;
+  readonly clusterNodes?: readonly string[] | undefined;
+}
+
+export interface StreamsReaderOptions extends StreamsTarget {
+  /** How long one reading may take before it is answered STREAMS_UNAVAILABLE. @default 2000 */
+  readonly timeoutMs?: number;
+  /** Most entries counted one by one where Redis cannot say the lag. @default 10000 */
+  readonly countBound?: number;
+}
+
+const SCRIPT = readFileSync(new URL('./lua/readShardLag-1.lua', import.meta.url), 'utf8');
+const COMMAND = 'coordReadShardLag';
+const SEAL_SCRIPT = readFileSync(new URL('./lua/sealRetired-1.lua', import.meta.url), 'utf8');
+const SEAL_COMMAND = 'coordSealRetired';
+/** First field of a seal entry (the SDK's `SEAL_FIELD`, docs/protocol.md). */
+const SEAL_FIELD = '__coord_seal';
+
+type ScriptCall = (
+  stream: string,
+  group: string,
+  ...args: Array<string | number>
+) => Promise<unknown[]>;
+
+/** Reads shard streams on one Redis or Redis Cluster. */
+export class StreamsReader {
+  private readonly client: Redis | Cluster;
+  private readonly target: string;
+  private readonly timeoutMs: number;
+  private readonly countBound: number;
+  /** Why the connection last failed, until it works again (for the 503's message). */
+  private failure: string | null = null;
+
+  constructor(options: StreamsReaderOptions) {
+    this.timeoutMs = options.timeoutMs ?? 2_000;
+    this.countBound = options.countBound ?? 10_000;
+    const redisOptions = {
+      connectTimeout: this.timeoutMs,
+      commandTimeout: this.timeoutMs,
+      maxRetriesPerRequest: 1,
+    };
+    if (options.clusterNodes && options.clusterNodes.length > 0) {
+      this.target = options.clusterNodes.map(hostAndPort).join(',');
+      this.client = new Cluster([...options.clusterNodes], {
+        redisOptions,
+        enableAutoPipelining: true,
+        clusterRetryStrategy: (times) => Math.min(times * 200, 2_000),
+      });
+    } else {
+      const url = options.url ?? 'redis://127.0.0.1:6379';
+      this.target = hostAndPort(url);
+      this.client = new Redis(url, {
+        ...redisOptions,
+        enableAutoPipelining: true,
+        retryStrategy: (times) => Math.min(times * 200, 2_000),
+      });
+    }
+    this.client.defineCommand(COMMAND, { lua: SCRIPT, numberOfKeys: 1 });
+    this.client.defineCommand(SEAL_COMMAND, { lua: SEAL_SCRIPT, numberOfKeys: 1 });
+    // Listening keeps ioredis from printing every failed reconnect as unhandled.
+    this.client.on('error', (error: unknown) => {
+      this.failure = causeOf(error);
+    });
+    this.client.on('ready', () => {
+      this.failure = null;
+    });
+  }
+
+  /** `host:port` of the streams Redis (the cluster seeds joined by commas), never credentials. */
+  describe(): string {
+    return this.target;
+  }
+
+  /**
+   * Reads each stream for `group`; `STREAMS_UNAVAILABLE` (with the host and cause) when the
+   * streams Redis cannot be reached within the timeout.
+   */
+  async read(streams: readonly string[], group: string): Promise<ShardStreamReading[]> {
+    const call = (this.client as unknown as Record<string, ScriptCall>)[COMMAND]!;
+    const reading = Promise.all(
+      streams.map(async (stream) => {
+        const [reply, dead] = await Promise.all([
+          call.call(this.client, stream, group, this.countBound),
+          this.client.xlen(`${stream}:dead`),
+        ]);
+        return toReading(stream, reply, dead);
+      }),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('no answer')), this.timeoutMs);
+    });
+    try {
+      return await Promise.race([reading, timeout]);
+    } catch (error) {
+      reading.catch(() => undefined);
+      throw this.unavailable(error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * Seals a retiring shard no member reads, as a member would (`sealRetired-1.lua`), and says
+   * whether the group left anything unread or unacknowledged before the seal.
+   * `STREAMS_UNAVAILABLE` when the streams Redis cannot be reached.
+   */
+  async sealRetired(
+    stream: string,
+    group: string,
+    seal: { readonly id: string; readonly version: number },
+  ): Promise<{ drained: boolean; sealId: string }> {
+    const call = (this.client as unknown as Record<string, ScriptCall>)[SEAL_COMMAND]!;
+    try {
+      const [drained, sealId] = (await call.call(
+        this.client,
+        stream,
+        group,
+        SEAL_FIELD,
+        seal.id,
+        String(seal.version),
+      )) as [number, string];
+      return { drained: drained === 1, sealId };
+    } catch (error) {
+      throw this.unavailable(error);
+    }
+  }
+
+  /** The streams Redis's clock (epoch ms): stream ids are made from it. */
+  async time(): Promise<number> {
+    const reading = this.client.time();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('no answer')), this.timeoutMs);
+    });
+    try {
+      const [seconds, micros] = await Promise.race([reading, timeout]);
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    } catch (error) {
+      reading.catch(() => undefined);
+      throw this.unavailable(error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.client.quit();
+    } catch {
+      this.client.disconnect();
+    }
+  }
+
+  private unavailable(error: unknown): CoordinatorError {
+    const cause = this.failure ?? causeOf(error);
+    return new CoordinatorError(
+      'STREAMS_UNAVAILABLE',
+      `the streams Redis at ${this.target} cannot be read (${cause})`,
+      { details: { streams: this.target, cause } },
+    );
+  }
+}
+
+function toReading(stream: string, reply: unknown[], dead: number): ShardStreamReading {
+  const [exists, length, lastId, hasGroup, delivered, lag, exact, pending, after, idle, now] =
+    reply as [
+      number,
+      number,
+      string,
+      number,
+      string,
+      number,
+      number,
+      number,
+      string,
+      number,
+      number,
+    ];
+  return {
+    stream,
+    missing: exists === 0,
+    length,
+    lastEntryId: lastId === '' ? null : lastId,
+    noConsumerGroup: exists === 1 && hasGroup === 0,
+    lastDeliveredId: delivered === '' ? null : delivered,
+    lagEntries: lag,
+    lagExact: exact === 1,
+    pending,
+    oldestUndeliveredId: after === '' ? null : after,
+    oldestPendingMs: idle < 0 ? null : idle,
+    serverTimeMs: now,
+    deadLetters: dead,
+  };
+}
+
+/** `redis://user:pw@host:port/0` → `host:port`: never the credentials. */
+function hostAndPort(address: string): string {
+  try {
+    const url = new URL(address.includes('://') ? address : `redis://${address}`);
+    return `${url.hostname}:${url.port || '6379'}`;
+  } catch {
+    return 'the configured address';
+  }
+}
+
+/** ECONNREFUSED and the like, or the error's message. */
+function causeOf(error: unknown): string {
+  const e = error as { code?: unknown; message?: unknown } | null;
+  if (typeof e?.code === 'string' && /^E[A-Z]+$/.test(e.code)) return e.code;
+  const message = typeof e?.message === 'string' ? e.message : String(error);
+  if (/maxRetriesPerRequest|Stream isn't writeable|enableOfflineQueue/.test(message)) {
+    return 'no connection';
+  }
+  return message;
+}
+
+/** The age of an entry id's time part against `nowMs`, in seconds (0 for none). */
+export function entryAgeSeconds(id: string | null, nowMs: number): number {
+  if (id === null) return 0;
+  const ms = Number(id.split('-')[0]);
+  return Number.isFinite(ms) ? Math.max(0, (nowMs - ms) / 1000) : 0;
+}
+
+/**
+ * Where the streams are: `coordinator.streams.url` (a Redis Cluster's seeds with
+ * `coordinator.streams.cluster`), else the store's Redis in redis modes; null in embedded mode
+ * without it (lag is then unavailable, with that reason).
+ */
+export function streamsTargetOf(settings: {
+  readonly streams: { readonly url?: string | undefined; readonly cluster: boolean };
+  readonly store: {
+    readonly type: 'memory' | 'redis' | 'redis-cluster';
+    readonly url: string;
+    readonly 'cluster-nodes'?: readonly string[] | undefined;
+  };
+}): StreamsTarget | null {
+  const { streams, store } = settings;
+  if (streams.url) {
+    const seeds = streams.url
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
+    return streams.cluster ? { clusterNodes: seeds } : { url: seeds[0] };
+  }
+  if (store.type === 'redis') return { url: store.url };
+  if (store.type === 'redis-cluster') return { clusterNodes: store['cluster-nodes'] ?? [] };
+  return null;
+}

@@ -1,0 +1,108 @@
+/**
+ * `coordctl describe`, `lag` and `watch` against a real coordinator and real streams: the lag
+ * table, the exit code of the lag check, a live watch ended by SIGINT, and one-line usage errors.
+ */
+import { spawn } from 'node:child_process';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { coordctl } from '../support/cli.js';
+import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+
+let redis: RedisServerHandle;
+let c: TestCoordinator;
+
+beforeAll(async () => {
+  redis = await startRedisServer();
+  c = await startTestCoordinator({
+    store: 'memory',
+    overrides: { 'streams.url': redis.url, 'streams.lag-cache': '0ms' },
+  });
+  for (const [sp, shards, entries] of [
+    ['behind', 2, 5],
+    ['calm', 1, 0],
+  ] as const) {
+    await c.call('POST', '/coord/v1/admin/groups', {
+      user: 'writer',
+      body: { streamPrefix: sp, consumerGroup: 'g', shardCount: shards, ...CHANGE },
+    });
+    const streams = new Redis(redis.url);
+    for (let i = 0; i < entries; i++) await streams.xadd(`${sp}:0`, '*', 'key', `k${i}`);
+    streams.disconnect();
+  }
+});
+afterAll(async () => {
+  await c?.close();
+  await redis?.stop();
+});
+
+const env = () => ({ COORDCTL_URL: c.url, COORDCTL_TOKEN: c.token('reader') });
+
+describe('coordctl describe', () => {
+  it('prints the group and a lag table with a row per shard', async () => {
+    const { code, stdout } = await coordctl(['describe', 'behind:g'], { env: env() });
+    expect(code).toBe(0);
+    expect(stdout).toMatch(
+      /SHARD\s+STREAM\s+OWNER\s+EPOCH\s+LENGTH\s+LAG\s+LAG-SECONDS\s+PENDING\s+OLDEST-PENDING/,
+    );
+    expect(stdout).toMatch(/^0\s+behind:0\s+-\s+-\s+5\s+5 \(no group yet\)/m);
+    expect(stdout).toMatch(/^1\s+behind:1 \(missing\)\s+-\s+-\s+0\s+0/m);
+    expect(stdout).toMatch(/total: 5 behind on 1 shard\(s\), 0 pending/);
+  });
+
+  it('-o json carries the lag reading', async () => {
+    const { code, stdout } = await coordctl(['describe', 'behind:g', '-o', 'json'], {
+      env: env(),
+    });
+    expect(code).toBe(0);
+    const body = JSON.parse(stdout) as { lag: { totals: { lagEntries: number } } };
+    expect(body.lag.totals.lagEntries).toBe(5);
+  });
+});
+
+describe('coordctl lag', () => {
+  it('lists groups most behind first', async () => {
+    const { code, stdout } = await coordctl(['lag'], { env: env() });
+    expect(code).toBe(0);
+    const lines = stdout.trim().split('\n');
+    expect(lines[0]).toMatch(/^GROUP\s+SHARDS\s+LAG\s+LAG-SECONDS\s+PENDING/);
+    expect(lines[1]).toMatch(/^behind:g\s+2\s+5\s/);
+    expect(lines[2]).toMatch(/^calm:g\s+1\s+0\s/);
+  });
+
+  it('exits 2 naming the groups above --max-lag-seconds, 0 when none is', async () => {
+    const over = await coordctl(['lag', '--max-lag-seconds', '0'], { env: env() });
+    expect(over.code).toBe(2);
+    expect(over.stderr).toMatch(/1 group\(s\) more than 0s behind: behind:g/);
+    const fine = await coordctl(['lag', '--max-lag-seconds', '3600'], { env: env() });
+    expect(fine.code).toBe(0);
+  });
+});
+
+describe('coordctl watch', () => {
+  it('prints the group and its lag until interrupted, then exits 0', async () => {
+    const child = spawn(
+      process.execPath,
+      ['bin/coordctl.js', 'watch', 'behind:g', '--interval', '200ms'],
+      { env: { PATH: process.env.PATH ?? '', ...env() } },
+    );
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    await waitFor(() => (out.match(/lag 5 /g) ?? []).length >= 2, { what: 'two readings' });
+    expect(out).toMatch(/state \{/);
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+  });
+});
+
+describe('usage errors', () => {
+  it('print the one line that is wrong and a hint, not the whole help', async () => {
+    const { code, stderr } = await coordctl(['lag', '--max-lag-seconds'], { env: env() });
+    expect(code).toBe(1);
+    const lines = stderr.trim().split('\n');
+    expect(lines.length).toBeLessThanOrEqual(2);
+    expect(stderr).toMatch(/--max-lag-seconds/);
+    expect(stderr).toMatch(/--help/);
+  });
+});
