@@ -48,6 +48,7 @@ export const ERROR_CODES = [
   'LEASE_NOT_HELD',
   'OWNER_UNAVAILABLE',
   'OWNER_MOVING',
+  'STREAMS_UNAVAILABLE',
   // 500
   'INTERNAL',
 ] as const;
@@ -119,7 +120,7 @@ export class FenceMismatchError extends CoordinatorError {
   }
 }
 
-/** A claim by a replica that does not hold the group's lease (DESIGN.md §8); nothing written. */
+/** A claim by a replica that does not hold the group's lease (docs/architecture.md#replicas-leases-and-fences); nothing written. */
 export class LeaseNotHeldError extends CoordinatorError {
   override readonly name = 'LeaseNotHeldError';
   constructor(message = 'this replica does not hold the lease of this group') {

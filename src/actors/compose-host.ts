@@ -3,6 +3,7 @@ import type { Clock } from '../machines/clock.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Store } from '../store/store.js';
+import type { StreamsReader } from '../streams/streams-reader.js';
 import { Committer } from './committer.js';
 import { DeadlineSweep } from './deadline-sweep.js';
 import { FailClosed } from './fail-closed.js';
@@ -30,6 +31,11 @@ export interface GroupHostOptions {
   readonly replicaId: string;
   /** Who owns which group; by default this replica owns every group. */
   readonly ownership?: Ownership;
+  /**
+   * Reads the data streams for lag; by default made from `coordinator.streams.*` (or the
+   * store's Redis), null for none.
+   */
+  readonly streams?: StreamsReader | null;
   /** How long a batch of events holds the event loop before others get a turn (tests). */
   readonly sliceMs?: number;
 }

@@ -5,7 +5,7 @@ import { holdLimitMs, mayStayHeld, tellsNothingNew } from '../machines/held-hear
 import { memberCount } from '../machines/group-state.js';
 import type { SteadyDecision } from '../machines/heartbeat.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
-import type { GroupRef, MigrationRecord } from '../machines/types.js';
+import type { GroupRef, MigrationRecord, StartAt } from '../machines/types.js';
 import { commandEvent, unwrap } from './commands.js';
 import { composeHost, type GroupHostOptions, type HostParts } from './compose-host.js';
 import { failedClosedAdminError } from './fail-closed.js';
@@ -15,11 +15,16 @@ import type { ClientClaim, LostSource } from './lost-groups.js';
 import type { HoldEnd, TakenHold } from './held-heartbeats.js';
 import type { Settled } from './mailbox.js';
 import { snapshotOf } from './snapshots.js';
+import { StreamsReader, streamsTargetOf } from '../streams/streams-reader.js';
+import { GroupLag, type LagView } from './group-lag.js';
 import { PrefixLayouts } from './prefix-layouts.js';
+import { RetiredShards } from './retired-shards.js';
 import { statechartView } from './statechart-view.js';
+import { TRANSITIONS_KEPT, type TransitionOrigin } from './publication.js';
 import type {
   AdminCommand,
   ChangeRequest,
+  CommandOrigin,
   CommandOutcome,
   CreateGroupOptions,
   GroupCoordinator,
@@ -28,6 +33,8 @@ import type {
   HeartbeatHold,
   RecoveryRequest,
   SteadyTicket,
+  TransitionCause,
+  TransitionsView,
 } from './types.js';
 import {
   assignmentsView,
@@ -42,8 +49,53 @@ import {
 
 export type { GroupHostOptions } from './compose-host.js';
 
+/**
+ * How far before this replica's clock a new group's `latest` starts when the streams Redis's
+ * clock cannot be read: clocks of hosts kept by NTP disagree by far less.
+ */
+const START_FROM_MARGIN_MS = 5_000;
+
 /** The kind of the heartbeat batches in a group's mailbox. */
 const HEARTBEATS = { kind: 'heartbeats' };
+
+/** What lets retiring shards read to their end go: this replica, having looked at them. */
+const RETIRED_CAUSE: TransitionCause = {
+  kind: 'replica',
+  detail: 'retiring shards were read to their end',
+};
+
+/** Heartbeats' transitions: each is caused by the member its step was for. */
+const HEARTBEAT_ORIGIN: TransitionOrigin = { event: 'HEARTBEAT', cause: null };
+
+/**
+ * An admin command with the request it came from: the origin stays on the command object as
+ * the prefix layout passes it on (`{ ...command, layout }`), down to {@link GroupHost.runCommand}.
+ */
+type Originated = AdminCommand & { readonly origin?: CommandOrigin | undefined };
+
+function adminCause(
+  origin: CommandOrigin | undefined,
+  requestedBy: string | null,
+): TransitionCause {
+  return {
+    kind: 'admin',
+    requestId: origin?.requestId ?? null,
+    principal: origin?.principal ?? null,
+    requestedBy: requestedBy ?? origin?.requestedBy ?? null,
+  };
+}
+
+/** What a command's transitions are kept with: its type and who asked for it. */
+function commandOrigin(command: Originated): TransitionOrigin {
+  if (command.type === 'ADOPT_LAYOUT') {
+    return {
+      event: command.type,
+      cause: { kind: 'replica', detail: "followed the stream prefix's shard layout" },
+    };
+  }
+  const requestedBy = 'requestedBy' in command ? command.requestedBy : null;
+  return { event: command.type, cause: adminCause(command.origin, requestedBy) };
+}
 
 /** A heartbeat waiting in its group's batch: the request and how it may be held. */
 interface HeartbeatItem {
@@ -58,12 +110,12 @@ interface DecidedHeartbeat {
 }
 
 /**
- * The actor system (DESIGN.md §2): one XState actor per group, composed of one-job parts
- * (wired in `compose-host.ts`). Owned groups go through the ownership seam (loaded only when
- * this replica owns them); each entry has a mailbox; the committer makes ONE fenced write per
- * change before anyone is answered; the deadline sweep and the verify loop run on the clock;
- * fail-closed handling, recovery and publication (readers, long polls, events) are their own.
- * What `http/` gets back are view objects, never the machine context.
+ * The actor system (docs/architecture.md#the-actor-layer): one XState actor per group, composed of
+ * one-job parts (wired in `compose-host.ts`). Owned groups go through the ownership seam (loaded
+ * only when this replica owns them); each entry has a mailbox; the committer makes ONE fenced write
+ * per change before anyone is answered; the deadline sweep and the verify loop run on the clock;
+ * fail-closed handling, recovery and publication (readers, long polls, events) are their own. What
+ * `http/` gets back are view objects, never the machine context.
  */
 export class GroupHost implements GroupCoordinator {
   private readonly stops: Array<() => void> = [];
@@ -71,6 +123,12 @@ export class GroupHost implements GroupCoordinator {
   private readonly parts: HostParts;
   /** One shard layout per stream prefix: scales move the prefix, siblings follow. */
   private readonly layouts: PrefixLayouts;
+  /** How far the groups served here are behind on their streams. */
+  private readonly lag: GroupLag;
+  /** Retiring shards no member reads: sealed, and let go once read to their end. */
+  private readonly retired: RetiredShards;
+  /** The data streams, when the coordinator knows where they are. */
+  private readonly reader: StreamsReader | null;
 
   /** Held heartbeats being answered (see {@link releaseHeld}). */
   private readonly holding = new Set<Promise<HeartbeatReply>>();
@@ -90,17 +148,50 @@ export class GroupHost implements GroupCoordinator {
       entries: () => parts.table.all(),
       intervalMs: options.settings.store['verify-interval'],
     });
+    const { streams } = options.settings;
+    const target = options.streams === undefined ? streamsTargetOf(options.settings) : null;
+    const reader = options.streams ?? (target ? new StreamsReader(target) : null);
+    this.reader = reader;
+    this.retired = new RetiredShards({
+      reader,
+      clock: options.clock,
+      logger: options.logger,
+      entries: () => parts.table.all(),
+      withEntry: (ref, work) => this.withEntry(ref, work),
+      // Kept with the group's transitions as the replica's doing (not a deadline's).
+      dispatch: (entry, event) =>
+        parts.publication.during(entry.ref, { event: event.type, cause: RETIRED_CAUSE }, () =>
+          parts.committer.dispatch(entry, event),
+        ),
+    });
+    this.lag = new GroupLag({
+      reader,
+      clock: options.clock,
+      metrics: options.metrics,
+      logger: options.logger,
+      cacheMs: streams['lag-cache'],
+      intervalMs: streams['lag-interval'],
+      budget: streams['lag-budget'],
+      shardMetrics: streams['lag-shard-metrics'],
+      entries: () => parts.table.all(),
+      snapshotOf: (entry) => this.snapshotOf(entry),
+    });
   }
 
   /** Starts the deadline sweep and, on a real store, the verify loop. */
   start(): void {
     if (this.stops.length > 0) return;
     this.stops.push(this.parts.sweeper.start());
-    if (this.options.store.kind !== 'memory') {
-      this.stops.push(this.parts.verifier.start());
-      // Groups another replica scaled the prefix of follow within a verify interval.
-      this.stops.push(this.layouts.start());
-    }
+    this.stops.push(this.lag.start());
+    if (this.options.store.kind !== 'memory') this.stops.push(this.parts.verifier.start());
+    // A group follows its prefix's layout within a verify interval when another replica moved
+    // it, or when it could not follow at once; retiring shards nobody reads are checked then too.
+    this.stops.push(this.layouts.start());
+    this.stops.push(
+      this.options.clock.every(this.options.settings.store['verify-interval'], () => {
+        void this.retired.sweep();
+      }),
+    );
   }
 
   async close(): Promise<void> {
@@ -111,6 +202,7 @@ export class GroupHost implements GroupCoordinator {
     this.parts.publication.releaseAll();
     await this.idle();
     this.parts.table.clear();
+    await this.lag.close();
   }
 
   /**
@@ -121,7 +213,10 @@ export class GroupHost implements GroupCoordinator {
     await Promise.allSettled(this.parts.table.all().map((e) => e.mailbox.idle()));
   }
 
-  /** Hands a group over (DESIGN.md §8): its mailbox drains, then its lease is given up. */
+  /**
+   * Hands a group over (docs/architecture.md#replicas-leases-and-fences): its mailbox drains, then
+   * its lease is given up.
+   */
   release(ref: GroupRef): Promise<void> {
     return this.parts.owned.release(ref);
   }
@@ -131,7 +226,7 @@ export class GroupHost implements GroupCoordinator {
     return this.parts.sweeper.sweep();
   }
 
-  /** One round of the verify loop (DESIGN.md §7). */
+  /** One round of the verify loop (docs/architecture.md#failure-detection). */
   verify(): Promise<void> {
     return this.parts.verifier.verify();
   }
@@ -142,9 +237,19 @@ export class GroupHost implements GroupCoordinator {
   }
 
   /** Creates a group (a bare number is its shard count). */
-  async createGroup(ref: GroupRef, options: CreateGroupOptions | number): Promise<GroupView> {
-    const spec = typeof options === 'number' ? { shardCount: options } : options;
-    const entry = await this.parts.owned.create(ref, spec);
+  async createGroup(
+    ref: GroupRef,
+    options: CreateGroupOptions | number,
+    origin?: CommandOrigin,
+    requestedBy: string | null = null,
+  ): Promise<GroupView> {
+    const given = typeof options === 'number' ? { shardCount: options } : options;
+    await this.layouts.assertCreatable(ref);
+    const spec = { ...given, startFrom: await this.startFrom() };
+    const created = { event: 'CREATE', cause: adminCause(origin, requestedBy) };
+    const entry = await this.parts.publication.during(ref, created, () =>
+      this.parts.owned.create(ref, spec),
+    );
     const { shardCount, startAt } = groupOf(entry);
     this.options.logger.info('group created', { ...groupLogFields(ref), shardCount, startAt });
     return groupView(this.snapshotOf(entry));
@@ -155,7 +260,12 @@ export class GroupHost implements GroupCoordinator {
     return this.layouts.followOwned();
   }
 
-  async putGroup(ref: GroupRef, shardCount: number, change: ChangeRequest) {
+  async putGroup(
+    ref: GroupRef,
+    shardCount: number,
+    change: ChangeRequest & { readonly startAt?: StartAt | undefined },
+    origin?: CommandOrigin,
+  ) {
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.withEntry(ref, async (entry) => {
@@ -165,17 +275,24 @@ export class GroupHost implements GroupCoordinator {
             const group = groupView(this.snapshotOf(entry));
             return { outcome: 'UNCHANGED' as const, group, migration: null };
           }
-          const scale = { type: 'SCALE' as const, shardCount, ...change };
+          const { requestedBy, reason } = change;
+          const scale = { type: 'SCALE' as const, shardCount, requestedBy, reason, origin };
           const started = await this.layouts.change(entry, scale);
           return { outcome: 'MIGRATION_STARTED' as const, ...started };
         }).then(async (result) => {
-          if (result.outcome === 'MIGRATION_STARTED') await this.layouts.followSiblings(ref);
+          if (result.outcome === 'MIGRATION_STARTED') await this.afterPrefixMove(ref);
           return result;
         });
       } catch (error) {
         if (!(error instanceof CoordinatorError && error.code === 'GROUP_NOT_FOUND')) throw error;
         try {
-          const group = await this.createGroup(ref, { shardCount });
+          const { startAt } = change;
+          const group = await this.createGroup(
+            ref,
+            { shardCount, startAt },
+            origin,
+            change.requestedBy,
+          );
           return { outcome: 'CREATED' as const, group, migration: null };
         } catch (createError) {
           // Created by a request racing this one: decide again against the group as it is.
@@ -188,7 +305,8 @@ export class GroupHost implements GroupCoordinator {
   }
 
   async getGroup(ref: GroupRef) {
-    return groupView(await this.read(ref));
+    const snapshot = await this.read(ref);
+    return { ...groupView(snapshot), hints: this.lag.hints(snapshot) };
   }
 
   async getMembers(ref: GroupRef) {
@@ -203,8 +321,57 @@ export class GroupHost implements GroupCoordinator {
     return migrationsView(await this.read(ref), this.options.clock.now());
   }
 
+  /** The group's lag on its streams (docs/operations.md#lag), read by its owner. */
+  async getLag(ref: GroupRef): Promise<LagView> {
+    return this.lag.read(await this.read(ref));
+  }
+
+  /**
+   * After a scale or rollback moved `ref`'s prefix: the other groups on it served here follow,
+   * and shards the moves retired with no member to read them are sealed at once.
+   */
+  private async afterPrefixMove(ref: GroupRef): Promise<void> {
+    const siblings = await this.layouts.followSiblings(ref);
+    for (const group of [ref, ...siblings]) await this.retired.check(group);
+  }
+
+  /**
+   * Where a new group's `latest` starts (docs/protocol.md#start-position): the streams Redis's
+   * own clock, which makes the stream ids; without it (streams unknown or unreachable), this
+   * replica's clock less a margin for clocks that disagree (a few entries read twice at worst).
+   */
+  private async startFrom(): Promise<number> {
+    const now = this.options.clock.now();
+    if (this.reader === null) return now - START_FROM_MARGIN_MS;
+    try {
+      return await this.reader.time();
+    } catch {
+      return now - START_FROM_MARGIN_MS;
+    }
+  }
+
+  /** One round of the retiring-shard check (tests; the loop runs it every verify interval). */
+  sweepRetired(): Promise<void> {
+    return this.retired.sweep();
+  }
+
+  /** One round of the lag metrics refresh (tests; the loop runs it every lag-interval). */
+  refreshLag(): Promise<void> {
+    return this.lag.refresh();
+  }
+
   async getStatechart(ref: GroupRef) {
     return statechartView(await this.read(ref));
+  }
+
+  /** The group's recent transitions, kept here as its owner (newest first). */
+  async getTransitions(ref: GroupRef): Promise<TransitionsView> {
+    const entry = await this.entry(ref);
+    return {
+      owner: this.parts.ownership.replicaId,
+      capacity: TRANSITIONS_KEPT,
+      transitions: this.parts.publication.transitions(entry),
+    };
   }
 
   getRouting(ref: GroupRef, wait?: { afterVersion: number; waitMs: number }) {
@@ -245,7 +412,7 @@ export class GroupHost implements GroupCoordinator {
         groups.push(groupSummary(await this.read(ref)));
       } catch (error) {
         if (error instanceof GroupMovedError) {
-          // Owned elsewhere: read from the store (reading never takes a group, DESIGN.md §8).
+          // Owned elsewhere: read from the store (reading never takes a group).
           const stored = await this.storedSummary(ref, error.owner);
           if (stored) groups.push(stored);
           continue;
@@ -260,14 +427,15 @@ export class GroupHost implements GroupCoordinator {
     await this.withEntry(ref, (entry) => this.parts.deletion.delete(entry, options));
   }
 
-  async command(ref: GroupRef, command: AdminCommand) {
+  async command(ref: GroupRef, given: AdminCommand, origin?: CommandOrigin) {
+    const command: Originated = origin ? { ...given, origin } : given;
     if (command.type !== 'SCALE' && command.type !== 'ROLLBACK') {
       return this.withEntry(ref, (entry) => this.runCommand(entry, command));
     }
     // A scale or rollback moves the whole stream prefix; the other groups on it follow once
     // this group's mailbox is free again (a sibling's own move may be waiting on it).
     const outcome = await this.withEntry(ref, (entry) => this.layouts.change(entry, command));
-    await this.layouts.followSiblings(ref);
+    await this.afterPrefixMove(ref);
     return outcome;
   }
 
@@ -322,7 +490,11 @@ export class GroupHost implements GroupCoordinator {
       // Decided again on the group as it is now, wherever it is served (never from memory a
       // replica may no longer serve); its session still counts from its arrival.
       return this.memberHeartbeat(ref, held.request, () =>
-        this.withEntry(ref, (entry) => committer.heartbeat(entry, clock.now(), held.request)),
+        this.withEntry(ref, (entry) =>
+          this.parts.publication.during(entry.ref, HEARTBEAT_ORIGIN, () =>
+            committer.heartbeat(entry, clock.now(), held.request),
+          ),
+        ),
       );
     })();
     this.holding.add(answer);
@@ -361,7 +533,9 @@ export class GroupHost implements GroupCoordinator {
   }
 
   private readonly runHeartbeats = (entry: GroupEntry, items: readonly HeartbeatItem[]) =>
-    this.heartbeatBatch(entry, items);
+    this.parts.publication.during(entry.ref, HEARTBEAT_ORIGIN, () =>
+      this.heartbeatBatch(entry, items),
+    );
 
   /**
    * The heartbeats that queued up on a group, decided in arrival order (the group's mailbox is
@@ -431,12 +605,15 @@ export class GroupHost implements GroupCoordinator {
       this.withEntry(ref, async (entry) => {
         if (version <= groupOf(entry).metadataVersion) return;
         const now = this.options.clock.now();
-        await this.parts.committer.dispatch(entry, {
-          type: 'OBSERVE_VERSION',
-          now,
-          source,
-          version,
-        });
+        const reported = { event: 'OBSERVE_VERSION', cause: { kind: 'producer' as const } };
+        await this.parts.publication.during(entry.ref, reported, () =>
+          this.parts.committer.dispatch(entry, {
+            type: 'OBSERVE_VERSION',
+            now,
+            source,
+            version,
+          }),
+        );
       }),
     );
   }
@@ -456,6 +633,16 @@ export class GroupHost implements GroupCoordinator {
     } catch (error) {
       throw this.withFailureReason(ref, error);
     }
+  }
+
+  /**
+   * An admin request reported what it knows of the group (`X-Observed-Lifecycle-Id`,
+   * `X-Observed-Metadata-Version`): for a group whose metadata is missing, that is a loss as
+   * a client's report is (docs/operations.md#lost-metadata), and the request that follows is
+   * refused as for any failed-closed group. Best effort: never throws.
+   */
+  async reportObserved(ref: GroupRef, claim: ClientClaim): Promise<void> {
+    await this.unlessLost(ref, claim, 'admin', () => this.entry(ref)).catch(() => undefined);
   }
 
   /**
@@ -493,9 +680,18 @@ export class GroupHost implements GroupCoordinator {
     });
   }
 
-  async recover(ref: GroupRef, request: RecoveryRequest): Promise<GroupView> {
+  async recover(
+    ref: GroupRef,
+    request: RecoveryRequest,
+    origin?: CommandOrigin,
+  ): Promise<GroupView> {
+    // A new lifecycle joins its prefix's layout like a new group.
+    if (request.action === 'RECREATE') await this.layouts.assertCreatable(ref);
     return this.withEntry(ref, async (entry) => {
-      await this.parts.recovery.recover(entry, request);
+      const recovering = { event: 'RECOVER', cause: adminCause(origin, request.requestedBy) };
+      await this.parts.publication.during(entry.ref, recovering, () =>
+        this.parts.recovery.recover(entry, request),
+      );
       this.parts.sweeper.track(entry);
       return groupView(this.snapshotOf(entry));
     });
@@ -556,9 +752,13 @@ export class GroupHost implements GroupCoordinator {
   }
 
   /** An admin command on an entry whose mailbox the caller holds. */
-  private async runCommand(entry: GroupEntry, command: AdminCommand): Promise<CommandOutcome> {
-    const event = commandEvent(command, this.options.clock.now());
-    const reply = unwrap(await this.parts.committer.dispatch(entry, event)) as {
+  private async runCommand(entry: GroupEntry, command: Originated): Promise<CommandOutcome> {
+    const { origin: _origin, ...plain } = command;
+    const event = commandEvent(plain, this.options.clock.now());
+    const after = await this.parts.publication.during(entry.ref, commandOrigin(command), () =>
+      this.parts.committer.dispatch(entry, event),
+    );
+    const reply = unwrap(after) as {
       migration?: MigrationRecord;
     };
     const snapshot = this.snapshotOf(entry);

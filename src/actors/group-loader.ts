@@ -100,6 +100,7 @@ export class GroupLoader {
       now,
       layout: { id: layout.id, version: layout.version },
       startAt: spec.startAt ?? 'latest',
+      ...(spec.startFrom === undefined ? {} : { startFrom: spec.startFrom }),
     });
     const stored = await guard(() => store.createGroup(state));
     return this.adopt(stored);

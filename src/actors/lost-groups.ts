@@ -14,7 +14,7 @@ import type { StoreGuard } from './store-guard.js';
  * group registry (first use found it registered without its key), or a client that reported
  * its lifecycle or a version (`heartbeat`, `routing`).
  */
-export type LostSource = 'replica' | 'registry' | 'heartbeat' | 'routing';
+export type LostSource = 'replica' | 'registry' | 'heartbeat' | 'routing' | 'admin';
 
 /** The lifecycle of a lost group nobody could name (a client that sent versions only). */
 export const UNKNOWN_LIFECYCLE = 'unknown';

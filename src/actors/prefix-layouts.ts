@@ -17,7 +17,10 @@ import type { AdminCommand, CommandOutcome } from './types.js';
 export type LayoutCommand = Extract<AdminCommand, { type: 'SCALE' | 'ROLLBACK' }>;
 
 export interface PrefixLayoutsOptions {
-  readonly store: Pick<Store, 'adoptLayout' | 'changeLayout' | 'readLayouts' | 'loadGroup'>;
+  readonly store: Pick<
+    Store,
+    'adoptLayout' | 'changeLayout' | 'readLayouts' | 'loadGroup' | 'readFailure'
+  >;
   readonly guard: StoreGuard;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -79,7 +82,12 @@ export class PrefixLayouts {
     const layout = await this.layoutOf(entry);
     // The prefix is at that count already (another group moved it): this group just follows.
     if (layout.shardCount === shardCount) return run(entry, { ...command, layout: refOf(layout) });
-    if (command.type === 'SCALE') await this.assertSiblingsFollow(entry.ref, layout);
+    // The prefix moves as a whole: every other group must be able to follow it now, and a
+    // scale (not a rollback, the way out) waits until they all followed the last move.
+    await this.assertSiblings(entry.ref, layout, {
+      followed: command.type === 'SCALE',
+      movable: true,
+    });
     let moved: PrefixLayout;
     try {
       moved = await guard(() =>
@@ -105,16 +113,17 @@ export class PrefixLayouts {
   /**
    * Every other group of `ref`'s prefix that this replica serves follows its layout now; the
    * others follow when their owners next look. Never throws: a group that cannot follow now
-   * (frozen, mid-migration, store down) follows on a later round.
+   * (frozen, mid-migration, store down) follows on a later round. Returns the other groups.
    */
-  async followSiblings(ref: GroupRef): Promise<void> {
+  async followSiblings(ref: GroupRef): Promise<GroupRef[]> {
     const { store, guard } = this.options;
     const [layout] = await guard(() => store.readLayouts([ref.streamPrefix])).catch(() => [null]);
-    if (!layout) return;
-    const siblings = Object.keys(layout.groups).filter((g) => g !== ref.consumerGroup);
-    for (const consumerGroup of siblings) {
-      await this.follow({ streamPrefix: ref.streamPrefix, consumerGroup }, layout);
-    }
+    if (!layout) return [];
+    const siblings = Object.keys(layout.groups)
+      .filter((g) => g !== ref.consumerGroup)
+      .map((consumerGroup) => ({ streamPrefix: ref.streamPrefix, consumerGroup }));
+    for (const sibling of siblings) await this.follow(sibling, layout);
+    return siblings;
   }
 
   /** One round over the groups this replica serves: each follows its prefix's layout. */
@@ -210,35 +219,62 @@ export class PrefixLayouts {
   }
 
   /**
-   * A prefix moves again only once every group on it followed its last move: another group
-   * still migrating to it, frozen or failed closed refuses the scale (409), named.
+   * A group may be created (or recreated) on `ref`'s prefix only while no other group on it is
+   * still migrating: a scale-in leaves retiring shards that the groups already there read to
+   * their end, and a group that joined meanwhile would never read what was written to them.
+   * 409 MIGRATION_IN_PROGRESS naming the group; nothing when the prefix has no layout.
    */
-  private async assertSiblingsFollow(ref: GroupRef, layout: PrefixLayout): Promise<void> {
+  async assertCreatable(ref: GroupRef): Promise<void> {
     const { store, guard } = this.options;
+    const [layout] = await guard(() => store.readLayouts([ref.streamPrefix]));
+    if (layout) await this.assertSiblings(ref, layout, { followed: true, movable: false });
+  }
+
+  /**
+   * Checks every other group on the prefix, read from the store: with `movable`, none may be
+   * frozen or failed closed (it could not follow the move); with `followed`, each must have
+   * followed the layout's last move and have no migration in progress.
+   */
+  private async assertSiblings(
+    ref: GroupRef,
+    layout: PrefixLayout,
+    check: { readonly followed: boolean; readonly movable: boolean },
+  ): Promise<void> {
+    const { store, guard } = this.options;
+    const why = `it shares stream prefix ${ref.streamPrefix}, whose shards every group on it reads`;
     for (const consumerGroup of Object.keys(layout.groups)) {
       if (consumerGroup === ref.consumerGroup) continue;
       const sibling = { streamPrefix: ref.streamPrefix, consumerGroup };
-      const stored = await guard(() => store.loadGroup(sibling));
-      if (!stored) continue;
-      const group = stored.state;
-      const blocked = mutationRefusal(group);
-      if (blocked) {
+      const details = { streamPrefix: ref.streamPrefix, consumerGroup };
+      const [stored, failure] = await Promise.all([
+        guard(() => store.loadGroup(sibling)),
+        check.movable ? guard(() => store.readFailure(sibling)) : Promise.resolve(null),
+      ]);
+      if (check.movable && (failure || (stored && stored.state.status === 'FAILED_CLOSED'))) {
         throw new CoordinatorError(
-          blocked.code,
-          `${blocked.message} (it shares stream prefix ${ref.streamPrefix}, which a scale moves as a whole)`,
-          { details: { streamPrefix: ref.streamPrefix, consumerGroup } },
+          'GROUP_FAILED_CLOSED_ADMIN',
+          `group ${groupId(sibling)} is failed closed (${failure?.reason ?? 'see its view'}); recover it first (${why})`,
+          { details: { ...details, failureReason: failure?.reason ?? null } },
         );
       }
+      // Gone from the store but still on the layout: deleted (or its key lost, which its
+      // failure record says once a replica noticed): nothing to wait for.
+      if (!stored) continue;
+      const group = stored.state;
+      const blocked = check.movable ? mutationRefusal(group) : null;
+      if (blocked) {
+        throw new CoordinatorError(blocked.code, `${blocked.message} (${why})`, { details });
+      }
+      if (!check.followed) continue;
       const behind = group.layout.id !== layout.id || group.layout.version < layout.version;
       const migrating = group.activeMigration?.state === 'IN_PROGRESS';
       if (behind || migrating) {
         throw new CoordinatorError(
           'MIGRATION_IN_PROGRESS',
-          `group ${groupId(sibling)} on the same stream prefix is still migrating to ${layout.shardCount} shards; scale again once it converged`,
+          `group ${groupId(sibling)} on the same stream prefix is still migrating to ${layout.shardCount} shards; try again once it converged`,
           {
             details: {
-              streamPrefix: ref.streamPrefix,
-              consumerGroup,
+              ...details,
               shardCount: layout.shardCount,
               ...(group.activeMigration ? { migrationId: group.activeMigration.migrationId } : {}),
             },

@@ -1,6 +1,7 @@
 import type { GroupContext } from '../machines/context.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
 import type { GroupRef, LayoutRef, StartAt } from '../machines/types.js';
+import type { LagView } from './group-lag.js';
 import type { StatechartView } from './statechart-view.js';
 import type {
   AssignmentsView,
@@ -29,7 +30,43 @@ export interface GroupSnapshot {
   readonly highestVersionSeen: number;
 }
 
-/** One entry of a group's events stream (monitoring `…/events`). */
+/**
+ * Who or what caused a transition: a member's heartbeat, an admin request, the timer of a
+ * deadline (session expiry, debounce, revoke timeout, rollback window), a producer's routing
+ * read, or the replica itself (it loaded the group, found it failed, followed its prefix).
+ */
+export type TransitionCause =
+  | { readonly kind: 'member'; readonly memberId: string | null }
+  | {
+      readonly kind: 'admin';
+      /** `X-Request-Id` of the admin request; null when not known. */
+      readonly requestId: string | null;
+      /** The token's subject; null when not known. */
+      readonly principal: string | null;
+      /** `requestedBy` of the request (scale, rollback, recovery). */
+      readonly requestedBy: string | null;
+    }
+  | { readonly kind: 'timer' }
+  | { readonly kind: 'producer' }
+  | { readonly kind: 'replica'; readonly detail: string };
+
+/** The HTTP request behind an admin command, kept with the transitions it causes. */
+export interface CommandOrigin {
+  readonly requestId: string;
+  readonly principal: string | null;
+  /** The request's `requestedBy`, for commands that do not carry it themselves (FREEZE, ...). */
+  readonly requestedBy?: string | undefined;
+}
+
+/** A region of the chart whose state a transition changed, e.g. membership empty → stable. */
+export interface RegionChange {
+  readonly region: string;
+  /** Null when the group was loaded by this transition. */
+  readonly from: string | null;
+  readonly to: string;
+}
+
+/** One entry of a group's events stream (monitoring `…/events`) and of its recent transitions. */
 export interface GroupTransition {
   readonly at: string;
   readonly state: unknown;
@@ -39,6 +76,30 @@ export interface GroupTransition {
   readonly metadataVersion: number;
   readonly assignmentEpoch: number;
   readonly status: string;
+  /** Grows with each transition kept by this replica: the same transition seen twice has one. */
+  readonly seq: number;
+  /**
+   * The command that moved the group (HEARTBEAT, TICK, SCALE, FREEZE, ...), or LOADED when
+   * this replica took the group, CREATE when it was created here.
+   */
+  readonly event: string;
+  /** The chart events the command raised (MEMBER_JOINED, TARGETS_RECOMPUTED, ...). */
+  readonly raised: readonly string[];
+  /** The state value before; null for LOADED and CREATE. */
+  readonly from: unknown;
+  /** The regions whose state changed. */
+  readonly changes: readonly RegionChange[];
+  readonly cause: TransitionCause;
+}
+
+/** A group's recent transitions as its owner keeps them (monitoring `…/transitions`). */
+export interface TransitionsView {
+  /** The replica that kept them: a group that moved starts a new list on its new owner. */
+  readonly owner: string;
+  /** How many the owner keeps per group. */
+  readonly capacity: number;
+  /** Newest first. */
+  readonly transitions: readonly GroupTransition[];
 }
 
 /** Who asked for a change and why (audited, and kept on migrations). */
@@ -72,9 +133,11 @@ export interface CreateGroupOptions {
   readonly shardCount?: number | undefined;
   /** @default 'latest' */
   readonly startAt?: StartAt | undefined;
+  /** Where `latest` starts (a stream id's time); set by the coordinator, not by callers. */
+  readonly startFrom?: number | undefined;
 }
 
-/** Recovery of a failed-closed group (DESIGN.md §7). */
+/** Recovery of a failed-closed group (docs/operations.md#recovery-procedure). */
 export type RecoveryRequest =
   | ({ readonly action: 'RESUME' } & ChangeRequest)
   | ({ readonly action: 'RECREATE'; readonly shardCount: number } & ChangeRequest);
@@ -116,13 +179,22 @@ export interface GroupCoordinator {
    * Creates a group on its stream prefix's shard layout: `shardCount` may be omitted to adopt
    * the prefix's; a different one is refused (`SHARD_COUNT_MISMATCH`) while other groups are on it.
    */
-  createGroup(ref: GroupRef, options: CreateGroupOptions): Promise<GroupView>;
+  createGroup(
+    ref: GroupRef,
+    options: CreateGroupOptions,
+    origin?: CommandOrigin,
+    requestedBy?: string | null,
+  ): Promise<GroupView>;
   /** The group's view; `GROUP_NOT_FOUND` when it does not exist. */
   getGroup(ref: GroupRef): Promise<GroupView>;
   getMembers(ref: GroupRef): Promise<MembersView>;
   getAssignments(ref: GroupRef): Promise<AssignmentsView>;
   getMigrations(ref: GroupRef): Promise<MigrationsView>;
   getStatechart(ref: GroupRef): Promise<StatechartView>;
+  /** The group's recent transitions (newest first), kept by its owner; `GROUP_MOVED` elsewhere. */
+  getTransitions(ref: GroupRef): Promise<TransitionsView>;
+  /** The group's lag on its streams, per shard (docs/operations.md#lag); `STREAMS_UNAVAILABLE`. */
+  getLag(ref: GroupRef): Promise<LagView>;
   /**
    * Producer routing metadata; `GROUP_FAILED_CLOSED` when the group failed closed. With
    * `wait`, resolves once the metadataVersion exceeds `afterVersion` (or it failed closed), or
@@ -140,13 +212,18 @@ export interface GroupCoordinator {
   putGroup(
     ref: GroupRef,
     shardCount: number,
-    change: ChangeRequest,
+    /** `startAt` applies when the PUT creates the group (docs/protocol.md#start-position). */
+    change: ChangeRequest & { readonly startAt?: StartAt | undefined },
+    origin?: CommandOrigin,
   ): Promise<{ outcome: 'CREATED' | 'UNCHANGED' | 'MIGRATION_STARTED' } & CommandOutcome>;
   deleteGroup(ref: GroupRef, options: { force: boolean }): Promise<void>;
-  /** Runs an admin command; resolves with the group after it, or throws the machine's error. */
-  command(ref: GroupRef, command: AdminCommand): Promise<CommandOutcome>;
   /**
-   * The reply to a steady heartbeat (DESIGN.md §12) given at once, without a turn of the
+   * Runs an admin command; resolves with the group after it, or throws the machine's error.
+   * `origin` (the admin request) is kept with the transitions the command causes.
+   */
+  command(ref: GroupRef, command: AdminCommand, origin?: CommandOrigin): Promise<CommandOutcome>;
+  /**
+   * The reply to a steady heartbeat given at once, without a turn of the
    * group's mailbox, when that is what {@link heartbeat} would answer next, as the `reply` of a
    * ticket that answers the very same heartbeat again ({@link steadyAgain}); null otherwise
    * (not steady, not served from memory here, work queued, or a heartbeat of the member held):
@@ -170,8 +247,16 @@ export interface GroupCoordinator {
     request: HeartbeatRequest,
     hold?: HeartbeatHold,
   ): Promise<HeartbeatReply>;
+  /**
+   * An admin request reported a lifecycle or metadata version of the group: a group whose
+   * metadata is missing is then failed closed (lost), never read as unknown. Never throws.
+   */
+  reportObserved(
+    ref: GroupRef,
+    claim: { readonly lifecycleId?: string; readonly metadataVersion?: number },
+  ): Promise<void>;
   /** Brings a failed-closed group back: RESUME the stored metadata or RECREATE a new lifecycle. */
-  recover(ref: GroupRef, request: RecoveryRequest): Promise<GroupView>;
+  recover(ref: GroupRef, request: RecoveryRequest, origin?: CommandOrigin): Promise<GroupView>;
   /** Follows a group's transitions; resolves with the unsubscribe function. */
   subscribe(ref: GroupRef, listener: (transition: GroupTransition) => void): Promise<() => void>;
   /** A producer reported the metadata version it has seen (header X-Observed-Metadata-Version). */

@@ -54,6 +54,7 @@ export function groupView(snapshot: GroupSnapshot) {
     failureReason: g.failureReason,
     producersPaused: g.producersPaused,
     initialShardCount: g.initialShardCount,
+    startFrom: iso(g.startFrom) ?? '',
     layoutId: g.layout.id,
     layoutVersion: g.layout.version,
     storeRevision,

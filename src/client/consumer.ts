@@ -133,6 +133,32 @@ export interface ConsumerOptions {
   readonly closeTimeoutMs?: number;
 }
 
+/** One shard as {@link Consumer.stats} reports it. */
+export interface ShardStats {
+  readonly shard: number;
+  /** `running`, `draining`, `retiring`, … or `gone` when the shard is not this member's now. */
+  readonly phase: string;
+  readonly handled: number;
+  readonly acked: number;
+  /** Handled, but the handler rejected: left pending. */
+  readonly failed: number;
+  /** 1 while a message of the shard is in the handler. */
+  readonly inFlight: number;
+  readonly lastAckedId: string | null;
+}
+
+/** What {@link Consumer.stats} returns. */
+export interface ConsumerStats {
+  readonly memberId: string;
+  readonly shards: readonly ShardStats[];
+  readonly totals: {
+    readonly handled: number;
+    readonly acked: number;
+    readonly failed: number;
+    readonly inFlight: number;
+  };
+}
+
 /** Why a consumer dropped all its shards at once. */
 export interface FencedEvent {
   /**
@@ -231,10 +257,15 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly closeTimeoutMs: number;
   private versions: MemberVersions = JOINING;
   /** Where a shard's Redis consumer group starts if it has to be created (the last reply's). */
-  private startPositions: Pick<HeartbeatReply, 'startAt' | 'initialShardCount' | 'createdAt'> = {};
+  private startPositions: Pick<HeartbeatReply, 'startAt' | 'createdAt' | 'startFromMs'> = {};
   /** The routing of the last reply: a shard retired now is sealed with it. */
   private routing: SealVersion = { lifecycleId: '', metadataVersion: 0 };
   private readonly slots = new Map<number, Slot>();
+  /** Per-shard counts for {@link stats}, kept across readers of the same shard. */
+  private readonly counters = new Map<
+    number,
+    { handled: number; acked: number; failed: number; lastAckedId: string | null }
+  >();
   /** Bumped whenever everything is dropped: replies and drains of an older one are stale. */
   private generation = 0;
   private interval = 0;
@@ -294,6 +325,50 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     await first;
   }
 
+  /**
+   * What this process did per shard since it started: messages handled, acknowledged, left
+   * pending (the handler rejected), in the handler now, and the last acknowledged id. Only the
+   * consumer knows these; how far the group is behind on its streams is the coordinator's
+   * reading (`CoordinatorClient.lag`, docs/operations.md#lag).
+   */
+  stats(): ConsumerStats {
+    const shards = [...this.counters]
+      .map(([shard, c]): ShardStats => {
+        const slot = this.slots.get(shard);
+        return {
+          shard,
+          phase: slot?.phase ?? 'gone',
+          handled: c.handled,
+          acked: c.acked,
+          failed: c.failed,
+          inFlight: slot?.reader?.busy() ? 1 : 0,
+          lastAckedId: c.lastAckedId,
+        };
+      })
+      .sort((a, b) => a.shard - b.shard);
+    const sum = (pick: (s: ShardStats) => number) => shards.reduce((n, s) => n + pick(s), 0);
+    return {
+      memberId: this.memberId,
+      shards,
+      totals: {
+        handled: sum((s) => s.handled),
+        acked: sum((s) => s.acked),
+        failed: sum((s) => s.failed),
+        inFlight: sum((s) => s.inFlight),
+      },
+    };
+  }
+
+  private count(shard: number, id: string, acked: boolean): void {
+    let c = this.counters.get(shard);
+    if (!c) this.counters.set(shard, (c = { handled: 0, acked: 0, failed: 0, lastAckedId: null }));
+    c.handled++;
+    if (acked) {
+      c.acked++;
+      c.lastAckedId = id;
+    } else c.failed++;
+  }
+
   /** The shards being read now (running or retiring), ascending. */
   shards(): number[] {
     return [...this.slots]
@@ -344,14 +419,26 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       ),
     );
     if (this.versions.memberEpoch > 0 && generation === this.generation) {
-      await this.client
-        .heartbeat(
-          this.options.streamPrefix,
-          this.options.consumerGroup,
-          this.leaveRequest(),
-          Math.max(1, deadline - Date.now()),
-        )
-        .catch((error: unknown) => this.report(error));
+      // A group moving between replicas is answered again shortly: the leave is retried
+      // (quietly) until the close bound, so the shards are not left waiting for the session.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await this.client.heartbeat(
+            this.options.streamPrefix,
+            this.options.consumerGroup,
+            this.leaveRequest(),
+            Math.max(1, deadline - Date.now()),
+          );
+          return;
+        } catch (error) {
+          const wait = Math.min(250 * 2 ** attempt, 1_000);
+          if (!isRoutineMove(error) || Date.now() + wait >= deadline) {
+            if (!isRoutineMove(error)) this.report(error);
+            return;
+          }
+          await new Promise((resolve) => setTimeout(resolve, wait));
+        }
+      }
     }
   }
 
@@ -359,9 +446,14 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     return { ...this.request(), memberEpoch: -1, currentAssignments: [], revokeProgress: [] };
   }
 
-  /** How long one heartbeat (not held) may take. */
+  /**
+   * How long one heartbeat (not held) may take: at least 2.5 s, above a coordinator's
+   * forwarding answer timeout (2 s by default), so that a replica forwarding to an owner that
+   * does not answer says so (503 `OWNER_UNAVAILABLE`) before the consumer gives up on that
+   * replica (docs/operations.md#a-paused-owner).
+   */
   private heartbeatTimeoutMs(): number {
-    return Math.min(10_000, Math.max(1_000, this.sessionTimeoutMs / 4));
+    return Math.min(10_000, Math.max(2_500, this.sessionTimeoutMs / 4));
   }
 
   private request(): HeartbeatRequest {
@@ -474,8 +566,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.routing = sealVersionOf(reply);
     this.startPositions = {
       startAt: reply.startAt,
-      initialShardCount: reply.initialShardCount,
       createdAt: reply.createdAt,
+      startFromMs: reply.startFromMs,
     };
     // SYNC_METADATA is retry-safe and changes nothing about the member but its versions.
     if (reply.outcome === 'SYNC_METADATA') return 0;
@@ -541,6 +633,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       createAt: groupStart(shard, this.startPositions),
       onError: (error) => this.report(error),
       onRedisError: (error) => this.streamsTrouble(error),
+      onHandled: (handled, id, acked) => this.count(handled, id, acked),
       onRetired: (done) => {
         const slot = this.slots.get(done);
         if (generation !== this.generation || slot?.reader !== reader) return;

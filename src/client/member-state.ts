@@ -1,5 +1,5 @@
 /**
- * The consumer's side of the heartbeat protocol (DESIGN.md §5) as pure logic, no I/O: what the
+ * The consumer's side of the heartbeat protocol (docs/protocol.md) as pure logic, no I/O: what the
  * member reports, and what a reply tells it to start, drain, retire or drop. The rule it keeps:
  * the member's ownership is never wider than the coordinator's. A shard is started only when a
  * reply lists it in `assignedShards` or `retireShards`; a shard the coordinator no longer lists
@@ -127,26 +127,27 @@ export type GroupStart =
   | { readonly at: 'end' }
   | { readonly at: 'since'; readonly ms: number };
 
-/** How far before a group's `createdAt` a `latest` start reaches: the clocks may disagree. */
-export const CREATED_AT_SLACK_MS = 1_000;
+/**
+ * How far before a group's `createdAt` a `latest` start reaches when the reply has no
+ * `startFromMs` (a coordinator that did not read the streams Redis's clock): the clocks may
+ * disagree.
+ */
+export const CREATED_AT_SLACK_MS = 5_000;
 
 /**
- * Where a shard's Redis consumer group starts when the member has to create it (docs/protocol.md,
- * "Start position"). A shard below the reply's `initialShardCount` starts at its `startAt`:
- * `earliest` at the beginning; `latest` at what was written after the group was created
- * (`createdAt`, less {@link CREATED_AT_SLACK_MS}; without `createdAt`, at the stream's end). A
- * shard at or above it was added by a scale-out, new, and starts at the beginning so nothing a
- * producer wrote to it before its first reader is skipped. A reply without `startAt` and
- * `initialShardCount` (an older coordinator) means the beginning.
+ * Where a shard's Redis consumer group starts when the member has to create it
+ * (docs/protocol.md#start-position): `earliest` at the beginning; `latest` at what was written
+ * after the group was created, on every shard, also those a later scale-out added (a stream
+ * may hold entries from before the group existed): `startFromMs` (the streams Redis's clock),
+ * else `createdAt` less {@link CREATED_AT_SLACK_MS}, else the stream's end. A reply without
+ * `startAt` (an older coordinator) means the beginning.
  */
 export function groupStart(
-  shard: number,
-  reply: Pick<HeartbeatReply, 'startAt' | 'initialShardCount' | 'createdAt'>,
+  _shard: number,
+  reply: Pick<HeartbeatReply, 'startAt' | 'createdAt' | 'startFromMs'>,
 ): GroupStart {
-  if (reply.startAt === undefined || reply.initialShardCount === undefined) {
-    return { at: 'beginning' };
-  }
-  if (shard >= reply.initialShardCount || reply.startAt === 'earliest') return { at: 'beginning' };
+  if (reply.startAt === undefined || reply.startAt === 'earliest') return { at: 'beginning' };
+  if (reply.startFromMs !== undefined) return { at: 'since', ms: reply.startFromMs };
   return reply.createdAt === undefined
     ? { at: 'end' }
     : { at: 'since', ms: reply.createdAt - CREATED_AT_SLACK_MS };

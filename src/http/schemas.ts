@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-/** Names of DESIGN.md §9. */
+/** Names and shapes of the API (README.md#api-at-a-glance). */
 export const streamPrefixSchema = z
   .string()
   .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/, 'must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$');
@@ -45,7 +45,7 @@ export const loginResponseSchema = z.object({
   tokenType: z.literal('Bearer'),
   expiresIn: z.number().int(),
   roles: z.array(z.string()),
-  /** Present when the user is limited to some groups (DESIGN.md §9). */
+  /** Present when the user is limited to some groups (README.md#tokens-roles-and-group-scopes). */
   groups: z.array(z.string()).optional(),
 });
 
@@ -78,6 +78,7 @@ export const groupDetailSchema = groupSummarySchema.extend({
   failureReason: z.string().nullable(),
   producersPaused: z.boolean(),
   initialShardCount: z.number().int(),
+  startFrom: z.string(),
   layoutId: z.string(),
   layoutVersion: z.number().int(),
   storeRevision: z.number().int(),
@@ -86,6 +87,8 @@ export const groupDetailSchema = groupSummarySchema.extend({
   updatedAt: z.string(),
   state: z.unknown(),
   rollbackSignals: rollbackSignalsSchema,
+  /** Health hints that are not states, e.g. FALLING_BEHIND (docs/operations.md#lag). */
+  hints: z.array(z.string()).optional(),
 });
 
 export const groupListSchema = z.object({
@@ -128,4 +131,41 @@ export const routingSchema = z.object({
 export const pagingQuerySchema = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(100),
   cursor: z.string().max(2048).optional(),
+});
+
+/** Who or what caused a transition of a group. */
+export const transitionCauseSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('member'), memberId: z.string().nullable() }),
+  z.object({
+    kind: z.literal('admin'),
+    requestId: z.string().nullable(),
+    principal: z.string().nullable(),
+    requestedBy: z.string().nullable(),
+  }),
+  z.object({ kind: z.literal('timer') }),
+  z.object({ kind: z.literal('producer') }),
+  z.object({ kind: z.literal('replica'), detail: z.string() }),
+]);
+
+/** One transition of a group: `…/transitions`, and each `transition` of `…/events`. */
+export const transitionSchema = z.object({
+  seq: z.number().int(),
+  at: z.string(),
+  event: z.string(),
+  raised: z.array(z.string()),
+  from: z.unknown(),
+  state: z.unknown(),
+  stateChanged: z.boolean(),
+  changes: z.array(z.object({ region: z.string(), from: z.string().nullable(), to: z.string() })),
+  cause: transitionCauseSchema,
+  effects: z.array(z.unknown()),
+  metadataVersion: z.number().int(),
+  assignmentEpoch: z.number().int(),
+  status: z.string(),
+});
+
+export const transitionsSchema = z.object({
+  owner: z.string(),
+  capacity: z.number().int(),
+  transitions: z.array(transitionSchema),
 });

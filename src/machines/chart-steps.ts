@@ -1,10 +1,9 @@
 /**
- * The named actions of the group statechart (DESIGN.md §13): each is a pure step
- * (context, event) → context built on the protocol functions, wrapped so that it never throws
- * (a throwing action would put the actor in its error state) and never breaks a group
- * invariant (the step is rejected instead, with INVARIANT_VIOLATION effects). Each step also
- * lists the events the chart raises to itself afterwards (`raised`), so that every region
- * moves on a named event.
+ * The named actions of the group statechart (docs/architecture.md#the-statechart): each is a pure
+ * step (context, event) → context built on the protocol functions, wrapped so that it never throws
+ * (a throwing action would put the actor in its error state) and never breaks a group invariant
+ * (the step is rejected instead, with INVARIANT_VIOLATION effects). Each step also lists the events
+ * the chart raises to itself afterwards (`raised`), so that every region moves on a named event.
  */
 import { applyFreeze, applyPauseProducers, applyResumeProducers, applyUnfreeze } from './admin.js';
 import type { GroupContext } from './context.js';
@@ -17,6 +16,7 @@ import { guardInvariants } from './invariants.js';
 import { applyHeartbeat, applyTick } from './membership.js';
 import {
   applyAdoptLayout,
+  applyRetiredShardsDrained,
   applyRollback,
   applyScale,
   completeMigration,
@@ -202,6 +202,8 @@ export const steps = {
   scale: chartStep<Extract<GroupEvent, { type: 'SCALE' }>>(applyScale),
   rollback: chartStep<Extract<GroupEvent, { type: 'ROLLBACK' }>>(applyRollback),
   adoptLayout: chartStep<Extract<GroupEvent, { type: 'ADOPT_LAYOUT' }>>(applyAdoptLayout),
+  retiredShardsDrained:
+    chartStep<Extract<GroupEvent, { type: 'RETIRED_SHARDS_DRAINED' }>>(applyRetiredShardsDrained),
   convergeMigration: chartStep<GroupEvent>((ctx) => convergeMigration(ctx, ctx.lastEventAt)),
   completeMigration: chartStep<GroupEvent>((ctx) => completeMigration(ctx, ctx.lastEventAt)),
 };

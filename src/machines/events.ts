@@ -18,14 +18,15 @@ export const GroupEventType = {
   FAIL_CLOSED: 'FAIL_CLOSED',
   OBSERVE_VERSION: 'OBSERVE_VERSION',
   ADOPT_LAYOUT: 'ADOPT_LAYOUT',
+  RETIRED_SHARDS_DRAINED: 'RETIRED_SHARDS_DRAINED',
   PERSISTED: 'PERSISTED',
   RECOVER: 'RECOVER',
 } as const;
 
 /**
  * Events the chart raises to itself after a command changed the group, so that each region's
- * transitions name what moved them (DESIGN.md §13). They carry no data: the region's guards
- * read the context the command left.
+ * transitions name what moved them (docs/architecture.md#the-statechart). They carry no data: the
+ * region's guards read the context the command left.
  */
 export const ChartEventType = {
   MEMBER_JOINED: 'MEMBER_JOINED',
@@ -51,7 +52,7 @@ export interface ChartEvent {
 
 export type GroupEventName = (typeof GroupEventType)[keyof typeof GroupEventType];
 
-/** A consumer heartbeat (DESIGN.md §5). */
+/** A consumer heartbeat (docs/protocol.md). */
 export interface HeartbeatEvent {
   readonly type: typeof GroupEventType.HEARTBEAT;
   readonly now: number;
@@ -75,8 +76,8 @@ export interface AdminEvent {
 }
 
 /**
- * Starts a migration to `shardCount` (DESIGN.md §6). The host draws `migrationId` (a uuid), so
- * the reducer stays a pure function of (context, event).
+ * Starts a migration to `shardCount` (docs/architecture.md#migrations). The host draws
+ * `migrationId` (a uuid), so the reducer stays a pure function of (context, event).
  */
 export interface ScaleEvent {
   readonly type: typeof GroupEventType.SCALE;
@@ -93,9 +94,9 @@ export interface ScaleEvent {
 }
 
 /**
- * Rolls back a migration while that is allowed (DESIGN.md §6): `migrationId` names it, or is
- * `'current'` for the active one. `newMigrationId` (drawn by the host) names the ROLLBACK
- * migration this starts.
+ * Rolls back a migration while that is allowed (docs/architecture.md#migrations): `migrationId`
+ * names it, or is `'current'` for the active one. `newMigrationId` (drawn by the host) names the
+ * ROLLBACK migration this starts.
  */
 export interface RollbackEvent {
   readonly type: typeof GroupEventType.ROLLBACK;
@@ -119,7 +120,17 @@ export interface AdoptLayoutEvent {
   readonly layout: LayoutRef;
 }
 
-/** The host found the stored metadata lost or rolled back (DESIGN.md §7): stop everything. */
+/**
+ * The host sealed ownerless retiring shards (no member to read them) and found nothing unread
+ * before the seal: they may leave the group (docs/architecture.md#migrations).
+ */
+export interface RetiredShardsDrainedEvent {
+  readonly type: typeof GroupEventType.RETIRED_SHARDS_DRAINED;
+  readonly now: number;
+  readonly shards: readonly number[];
+}
+
+/** The host found the stored metadata lost or rolled back: stop everything. */
 export interface FailClosedEvent {
   readonly type: typeof GroupEventType.FAIL_CLOSED;
   readonly now: number;
@@ -145,8 +156,9 @@ export interface PersistedEvent {
 }
 
 /**
- * Recovery of a failed-closed group (DESIGN.md §7): the host restored (RESUME) or rewrote
- * (RECREATE) the metadata and claimed it; the group continues from `group` as stored.
+ * Recovery of a failed-closed group (docs/operations.md#recovery-procedure): the host restored
+ * (RESUME) or rewrote (RECREATE) the metadata and claimed it; the group continues from `group` as
+ * stored.
  */
 export interface RecoverEvent {
   readonly type: typeof GroupEventType.RECOVER;
@@ -165,6 +177,7 @@ export type CommandEvent =
   | FailClosedEvent
   | ObserveVersionEvent
   | AdoptLayoutEvent
+  | RetiredShardsDrainedEvent
   | RecoverEvent;
 
 export type GroupEvent = CommandEvent | PersistedEvent | ChartEvent;

@@ -1,5 +1,6 @@
 /**
- * The group statechart (DESIGN.md §2, §13): the model an operator reads. Three parallel regions:
+ * The group statechart (docs/architecture.md#the-statechart): the model an operator reads. Three
+ * parallel regions:
  * - `lifecycle` (active | frozen | failedClosed) moves on FREEZE, UNFREEZE, FAIL_CLOSED and
  *   RECOVER, and refuses what its state does not accept (FREEZE while frozen, any admin change
  *   while failed closed);
@@ -72,6 +73,9 @@ export const groupMachine = setup({
     scale: assign(({ context, event }) => steps.scale(context, event as never)),
     rollback: assign(({ context, event }) => steps.rollback(context, event as never)),
     adoptLayout: assign(({ context, event }) => steps.adoptLayout(context, event as never)),
+    retiredShardsDrained: assign(({ context, event }) =>
+      steps.retiredShardsDrained(context, event as never),
+    ),
     convergeMigration: assign(({ context, event }) => steps.convergeMigration(context, event)),
     completeMigration: assign(({ context, event }) => steps.completeMigration(context, event)),
     /** Answers an admin event the current state does not accept. */
@@ -117,6 +121,7 @@ export const groupMachine = setup({
     [GroupEventType.HEARTBEAT]: { actions: ['heartbeat', 'raiseChanges'] },
     [GroupEventType.TICK]: { actions: ['tick', 'raiseChanges'] },
     [GroupEventType.OBSERVE_VERSION]: { actions: ['observeVersion', 'raiseChanges'] },
+    [GroupEventType.RETIRED_SHARDS_DRAINED]: { actions: ['retiredShardsDrained', 'raiseChanges'] },
     [GroupEventType.PERSISTED]: { actions: 'persisted' },
   },
   states: {

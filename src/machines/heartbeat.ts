@@ -1,12 +1,12 @@
 /**
- * The heartbeat protocol of DESIGN.md §5, decided in its order: a member id bound to another
- * principal (MEMBER_ID_IN_USE), failed closed / coordination version, another lifecycle
- * (FENCED_MEMBER_EPOCH before any version is compared), SYNC_METADATA, leave, join (GROUP_FULL
- * beyond the member cap), FENCED_MEMBER_EPOCH, then the current member's step.
- * A fenced heartbeat changes nothing in the group: only the member's own leave or rejoin and the
- * coordinator's timers (session expiry, rebalance timeout) release a member's shards.
- * Grants happen only in the target member's own heartbeat and only for released shards, so
- * within one event no shard's owner changes directly from one member to another.
+ * The heartbeat protocol, decided in its order (docs/protocol.md#the-order-of-the-checks): a member
+ * id bound to another principal (MEMBER_ID_IN_USE), failed closed / coordination version, another
+ * lifecycle (FENCED_MEMBER_EPOCH before any version is compared), SYNC_METADATA, leave, join
+ * (GROUP_FULL beyond the member cap), FENCED_MEMBER_EPOCH, then the current member's step. A fenced
+ * heartbeat changes nothing in the group: only the member's own leave or rejoin and the
+ * coordinator's timers (session expiry, rebalance timeout) release a member's shards. Grants happen
+ * only in the target member's own heartbeat and only for released shards, so within one event no
+ * shard's owner changes directly from one member to another.
  */
 import { effectiveRebalanceTimeout, effectiveSessionTimeout } from './config.js';
 import type { FenceReason, GroupContext } from './context.js';
@@ -101,7 +101,7 @@ export function decideHeartbeat(
 }
 
 /**
- * The reply to a heartbeat that changes nothing but its member's liveness (DESIGN.md §12), or
+ * The reply to a heartbeat that changes nothing but its member's liveness, or
  * null when it may change anything else: then it takes the full road through the chart
  * ({@link decideHeartbeat}), which answers it the same way when it is steady after all.
  *
@@ -123,7 +123,7 @@ export function steadyHeartbeat(
 }
 
 /**
- * A steady heartbeat's decision (DESIGN.md §12), kept to answer the very same heartbeat again
+ * A steady heartbeat's decision, kept to answer the very same heartbeat again
  * ({@link repeatSteady}) without deciding it anew: while the parts of the context it read are
  * the objects it was decided on (the group, the config, the waiting recompute, the liveness
  * table) and the clock is below {@link SteadyDecision.until}, the same request gets the same
@@ -370,10 +370,10 @@ function fenceReason(group: GroupState, request: HeartbeatRequest): FenceReason 
 }
 
 /**
- * Answers FENCED_MEMBER_EPOCH and changes nothing in the group (DESIGN.md §5, as Kafka rejects
- * a stale epoch before writing anything): the heartbeat may be a delayed duplicate, a replay or
- * a zombie with the live member's id, so it must not strip the live member of its shards. The
- * sender stops its local ownership and rejoins with epoch 0. An epoch above the stored one is
+ * Answers FENCED_MEMBER_EPOCH and changes nothing in the group (docs/protocol.md#outcomes; as Kafka
+ * rejects a stale epoch before writing anything): the heartbeat may be a delayed duplicate, a
+ * replay or a zombie with the live member's id, so it must not strip the live member of its shards.
+ * The sender stops its local ownership and rejoins with epoch 0. An epoch above the stored one is
  * still a rollback signal (in memory); one of another lifecycle is not comparable, so it is not.
  */
 function fence(
@@ -639,6 +639,7 @@ function replyOf(
     group.startAt,
     group.initialShardCount,
     group.createdAt,
+    group.startFrom,
   );
 }
 
@@ -667,6 +668,7 @@ class Reply implements HeartbeatReply {
     readonly startAt: StartAt,
     readonly initialShardCount: number,
     readonly createdAt: number,
+    readonly startFromMs: number,
   ) {}
 }
 

@@ -1,8 +1,8 @@
 /**
- * Online scaling (DESIGN.md §6): SCALE starts a migration to a new shard count, ROLLBACK starts
- * one back to where a migration came from, and after every command event the active migration
- * is checked for convergence (IN_PROGRESS → CONVERGED) and for the end of its rollback window
- * (CONVERGED → COMPLETED). Pure functions of (context, event).
+ * Online scaling (docs/architecture.md#migrations): SCALE starts a migration to a new shard count,
+ * ROLLBACK starts one back to where a migration came from, and after every command event the active
+ * migration is checked for convergence (IN_PROGRESS → CONVERGED) and for the end of its rollback
+ * window (CONVERGED → COMPLETED). Pure functions of (context, event).
  *
  * A migration's first commit changes everything routing and assignment depend on at once:
  * `shardCount`, `metadataVersion` +1, targets recomputed and `assignmentEpoch` +1. Added shards
@@ -13,7 +13,12 @@ import { mutationRefusal } from './admin.js';
 import type { ErrorCode } from '../errors.js';
 import type { GroupContext } from './context.js';
 import { beginEvent, fail, succeed, touched, withEffects } from './context.js';
-import type { AdoptLayoutEvent, RollbackEvent, ScaleEvent } from './events.js';
+import type {
+  AdoptLayoutEvent,
+  RetiredShardsDrainedEvent,
+  RollbackEvent,
+  ScaleEvent,
+} from './events.js';
 import { allShards, withShards, withoutShards } from './group-state.js';
 import { leastLoadedMembers } from './retiring.js';
 import { migrationProgress, rollbackAllowed } from './migration-view.js';
@@ -27,7 +32,7 @@ import type {
 } from './types.js';
 import { groupId } from './types.js';
 
-/** Finished migrations kept in `group.migrations` (DESIGN.md §4). */
+/** Finished migrations kept in `group.migrations`. */
 export const MIGRATION_HISTORY_LIMIT = 50;
 
 /** Reply of a successful SCALE. */
@@ -214,6 +219,25 @@ export function completeMigration(ctx: GroupContext, now: number): GroupContext 
   return completed ? withMigrationReply(done, completed) : done;
 }
 
+/**
+ * RETIRED_SHARDS_DRAINED: the host sealed these ownerless retiring shards and found nothing
+ * left unread or unacknowledged before the seal: they leave the group. A shard that has an
+ * owner again (a member took it meanwhile) stays with it.
+ */
+export function applyRetiredShardsDrained(
+  ctx: GroupContext,
+  event: RetiredShardsDrainedEvent,
+): GroupContext {
+  const start = beginEvent(ctx, event.now);
+  const gone = event.shards.filter((shard) => {
+    const record = start.group.shards[shard];
+    return record?.state === 'retiring' && record.owner === null;
+  });
+  if (gone.length === 0) return succeed(start, { drained: [] });
+  const next = { ...start, group: withoutShards(start.group, gone) };
+  return touched(start, succeed(next, { drained: gone }), event.now);
+}
+
 /** The group now follows `layout` (its shard count is the layout's). */
 function withLayout(ctx: GroupContext, layout: LayoutRef): GroupContext {
   return { ...ctx, group: { ...ctx.group, layout } };
@@ -251,7 +275,7 @@ function withMigrationReply(ctx: GroupContext, migration: MigrationRecord): Grou
 }
 
 /**
- * Whether the group has converged to its active migration (DESIGN.md §6, spec §4 rule 4): no
+ * Whether the group has converged to its active migration (docs/architecture.md#migrations): no
  * removed shard is left in the group or reported by any live member (in `currentAssignments`
  * or `revokeProgress`), every remaining shard is assigned to its target (nothing revoking or
  * waiting, no recompute pending) and every live member reports exactly its assigned shards.
@@ -341,7 +365,7 @@ function startMigration(
 /**
  * The shard records for a new count `to`. At or above it: owned shards (assigned, revoking)
  * become retiring for their owner, with no target; released ones become retiring for the least
- * loaded members (they may hold unread messages) or, with no member, leave at once; retiring
+ * loaded members (they may hold unread messages) or, with no member, wait ownerless; retiring
  * ones stay. Below it: shards added by a scale-out start released; a retiring shard back below the
  * count (a rollback of a scale-in) stays with the owner that still consumes it, as assigned,
  * or is released when its owner never learned of it (handed over, not yet told) or is gone.
@@ -380,14 +404,9 @@ function resizeShards(group: GroupState, to: number, now: number): GroupState {
       since: now,
     });
   }
-  // With no member nobody could drain them: they leave at once, as before (docs/decisions.md).
+  // With no member they wait ownerless for the next member (or for the coordinator to find
+  // them read to the end: RETIRED_SHARDS_DRAINED), never dropped with unread entries in them.
   const heirs = leastLoadedMembers(withShards(group, changes), released.length);
-  if (heirs.length === 0) {
-    return withoutShards(
-      withShards(group, changes),
-      released.map((r) => r.shard),
-    );
-  }
   released.forEach((record, i) => {
     changes.set(record.shard, {
       ...record,

@@ -22,6 +22,8 @@ export function newGroupState(
     layout?: LayoutRef;
     /** @default 'latest' */
     startAt?: StartAt;
+    /** Where `latest` starts (stream id time). @default `now` */
+    startFrom?: number;
   },
 ): GroupState {
   const shards: Record<number, ShardRecord> = {};
@@ -55,5 +57,6 @@ export function newGroupState(
     layout: options.layout ?? NO_LAYOUT,
     startAt: options.startAt ?? 'latest',
     initialShardCount: options.shardCount,
+    startFrom: options.startFrom ?? options.now,
   };
 }

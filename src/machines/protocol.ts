@@ -1,6 +1,6 @@
 /**
- * Wire shapes of the consumer heartbeat (DESIGN.md §5) as the statechart sees them: already
- * validated by `src/http`, so plain data with no parsing here.
+ * Wire shapes of the consumer heartbeat (docs/protocol.md#the-call) as the statechart sees them:
+ * already validated by `src/http`, so plain data with no parsing here.
  */
 import type { RevokeProgress, StartAt } from './types.js';
 
@@ -35,7 +35,7 @@ export interface HeartbeatRequest {
 /** Longest hold a heartbeat may ask for (`waitMs`, docs/protocol.md "Held heartbeats"). */
 export const MAX_HEARTBEAT_WAIT_MS = 60_000;
 
-/** Heartbeat outcomes, in the order DESIGN.md §5 decides them. */
+/** Heartbeat outcomes (docs/protocol.md#outcomes). */
 export const HEARTBEAT_OUTCOMES = [
   'SYNC_METADATA',
   'FENCED_MEMBER_EPOCH',
@@ -86,6 +86,12 @@ export interface HeartbeatReply {
    * member that comes later does not skip what producers wrote meanwhile.
    */
   readonly createdAt?: number;
+  /**
+   * Where `latest` starts, as a stream id's time (epoch ms by the streams Redis's clock when the
+   * coordinator could read it): a shard's Redis consumer group is created at the older of this
+   * and the stream's last entry. Absent from older coordinators: `createdAt` less a margin.
+   */
+  readonly startFromMs?: number;
 }
 
 /**

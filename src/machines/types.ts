@@ -1,18 +1,18 @@
 /**
  * Domain types of a coordinated group. Pure data: no I/O, no Redis types.
- * The persisted shape (what goes into the metadata hash) is `GroupState`; liveness that
- * DESIGN.md §4 keeps out of the store lives in `MemberLiveness`.
+ * The persisted shape (what goes into the metadata hash) is `GroupState`; liveness, which is
+ * kept out of the store (docs/architecture.md#the-metadata-hash), lives in `MemberLiveness`.
  */
 import type { PersistentMap } from './persistent-map.js';
 
 /** Lifecycle status of a group, persisted in the metadata hash. */
 export type GroupStatus = 'ACTIVE' | 'FROZEN' | 'FAILED_CLOSED';
 
-/** Why a group failed closed (DESIGN.md §7). */
+/** Why a group failed closed (docs/operations.md#fail-closed-behaviour). */
 export type FailureReason = 'METADATA_LOST' | 'STORE_REVISION_REGRESSION' | 'METADATA_CORRUPT';
 
 /**
- * Shard states (DESIGN.md §4):
+ * Shard states (docs/architecture.md#shard-states):
  * - `assigned`: owned by `owner`;
  * - `revoking`: `owner` must stop and drain, `target` waits for it;
  * - `released`: free (may carry the `target` it will be granted to);
@@ -37,8 +37,9 @@ export interface MemberRecord {
   readonly memberId: string;
   /**
    * The principal (`sub`) that joined the member: only it may heartbeat, leave or rejoin as this
-   * member while it is live (DESIGN.md §5). Null on records written before members were bound,
-   * and for callers that do not authenticate; such a member is bound by its next join.
+   * member while it is live (docs/protocol.md#who-may-release-a-members-shards). Null on records
+   * written before members were bound, and for callers that do not authenticate; such a member is
+   * bound by its next join.
    */
   readonly principal: string | null;
   readonly clientId: string | null;
@@ -121,6 +122,11 @@ export interface GroupState {
    * later (new and empty) at the beginning.
    */
   readonly initialShardCount: number;
+  /**
+   * Where `latest` starts (epoch ms, a stream id's time): the streams Redis's clock when the
+   * group was created, or the coordinator's less a margin when it could not read that clock.
+   */
+  readonly startFrom: number;
 }
 
 /** Identity of a group. */
@@ -136,7 +142,7 @@ export interface RevokeProgress {
   readonly state: RevokeState;
 }
 
-/** What a member reported last and when; kept in memory only (DESIGN.md §4). */
+/** What a member reported last and when; kept in memory only. */
 export interface MemberLiveness {
   readonly lastHeartbeatAt: number;
   readonly sessionExpiresAt: number;

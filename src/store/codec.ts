@@ -9,8 +9,9 @@ import type {
 } from '../machines/types.js';
 
 /**
- * The metadata hash of a group as field → string (DESIGN.md §4). Both stores keep exactly
- * these fields, so MemoryStore and RedisStore behave alike and a backup is a plain field map.
+ * The metadata hash of a group as field → string (docs/architecture.md#the-metadata-hash). Both
+ * stores keep exactly these fields, so MemoryStore and RedisStore behave alike and a backup is a
+ * plain field map.
  */
 export type GroupFields = Readonly<Record<string, string>>;
 
@@ -61,6 +62,7 @@ function encodeHeader(state: GroupState): Record<string, string> {
     layoutVersion: String(state.layout.version),
     startAt: state.startAt,
     initialShardCount: String(state.initialShardCount),
+    startFrom: String(state.startFrom),
   };
   if (state.failureReason) fields.failureReason = state.failureReason;
   if (state.activeMigration) fields['migration:active'] = JSON.stringify(state.activeMigration);
@@ -82,7 +84,7 @@ function encodeMember(record: MemberRecord): string {
  * `diffFields(encodeGroup(before), encodeGroup(after))` but encoding only the shard and member
  * records whose object changed: groups are immutable values that keep every unchanged record,
  * so a join, leave or expiry costs identity checks over the records plus the encoding of what
- * it changed, not the encoding of the whole group (DESIGN.md §12).
+ * it changed, not the encoding of the whole group.
  */
 export function diffGroups(before: GroupState, after: GroupState): OwnedPatch {
   const patch = diffFields(encodeHeader(before), encodeHeader(after));
@@ -196,6 +198,7 @@ export function decodeGroup(fields: GroupFields): GroupState {
       fields.initialShardCount === undefined
         ? num(fields, 'shardCount')
         : num(fields, 'initialShardCount'),
+    startFrom: fields.startFrom === undefined ? num(fields, 'createdAt') : num(fields, 'startFrom'),
   };
 }
 

@@ -643,7 +643,7 @@ describe('where a consumer starts a shard whose Redis consumer group it creates'
   /** Replies granting `shards` with the start fields of a newer coordinator. */
   const withStart = (
     shards: number[],
-    start: Pick<HeartbeatReply, 'startAt' | 'initialShardCount' | 'createdAt'>,
+    start: Pick<HeartbeatReply, 'startAt' | 'createdAt' | 'startFromMs'>,
   ): Script => {
     const base = owns({ assignedShards: shards });
     return (request) => ({ ...(base(request) as HeartbeatReply), ...start });
@@ -651,29 +651,34 @@ describe('where a consumer starts a shard whose Redis consumer group it creates'
   const groupsOf = async (shard: number) =>
     ((await redis.xinfo('GROUPS', `${prefix}:${shard}`)) as unknown[]).length;
 
-  it('latest skips the entries written before the group was created, but not on a shard a scale-out added; earliest reads them', async () => {
+  it('latest skips what was written before the group was created on every shard (one a scale-out added too) and reads an empty stream from its start; earliest reads everything', async () => {
     fresh();
     await produce(0, 3, 'before');
-    await produce(4, 2, 'early'); // shard 4 is above initialShardCount: new with a scale-out
+    await produce(4, 2, 'early'); // shard 4: added later by a scale-out, with older entries
+    // The streams Redis's clock when the group was created (this host's: the same clock).
+    const [seconds, micros] = await redis.time();
+    const startFromMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) + 1;
     const latest = new ScriptedCoordinator(
-      withStart([0, 4], { startAt: 'latest', initialShardCount: 4 }),
+      withStart([0, 4, 5], { startAt: 'latest', startFromMs }),
     );
-    const earliest = new ScriptedCoordinator(
-      withStart([0], { startAt: 'earliest', initialShardCount: 4 }),
-    );
+    const earliest = new ScriptedCoordinator(withStart([0], { startAt: 'earliest' }));
     const fromLatest = recorder();
     const fromEarliest = recorder();
     await consumer(latest, fromLatest.handler).start();
     await consumer(earliest, fromEarliest.handler, { consumerGroup: 'audit' }).start();
     await waitFor(async () => (await groupsOf(0)) === 2, { what: 'both consumer groups created' });
+    await waitFor(async () => (await groupsOf(5)) === 1, { what: 'the empty shard group' });
     await produce(0, 2, 'after');
+    await produce(4, 1, 'late');
+    await produce(5, 1, 'new');
     await waitFor(() => fromLatest.seen.length === 4, { what: 'the new entries read (latest)' });
     await waitFor(() => fromEarliest.seen.length === 5, { what: 'every entry read (earliest)' });
     // A shard's entries come in order: had the old ones been delivered, they would come first.
     const keys = (shard: number) =>
       fromLatest.seen.filter((m) => m.shard === shard).map((m) => m.key);
     expect(keys(0)).toEqual(['after-0', 'after-1']);
-    expect(keys(4)).toEqual(['early-0', 'early-1']);
+    expect(keys(4)).toEqual(['late-0']);
+    expect(keys(5)).toEqual(['new-0']);
     expect(fromEarliest.seen.map((m) => m.key)).toEqual([
       'before-0',
       'before-1',
@@ -695,7 +700,7 @@ describe('where a consumer starts a shard whose Redis consumer group it creates'
     }
     await produce(1, 2, 'meanwhile');
     const coordinator = new ScriptedCoordinator(
-      withStart([1, 2], { startAt: 'latest', initialShardCount: 4, createdAt }),
+      withStart([1, 2], { startAt: 'latest', createdAt }),
     );
     const rec = recorder();
     await consumer(coordinator, rec.handler).start();
@@ -729,6 +734,27 @@ describe('routine answers are not errors', () => {
     expect(errors).toEqual([]);
     expect(c.shards()).toEqual([0]);
     expect(coordinator.last()).toMatchObject({ memberEpoch: 1, currentAssignments: [0] });
+  });
+
+  it('a leave answered GROUP_MOVED during close() is sent again, quietly, within the close bound', async () => {
+    fresh();
+    const coordinator = new ScriptedCoordinator(owns({ assignedShards: [0] }));
+    const c = consumer(coordinator, recorder().handler);
+    const errors: unknown[] = [];
+    c.on('error', (error) => errors.push(error));
+    await c.start();
+    const steady = owns({ assignedShards: [0] });
+    let moved = 0;
+    coordinator.script = (request) => {
+      if (request.memberEpoch === -1 && moved++ === 0) {
+        return new UnavailableError(503, 'GROUP_MOVED', 'moving', 'r', { owner: null }, 20);
+      }
+      return steady(request);
+    };
+    await c.close();
+    const leaves = coordinator.requests.filter((r) => r.body.memberEpoch === -1);
+    expect(leaves).toHaveLength(2);
+    expect(errors).toEqual([]);
   });
 
   it('a coordinator out of reach is reported once per episode, not once per retry', async () => {

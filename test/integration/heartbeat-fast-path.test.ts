@@ -112,7 +112,8 @@ function errorOf(answer: Answer): { code: string; message: string; requestId: st
 
 /**
  * What must be equal: an error body without its request id (one per request), a reply
- * without its lifecycle id, layout id and creation time (each coordinator has its own group).
+ * without its lifecycle id, layout id, creation time and start (each coordinator has its own
+ * group).
  */
 function comparable(answer: Answer): unknown {
   const body = answer.body as { error?: Record<string, unknown>; lifecycleId?: string } | undefined;
@@ -128,7 +129,13 @@ function comparable(answer: Answer): unknown {
 
 /** A reply without what differs between two coordinators' groups of the same name. */
 function ownGroupFieldsLeftOut(body: Record<string, unknown>): Record<string, unknown> {
-  const { lifecycleId: _lifecycleId, layoutId: _layoutId, createdAt: _createdAt, ...rest } = body;
+  const {
+    lifecycleId: _lifecycleId,
+    layoutId: _layoutId,
+    createdAt: _createdAt,
+    startFromMs: _startFromMs,
+    ...rest
+  } = body;
   return rest;
 }
 
@@ -696,7 +703,7 @@ describe('heartbeat fast path', () => {
 
   it('leaves everything else to express', async () => {
     const init = { headers: { ...JSON_TYPE, ...CONSUMER }, body: () => JSON.stringify(JOIN) };
-    // Other spellings match no route, on express as on the fast path (DESIGN.md §9).
+    // Other spellings match no route, on express as on the fast path (docs/decisions.md#one-spelling-per-path).
     for (const spelling of [`${HB}/`, HB.replace('heartbeat', 'Heartbeat'), `/${HB}`]) {
       expect(errorOf(await both(spelling, init, 'express')).code, spelling).toBe('NOT_FOUND');
     }

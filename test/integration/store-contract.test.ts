@@ -719,8 +719,8 @@ function describeStoreContract(name: string, makeStore: MakeStore): void {
 }
 
 /**
- * What only a Redis backend can show: the key layout of DESIGN.md §4 and the §7 lost-metadata
- * case (a key deleted behind the store's back).
+ * What only a Redis backend can show: the key layout (docs/architecture.md#store-layout)
+ * and lost metadata (a key deleted behind the store's back, docs/operations.md#lost-metadata).
  */
 function describeRedisLayout(
   name: string,
@@ -753,7 +753,7 @@ function describeRedisLayout(
       for (const key of keys) expect(key.startsWith(`${keyPrefix}:`)).toBe(true);
     });
 
-    describe('claimGroup checks the lease holder (DESIGN.md §8)', () => {
+    describe('claimGroup checks the lease holder', () => {
       const setup = async () => {
         const keyPrefix = randomKeyPrefix();
         const store = await open(keyPrefix);

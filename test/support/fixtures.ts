@@ -97,6 +97,7 @@ export function makeGroupState(overrides: Partial<GroupState> = {}): GroupState 
     layout: { id: 'layout-1', version: 2 },
     startAt: 'latest',
     initialShardCount: 2,
+    startFrom: FIXTURE_TIME - 3_600_000,
     ...overrides,
   };
 }

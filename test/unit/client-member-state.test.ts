@@ -171,25 +171,24 @@ describe('retry with backoff and jitter', () => {
 });
 
 describe('where a Redis consumer group the consumer creates starts', () => {
-  const latest = { startAt: 'latest', initialShardCount: 4 } as const;
+  const latest = { startAt: 'latest' } as const;
 
-  it('a shard below initialShardCount starts at startAt', () => {
-    expect(groupStart(0, { ...latest, createdAt: 50_000 })).toEqual({ at: 'since', ms: 49_000 });
-    expect(groupStart(3, { ...latest, createdAt: 50_000 })).toEqual({ at: 'since', ms: 49_000 });
-    expect(groupStart(3, latest)).toEqual({ at: 'end' }); // no createdAt: the stream's end
-    expect(groupStart(3, { startAt: 'earliest', initialShardCount: 4, createdAt: 1 })).toEqual({
+  it('latest starts at startFromMs (the streams Redis clock) on every shard, also one a scale-out added', () => {
+    const reply = { ...latest, startFromMs: 40_000, createdAt: 50_000 };
+    expect(groupStart(0, reply)).toEqual({ at: 'since', ms: 40_000 });
+    expect(groupStart(9, reply)).toEqual({ at: 'since', ms: 40_000 });
+  });
+
+  it('without startFromMs, at createdAt less the clock margin; without either, at the end', () => {
+    expect(groupStart(3, { ...latest, createdAt: 50_000 })).toEqual({ at: 'since', ms: 45_000 });
+    expect(groupStart(3, latest)).toEqual({ at: 'end' });
+  });
+
+  it('earliest starts at the beginning; so does a reply without startAt (an older coordinator)', () => {
+    expect(groupStart(3, { startAt: 'earliest', createdAt: 1, startFromMs: 1 })).toEqual({
       at: 'beginning',
     });
-  });
-
-  it('a shard a scale-out added (at or above initialShardCount) starts at the beginning', () => {
-    expect(groupStart(4, { ...latest, createdAt: 50_000 })).toEqual({ at: 'beginning' });
-    expect(groupStart(9, latest)).toEqual({ at: 'beginning' });
-  });
-
-  it('a reply without startAt and initialShardCount (an older coordinator) means the beginning', () => {
     expect(groupStart(0, {})).toEqual({ at: 'beginning' });
-    expect(groupStart(0, { startAt: 'latest' })).toEqual({ at: 'beginning' });
-    expect(groupStart(0, { initialShardCount: 4 })).toEqual({ at: 'beginning' });
+    expect(groupStart(0, { createdAt: 50_000 })).toEqual({ at: 'beginning' });
   });
 });

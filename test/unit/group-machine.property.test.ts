@@ -1,5 +1,5 @@
 /**
- * Property tests of the group statechart over random event sequences (DESIGN.md §5, §6): the
+ * Property tests of the group statechart over random event sequences: the
  * invariants hold after every step whatever members and operators do (scales and rollbacks
  * included), and once members behave, the group converges to every shard assigned to exactly
  * one live member, and the active migration, if any, to CONVERGED.
@@ -67,7 +67,8 @@ type Command =
   | { kind: 'admin'; type: 'FREEZE' | 'UNFREEZE' | 'PAUSE_PRODUCERS' | 'RESUME_PRODUCERS' }
   | { kind: 'scale'; shardCount: number; layout: boolean }
   | { kind: 'rollback' }
-  | { kind: 'adoptLayout'; version: number };
+  | { kind: 'adoptLayout'; version: number }
+  | { kind: 'drained'; shards: number[] };
 
 /**
  * Steady decisions whose horizon was finite (a recompute waiting, a rollback window open), kept
@@ -124,7 +125,7 @@ class Simulation {
   heartbeat(member: SimMember, request: HeartbeatRequest): HeartbeatReply | null {
     const before = this.ctx.group;
     const owner = before.members.get(request.memberId)?.principal;
-    // The hot path's O(1) decision (DESIGN.md §12): when it calls a heartbeat steady, the
+    // The hot path's O(1) decision: when it calls a heartbeat steady, the
     // chart's road must agree, byte for byte, and change nothing in the group or the chart.
     const stateBefore = this.actor.getSnapshot().value;
     // A decision kept from an earlier identical heartbeat that says it still holds (the memo of
@@ -185,7 +186,7 @@ class Simulation {
   }
 
   /**
-   * A kept steady decision (answered again from memory, DESIGN.md §12) holds on its context
+   * A kept steady decision (answered again from memory) holds on its context
    * until `until` and not a moment longer: the O(1) checks call the same request steady at
    * every time before it and not at it (without touching liveness).
    */
@@ -319,6 +320,10 @@ class Simulation {
           // A scale the stream prefix's layout moved (or one of this group alone).
           ...(command.layout ? { layout: { id: 'layout', version: ++this.layoutVersion } } : {}),
         });
+        return;
+      case 'drained':
+        // The host found these ownerless retiring shards read to their end (only those count).
+        this.send({ type: 'RETIRED_SHARDS_DRAINED', now: this.now, shards: command.shards });
         return;
       case 'adoptLayout':
         this.send({
@@ -498,6 +503,13 @@ function commandArb(memberCount: number, shardCount: number): fc.Arbitrary<Comma
       }),
     },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('rollback' as const) }) },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant('drained' as const),
+        shards: fc.array(shardNo, { maxLength: 4 }),
+      }),
+    },
     {
       weight: 1,
       arbitrary: fc.record({

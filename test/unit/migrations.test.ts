@@ -1,5 +1,5 @@
 /**
- * Online scaling of DESIGN.md §6 (scale API, migrations, rollback) and fail-closed of §7, one
+ * Online scaling (docs/architecture.md#migrations: scale, rollback) and failing closed, one
  * `describe` per rule, driven through the group statechart as the actor host drives it, with
  * honest simulated members on numeric time.
  */
@@ -281,11 +281,13 @@ describe('a migration converges exactly when live members report their assignmen
     h.tick();
     expect(active(h)?.state).toBe('IN_PROGRESS');
 
-    // With no members, a scale with nothing to retire converges in its own commit.
+    // With no members, a scale-in converges once the host found its removed shards drained.
     const empty = new Harness({ shardCount: 2 });
     const { migration } = replyOf<ScaleReply>(scale(empty, 1));
-    expect(migration.state).toBe('CONVERGED');
+    expect(migration.state).toBe('IN_PROGRESS');
+    empty.send({ type: 'RETIRED_SHARDS_DRAINED', now: empty.clock.now(), shards: [1] });
     expect(empty.ctx.group.shards[1]).toBeUndefined();
+    expect(active(empty)?.state).toBe('CONVERGED');
   });
 });
 
@@ -714,8 +716,8 @@ describe('FAIL_CLOSED stops the group: heartbeats get GROUP_FAILED_CLOSED, admin
 describe('migration history is newest first and capped at 50', () => {
   it('keeps the 50 newest finished migrations', () => {
     const h = new Harness({ shardCount: 2 });
-    // Without members each scale converges at once, and the next one completes it.
-    for (let n = 0; n < MIGRATION_HISTORY_LIMIT + 5; n++) scale(h, n % 2 === 0 ? 3 : 2, `m-${n}`);
+    // Without members each scale-out converges at once, and the next one completes it.
+    for (let n = 0; n < MIGRATION_HISTORY_LIMIT + 5; n++) scale(h, n + 3, `m-${n}`);
     const history = h.ctx.group.migrations;
     expect(history).toHaveLength(MIGRATION_HISTORY_LIMIT);
     expect(history[0]?.migrationId).toBe(`m-${MIGRATION_HISTORY_LIMIT + 3}`);
@@ -825,10 +827,23 @@ describe('a removed shard is consumed to its end, never dropped with messages in
     expect(Object.keys(h.ctx.group.shards).map(Number)).toEqual([0, 1, 2, 3, 4, 5]);
   });
 
-  it('with no member a scale-in drops released shards at once (nobody could drain them)', () => {
+  it('with no member a scale-in keeps the removed shards, ownerless, never dropped unread', () => {
     const h = new Harness({ shardCount: 4 });
     const { migration } = replyOf<ScaleReply>(scale(h, 2));
-    expect(migration.state).toBe('CONVERGED');
-    expect(Object.keys(h.ctx.group.shards).map(Number)).toEqual([0, 1]);
+    expect(migration.state).toBe('IN_PROGRESS');
+    expect(owners(h)).toMatchObject({ 2: 'retiring:-', 3: 'retiring:-' });
+    // The next member to join takes them, still retiring, and reads them to their end.
+    h.join('m-a');
+    expect(owners(h)).toMatchObject({ 2: 'retiring:m-a', 3: 'retiring:m-a' });
+  });
+
+  it('ownerless retiring shards the host found drained leave the group; one a member took stays', () => {
+    const h = new Harness({ shardCount: 4 });
+    scale(h, 2);
+    h.send({ type: 'RETIRED_SHARDS_DRAINED', now: h.clock.now(), shards: [2] });
+    expect(Object.keys(h.ctx.group.shards).map(Number)).toEqual([0, 1, 3]);
+    h.join('m-a');
+    h.send({ type: 'RETIRED_SHARDS_DRAINED', now: h.clock.now(), shards: [3] });
+    expect(owners(h)).toMatchObject({ 3: 'retiring:m-a' });
   });
 });

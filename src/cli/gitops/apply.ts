@@ -29,6 +29,7 @@ async function applyOne(
   // create, scale and ensure are all the desired-state PUT: the coordinator decides, idempotently
   const reply = await api.call<PutReply>('PUT', api.groupPath('admin', change.group), {
     shardCount: change.group.shardCount,
+    ...(change.group.startAt ? { startAt: change.group.startAt } : {}),
     ...audit,
   });
   if ('migration' in reply) {

@@ -17,6 +17,8 @@ export const desiredStateSchema = z
             streamPrefix: streamPrefixSchema,
             consumerGroup: consumerGroupSchema,
             shardCount: z.number().int().min(1),
+            /** Where a group the file creates starts reading (docs/protocol.md#start-position). */
+            startAt: z.enum(['earliest', 'latest']).optional(),
           })
           .strict(),
       )

@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import type { CommandOutcome } from '../../actors/types.js';
+import type { CommandOrigin, CommandOutcome } from '../../actors/types.js';
 import type { Settings } from '../../config/settings.js';
 import { route, type RouteSpec } from '../route.js';
+import type { Services } from '../services.js';
 import {
   changeMetaSchema,
   consumerGroupSchema,
@@ -19,6 +20,35 @@ const toRef = (p: { stream: string; group: string }) => ({
   streamPrefix: p.stream,
   consumerGroup: p.group,
 });
+/**
+ * What the caller knows of the group, from `X-Observed-Lifecycle-Id` and
+ * `X-Observed-Metadata-Version`: reported before a mutation, so that a group whose metadata is
+ * missing is failed closed rather than read as unknown (docs/operations.md#lost-metadata).
+ */
+async function reportObserved(
+  services: Services,
+  req: { get(name: string): string | undefined },
+  ref: { streamPrefix: string; consumerGroup: string },
+): Promise<void> {
+  const lifecycleId = req.get('x-observed-lifecycle-id');
+  const version = Number(req.get('x-observed-metadata-version'));
+  const metadataVersion = Number.isSafeInteger(version) && version > 0 ? version : undefined;
+  if (!lifecycleId && metadataVersion === undefined) return;
+  await services.coordinator.reportObserved(ref, {
+    ...(lifecycleId ? { lifecycleId } : {}),
+    ...(metadataVersion === undefined ? {} : { metadataVersion }),
+  });
+}
+
+/** Who asked (kept with the transitions the command causes, shown in the group's timeline). */
+function originOf(
+  requestId: string,
+  principal: { readonly name: string } | null,
+  requestedBy: string,
+): CommandOrigin {
+  return { requestId, principal: principal?.name ?? null, requestedBy };
+}
+
 const errors = {
   400: { description: 'Invalid request', schema: errorSchema },
   401: { description: 'No or invalid token', schema: errorSchema },
@@ -44,8 +74,10 @@ function commandRoute(
     params: groupParamsSchema,
     body: changeMetaSchema,
     responses: { 200: { description: 'Done', schema: groupDetailSchema }, ...errors },
-    async handler({ params, services }) {
-      const { group } = await services.coordinator.command(toRef(params), { type });
+    async handler({ params, body, services, req, requestId, principal }) {
+      await reportObserved(services, req, toRef(params));
+      const origin = originOf(requestId, principal, body.requestedBy);
+      const { group } = await services.coordinator.command(toRef(params), { type }, origin);
       return { status: 200, body: group };
     },
   });
@@ -75,10 +107,12 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
         startAt: startAtSchema.default('latest'),
       }),
       responses: { 201: { description: 'Created', schema: groupDetailSchema }, ...errors },
-      async handler({ body, services }) {
+      async handler({ body, services, requestId, principal }) {
         const group = await services.coordinator.createGroup(
           { streamPrefix: body.streamPrefix, consumerGroup: body.consumerGroup },
           { shardCount: body.shardCount, startAt: body.startAt },
+          originOf(requestId, principal, body.requestedBy),
+          body.requestedBy,
         );
         return { status: 201, body: group };
       },
@@ -91,18 +125,22 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
       roles: WRITE,
       operation: 'putGroup',
       params: groupParamsSchema,
-      body: changeMetaSchema.extend({ shardCount }),
+      // startAt applies when the PUT creates the group; an existing group keeps its own.
+      body: changeMetaSchema.extend({ shardCount, startAt: startAtSchema.optional() }),
       responses: {
         200: { description: 'Unchanged', schema: groupDetailSchema },
         201: { description: 'Created', schema: groupDetailSchema },
         202: { description: 'Migration started' },
         ...errors,
       },
-      async handler({ params, body, services }) {
-        const result = await services.coordinator.putGroup(toRef(params), body.shardCount, {
-          requestedBy: body.requestedBy,
-          reason: body.reason,
-        });
+      async handler({ params, body, services, req, requestId, principal }) {
+        await reportObserved(services, req, toRef(params));
+        const result = await services.coordinator.putGroup(
+          toRef(params),
+          body.shardCount,
+          { requestedBy: body.requestedBy, reason: body.reason, startAt: body.startAt },
+          originOf(requestId, principal, body.requestedBy),
+        );
         const status = { CREATED: 201, UNCHANGED: 200, MIGRATION_STARTED: 202 }[result.outcome];
         return {
           status,
@@ -121,7 +159,8 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
       body: changeMetaSchema,
       query: z.object({ force: z.enum(['true', 'false']).default('false') }),
       responses: { 204: { description: 'Deleted' }, ...errors },
-      async handler({ params, query, services }) {
+      async handler({ params, query, services, req }) {
+        await reportObserved(services, req, toRef(params));
         await services.coordinator.deleteGroup(toRef(params), { force: query.force === 'true' });
         return { status: 204 };
       },
@@ -136,13 +175,18 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
       params: groupParamsSchema,
       body: changeMetaSchema.extend({ shardCount }),
       responses: { 202: { description: 'Migration started' }, ...errors },
-      async handler({ params, body, services }) {
-        const outcome = await services.coordinator.command(toRef(params), {
-          type: 'SCALE',
-          shardCount: body.shardCount,
-          requestedBy: body.requestedBy,
-          reason: body.reason,
-        });
+      async handler({ params, body, services, req, requestId, principal }) {
+        await reportObserved(services, req, toRef(params));
+        const outcome = await services.coordinator.command(
+          toRef(params),
+          {
+            type: 'SCALE',
+            shardCount: body.shardCount,
+            requestedBy: body.requestedBy,
+            reason: body.reason,
+          },
+          originOf(requestId, principal, body.requestedBy),
+        );
         return { status: 202, body: migrationReply(outcome) };
       },
     }),
@@ -156,13 +200,18 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
       params: groupParamsSchema.extend({ migrationId: z.string().min(1).max(64) }),
       body: changeMetaSchema,
       responses: { 202: { description: 'Rollback migration started' }, ...errors },
-      async handler({ params, body, services }) {
-        const outcome = await services.coordinator.command(toRef(params), {
-          type: 'ROLLBACK',
-          migrationId: params.migrationId,
-          requestedBy: body.requestedBy,
-          reason: body.reason,
-        });
+      async handler({ params, body, services, req, requestId, principal }) {
+        await reportObserved(services, req, toRef(params));
+        const outcome = await services.coordinator.command(
+          toRef(params),
+          {
+            type: 'ROLLBACK',
+            migrationId: params.migrationId,
+            requestedBy: body.requestedBy,
+            reason: body.reason,
+          },
+          originOf(requestId, principal, body.requestedBy),
+        );
         return { status: 202, body: migrationReply(outcome) };
       },
     }),
@@ -180,8 +229,13 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
         changeMetaSchema.extend({ action: z.literal('RECREATE'), shardCount }),
       ]),
       responses: { 200: { description: 'Recovered', schema: groupDetailSchema }, ...errors },
-      async handler({ params, body, services }) {
-        const group = await services.coordinator.recover(toRef(params), body);
+      async handler({ params, body, services, req, requestId, principal }) {
+        await reportObserved(services, req, toRef(params));
+        const group = await services.coordinator.recover(
+          toRef(params),
+          body,
+          originOf(requestId, principal, body.requestedBy),
+        );
         return { status: 200, body: group };
       },
     }),

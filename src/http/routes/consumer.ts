@@ -10,7 +10,7 @@ import type { Services } from '../services.js';
 
 const shard = z.number().int().min(0).max(1_000_000);
 
-/** The heartbeat body of DESIGN.md §5. */
+/** The heartbeat body (docs/protocol.md#request-body). */
 export const heartbeatBodySchema = z.object({
   memberId: z
     .string()
@@ -51,6 +51,7 @@ export const heartbeatReplySchema = z.object({
   startAt: z.enum(['earliest', 'latest']),
   initialShardCount: z.number().int(),
   createdAt: z.number().int(),
+  startFromMs: z.number().int(),
 });
 
 export const HEARTBEAT_PATH = '/coord/v1/consumer/streams/:stream/groups/:group/heartbeat';
@@ -62,7 +63,7 @@ export const HEARTBEAT_ROLES = ['CONSUMER'] as const;
  * The heartbeat itself, once the caller is authenticated and the request validated: the group
  * actor decides, metrics count it. The one implementation behind the express route and the
  * heartbeat fast path (`src/http/heartbeat-fast-path.ts`). The member is bound to the caller's
- * principal (DESIGN.md §5), which comes from the verified token, never from the body.
+ * principal (docs/protocol.md#who-may-release-a-members-shards), which comes from the verified token, never from the body.
  *
  * A steady heartbeat the group can answer at once (`GroupCoordinator.steadyTicket`) is
  * answered synchronously with its ticket, without a promise; any other returns the promise of its answer.

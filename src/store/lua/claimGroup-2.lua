@@ -1,8 +1,8 @@
 --[[
-  A replica claims a group whose lease it holds (DESIGN.md §8): checks the lease holder,
-  increments the integer fence and bumps storeRevision in one step, so every write still in
-  flight from the previous owner is refused by its fence check. The lease key shares the
-  group's hash tag, so both keys live in one Cluster slot.
+  A replica claims a group whose lease it holds (docs/architecture.md#replicas-leases-and-fences):
+  checks the lease holder, increments the integer fence and bumps storeRevision in one step, so
+  every write still in flight from the previous owner is refused by its fence check. The lease key
+  shares the group's hash tag, so both keys live in one Cluster slot.
 
   KEYS[1]  metadata hash of the group      kp:{sp:cg}:metadata
   KEYS[2]  lease of the group              kp:{sp:cg}:lease

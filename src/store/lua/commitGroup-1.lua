@@ -1,6 +1,6 @@
 --[[
-  The fenced write of a group (DESIGN.md §4): applies only the changed fields if the caller
-  still owns the group at the revision it read, and bumps storeRevision.
+  The fenced write of a group (docs/architecture.md#writes): applies only the changed fields if the
+  caller still owns the group at the revision it read, and bumps storeRevision.
 
   KEYS[1]  metadata hash of the group      kp:{sp:cg}:metadata
   ARGV[1]  fence of the caller (integer, decimal string)

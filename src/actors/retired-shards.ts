@@ -1,0 +1,94 @@
+import type { Clock } from '../machines/clock.js';
+import { retiringRecords } from '../machines/group-state.js';
+import { groupId, type GroupRef, type GroupState } from '../machines/types.js';
+import { groupLogFields, type Logger } from '../observability/logger.js';
+import type { StreamsReader } from '../streams/streams-reader.js';
+import { groupOf, isFailedClosed, type GroupEntry, type GroupEvent } from './group-entry.js';
+
+export interface RetiredShardsOptions {
+  /** Null when the coordinator does not know where the streams are. */
+  readonly reader: StreamsReader | null;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly entries: () => readonly GroupEntry[];
+  /** Runs `work` on the group's entry with its mailbox held; `GROUP_MOVED` when owned elsewhere. */
+  readonly withEntry: <T>(ref: GroupRef, work: (entry: GroupEntry) => Promise<T>) => Promise<T>;
+  /** Sends an event through the group's chart and commits what it changed. */
+  readonly dispatch: (entry: GroupEntry, event: GroupEvent) => Promise<unknown>;
+}
+
+/**
+ * Retiring shards that no member reads (a scale-in of a group without members, or whose last
+ * member left): they wait ownerless for the next member, which reads them to their end. Where
+ * the coordinator can read the streams, it seals such a shard itself, so producers with older
+ * routing are refused by it at once, and lets the shard go when the group has nothing left
+ * unread or unacknowledged before the seal (docs/architecture.md#migrations). Never drops a
+ * shard with unread entries.
+ */
+export class RetiredShards {
+  /** Groups being checked now: a round does not start a second check of the same group. */
+  private readonly checking = new Set<string>();
+
+  constructor(private readonly options: RetiredShardsOptions) {}
+
+  /** Checks every group this replica serves that has ownerless retiring shards. */
+  async sweep(): Promise<void> {
+    if (this.options.reader === null) return;
+    for (const entry of this.options.entries()) {
+      if (!isFailedClosed(entry) && ownerless(groupOf(entry)).length > 0)
+        await this.check(entry.ref);
+    }
+  }
+
+  /** Seals and, where drained, lets go the ownerless retiring shards of `ref`. Never throws. */
+  async check(ref: GroupRef): Promise<void> {
+    const { reader, withEntry, dispatch, clock, logger } = this.options;
+    const id = groupId(ref);
+    if (reader === null || this.checking.has(id)) return;
+    this.checking.add(id);
+    try {
+      await withEntry(ref, async (entry) => {
+        if (isFailedClosed(entry)) return;
+        const group = groupOf(entry);
+        const shards = ownerless(group);
+        if (shards.length === 0) return;
+        const seal = group.layout.id
+          ? { id: group.layout.id, version: group.layout.version }
+          : { id: group.lifecycleId, version: group.metadataVersion };
+        const drained: number[] = [];
+        for (const shard of shards) {
+          const result = await reader.sealRetired(
+            `${group.streamPrefix}:${shard}`,
+            group.consumerGroup,
+            seal,
+          );
+          if (result.drained) drained.push(shard);
+        }
+        if (drained.length === 0) return;
+        await dispatch(entry, {
+          type: 'RETIRED_SHARDS_DRAINED',
+          now: clock.now(),
+          shards: drained,
+        });
+        logger.info('retiring shards read to their end leave the group', {
+          ...groupLogFields(ref),
+          shards: drained,
+        });
+      });
+    } catch (error) {
+      logger.debug('retiring shards not checked now', {
+        ...groupLogFields(ref),
+        reason: error instanceof Error ? error.message : String(error),
+      });
+    } finally {
+      this.checking.delete(id);
+    }
+  }
+}
+
+/** Retiring shards of `group` that no member has. */
+function ownerless(group: GroupState): number[] {
+  return retiringRecords(group)
+    .filter((r) => r.owner === null)
+    .map((r) => r.shard);
+}
