@@ -1,7 +1,7 @@
 import { groupMachine } from '../machines/group-machine.js';
 import { machineDefinition } from '../machines/machine-definition.js';
 import { memberMachine, memberState } from '../machines/member-machine.js';
-import { activeStateIds, toMermaid } from '../machines/mermaid.js';
+import { activeStateIds, toMermaid } from '../diagrams/mermaid.js';
 import type { GroupSnapshot } from './types.js';
 
 let cached: {

@@ -36,12 +36,19 @@ export class CliApi {
     return this.call<T>('POST', this.groupPath('admin', group, suffix), { ...extra, ...change });
   }
 
+  /** The SDK's admin calls, with their failures named as every CLI call's are. */
   pauseProducers(sp: string, cg: string, change: ChangeMeta): Promise<unknown> {
-    return this.admin({ streamPrefix: sp, consumerGroup: cg }, '/producers/pause', change);
+    const group = { streamPrefix: sp, consumerGroup: cg };
+    return this.named('POST', this.groupPath('admin', group, '/producers/pause'), () =>
+      this.client.pauseProducers(sp, cg, change),
+    );
   }
 
   resumeProducers(sp: string, cg: string, change: ChangeMeta): Promise<unknown> {
-    return this.admin({ streamPrefix: sp, consumerGroup: cg }, '/producers/resume', change);
+    const group = { streamPrefix: sp, consumerGroup: cg };
+    return this.named('POST', this.groupPath('admin', group, '/producers/resume'), () =>
+      this.client.resumeProducers(sp, cg, change),
+    );
   }
 
   scale(
@@ -50,20 +57,28 @@ export class CliApi {
     shardCount: number,
     change: ChangeMeta,
   ): Promise<{ migration: { migrationId: string } }> {
-    return this.admin({ streamPrefix: sp, consumerGroup: cg }, '/scale', change, { shardCount });
+    const group = { streamPrefix: sp, consumerGroup: cg };
+    return this.named('POST', this.groupPath('admin', group, '/scale'), () =>
+      this.client.scale(sp, cg, shardCount, change),
+    );
   }
 
   /** Routing metadata; with `poll` it waits up to `waitMs` for a version above `afterVersion`. */
-  async routing(
+  routing(
     sp: string,
     cg: string,
     poll?: { afterVersion: number; waitMs: number },
   ): Promise<RoutingMetadata> {
+    const path = this.groupPath('routing', { streamPrefix: sp, consumerGroup: cg });
+    return this.named('GET', path, () => this.client.routing(sp, cg, poll));
+  }
+
+  /** Runs an SDK call; a failure becomes a {@link RequestError} naming the method and URL. */
+  private async named<T>(method: string, path: string, call: () => Promise<T>): Promise<T> {
     try {
-      return await this.client.routing(sp, cg, poll);
+      return await call();
     } catch (error) {
-      const path = this.groupPath('routing', { streamPrefix: sp, consumerGroup: cg });
-      throw new RequestError('GET', new URL(path, this.baseUrl).href, error);
+      throw new RequestError(method, new URL(path, this.baseUrl).href, error);
     }
   }
 }

@@ -2,41 +2,13 @@
  * The lag reading of a group (`GET …/lag`, docs/operations.md#lag) as the CLI prints it: a
  * table in the manner of `kafka-consumer-groups --describe`, one row per shard.
  */
+import type { GroupLag } from '../client/index.js';
 import type { CliApi } from './api.js';
 import type { GroupName } from './options.js';
 import { renderTable } from './output.js';
 
-export interface ShardLag {
-  readonly shard: number;
-  readonly stream: string;
-  readonly owner: string | null;
-  readonly memberEpoch: number | null;
-  readonly length: number;
-  readonly lagEntries: number;
-  readonly lagExact: boolean;
-  readonly pending: number;
-  readonly oldestPendingMs: number | null;
-  readonly lagSeconds: number;
-  readonly deadLetters: number;
-  readonly retiring: boolean;
-  readonly missing: boolean;
-  readonly noConsumerGroup: boolean;
-}
-
-export interface Lag {
-  readonly streamPrefix: string;
-  readonly consumerGroup: string;
-  readonly measuredAt: string;
-  readonly available: boolean;
-  readonly reason?: string;
-  readonly shards: readonly ShardLag[];
-  readonly totals: {
-    readonly lagEntries: number;
-    readonly pending: number;
-    readonly maxLagSeconds: number;
-    readonly shardsBehind: number;
-  } | null;
-}
+/** The lag reading as the SDK types it (the CLI reads the same answer). */
+export type Lag = GroupLag;
 
 export function getLag(api: CliApi, group: GroupName): Promise<Lag> {
   return api.get<Lag>(api.groupPath('monitoring', group, '/lag'));

@@ -70,7 +70,6 @@ export {
   migrationsView,
   rollbackAllowed,
 } from './migration-view.js';
-export { toMermaid } from './mermaid.js';
 export { newGroupState } from './new-group.js';
 export type { GroupStateValue, LifecyclePhase, MembershipPhase, MigrationPhase } from './phases.js';
 export { expectedStateValue, lifecyclePhase, membershipPhase, migrationPhase } from './phases.js';

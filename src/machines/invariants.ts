@@ -6,7 +6,7 @@ import type { Effect, GroupContext } from './context.js';
 import { compareIds } from './assignor.js';
 import { allShards, isMember, memberCount, memberIds, memberOf, shardAt } from './group-state.js';
 import { keep, kept } from './kept.js';
-import { PersistentMap } from './persistent-map.js';
+import { PersistentMap } from '../collections/persistent-map.js';
 import type { GroupState } from './types.js';
 
 export type InvariantName =
@@ -107,17 +107,8 @@ export function checkInvariants(prev: GroupContext, next: GroupContext): Violati
   const violations = checkGroupState(next);
   const before = prev.group;
   const after = next.group;
-  const monotonic = (name: string, was: number, is: number): void => {
-    if (is < was) {
-      violations.push({
-        invariant: 'MONOTONIC_VERSIONS',
-        detail: `${name} went from ${was} to ${is}`,
-      });
-    }
-  };
-  monotonic('metadataVersion', before.metadataVersion, after.metadataVersion);
-  monotonic('assignmentEpoch', before.assignmentEpoch, after.assignmentEpoch);
-  monotonic('memberEpochSeq', before.memberEpochSeq, after.memberEpochSeq);
+  const monotonic = monotonicCheck(violations);
+  versionsNeverDecrease(before, after, monotonic);
   for (const memberId of memberIds(after)) {
     const was = memberOf(before, memberId);
     const is = memberOf(after, memberId);
@@ -173,10 +164,9 @@ function keepsStateInvariants(prev: GroupContext, next: GroupContext): boolean {
   return !removed;
 }
 
-/** The step part of {@link checkInvariants}, from the changed records only. */
-function stepViolations(before: GroupState, after: GroupState): Violation[] {
-  const violations: Violation[] = [];
-  const monotonic = (name: string, was: number, is: number): void => {
+/** A check that reports, into `violations`, a number that went down (MONOTONIC_VERSIONS). */
+function monotonicCheck(violations: Violation[]): (name: string, was: number, is: number) => void {
+  return (name, was, is) => {
     if (is < was) {
       violations.push({
         invariant: 'MONOTONIC_VERSIONS',
@@ -184,9 +174,24 @@ function stepViolations(before: GroupState, after: GroupState): Violation[] {
       });
     }
   };
+}
+
+/** The group's versions and its highest member epoch never go down. */
+function versionsNeverDecrease(
+  before: GroupState,
+  after: GroupState,
+  monotonic: (name: string, was: number, is: number) => void,
+): void {
   monotonic('metadataVersion', before.metadataVersion, after.metadataVersion);
   monotonic('assignmentEpoch', before.assignmentEpoch, after.assignmentEpoch);
   monotonic('memberEpochSeq', before.memberEpochSeq, after.memberEpochSeq);
+}
+
+/** The step part of {@link checkInvariants}, from the changed records only. */
+function stepViolations(before: GroupState, after: GroupState): Violation[] {
+  const violations: Violation[] = [];
+  const monotonic = monotonicCheck(violations);
+  versionsNeverDecrease(before, after, monotonic);
   const lowered: string[] = [];
   PersistentMap.diff(before.members, after.members, (memberId, was, is) => {
     if (was && is && is.memberEpoch < was.memberEpoch) lowered.push(memberId);

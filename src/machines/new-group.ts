@@ -1,4 +1,4 @@
-import { PersistentMap } from './persistent-map.js';
+import { PersistentMap } from '../collections/persistent-map.js';
 import type { GroupRef, GroupState, LayoutRef, ShardRecord, StartAt } from './types.js';
 
 /** The layout of a group that has not followed one yet. */

@@ -3,7 +3,7 @@
  * The persisted shape (what goes into the metadata hash) is `GroupState`; liveness, which is
  * kept out of the store (docs/architecture.md#the-metadata-hash), lives in `MemberLiveness`.
  */
-import type { PersistentMap } from './persistent-map.js';
+import type { PersistentMap } from '../collections/persistent-map.js';
 
 /** Lifecycle status of a group, persisted in the metadata hash. */
 export type GroupStatus = 'ACTIVE' | 'FROZEN' | 'FAILED_CLOSED';

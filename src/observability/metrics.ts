@@ -156,41 +156,33 @@ export class Metrics {
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
-  /**
-   * 1 when this replica started against a store that holds no group although it had seen groups
-   * there before (docs/operations.md#lost-metadata); 0 otherwise.
-   */
   /** Lag of each owned group, refreshed every `coordinator.streams.lag-interval` (docs/operations.md#lag). */
-  readonly groupLagEntries = new Gauge({
-    name: 'coord_group_lag_entries',
-    help: 'Entries not yet delivered to the group, summed over its shards',
-    labelNames: ['stream_prefix', 'consumer_group'] as const,
-    registers: [this.registry],
-  });
-  readonly groupLagSeconds = new Gauge({
-    name: 'coord_group_lag_seconds',
-    help: 'Age of the oldest entry not yet delivered to the group (max over its shards; 0 when caught up)',
-    labelNames: ['stream_prefix', 'consumer_group'] as const,
-    registers: [this.registry],
-  });
-  readonly groupPendingEntries = new Gauge({
-    name: 'coord_group_pending_entries',
-    help: 'Entries delivered to the group but not acknowledged, summed over its shards',
-    labelNames: ['stream_prefix', 'consumer_group'] as const,
-    registers: [this.registry],
-  });
-  readonly groupLagMeasuredAge = new Gauge({
-    name: 'coord_group_lag_measured_age_seconds',
-    help: 'Seconds since the lag metrics of the group were last measured (they keep their last value while the streams cannot be read)',
-    labelNames: ['stream_prefix', 'consumer_group'] as const,
-    registers: [this.registry],
-  });
+  readonly groupLagEntries = this.groupGauge(
+    'coord_group_lag_entries',
+    'Entries not yet delivered to the group, summed over its shards',
+  );
+  readonly groupLagSeconds = this.groupGauge(
+    'coord_group_lag_seconds',
+    'Age of the oldest entry not yet delivered to the group (max over its shards; 0 when caught up)',
+  );
+  readonly groupPendingEntries = this.groupGauge(
+    'coord_group_pending_entries',
+    'Entries delivered to the group but not acknowledged, summed over its shards',
+  );
+  readonly groupLagMeasuredAge = this.groupGauge(
+    'coord_group_lag_measured_age_seconds',
+    'Seconds since the lag metrics of the group were last measured (they keep their last value while the streams cannot be read)',
+  );
   readonly shardLagEntries = new Gauge({
     name: 'coord_shard_lag_entries',
     help: 'Entries not yet delivered to the group on one shard (only with coordinator.streams.lag-shard-metrics)',
     labelNames: ['stream_prefix', 'consumer_group', 'shard'] as const,
     registers: [this.registry],
   });
+  /**
+   * 1 when this replica started against a store that holds no group although it had seen groups
+   * there before (docs/operations.md#lost-metadata); 0 otherwise.
+   */
   readonly storeEmptied = new Gauge({
     name: 'coord_store_emptied',
     help:
@@ -261,5 +253,15 @@ export class Metrics {
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics)
       collectDefaultMetrics({ register: this.registry, prefix: 'coord_process_' });
+  }
+
+  /** A gauge per group (labels `stream_prefix`, `consumer_group`) on this registry. */
+  private groupGauge(name: string, help: string) {
+    return new Gauge({
+      name,
+      help,
+      labelNames: ['stream_prefix', 'consumer_group'] as const,
+      registers: [this.registry],
+    });
   }
 }

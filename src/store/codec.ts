@@ -1,4 +1,4 @@
-import { PersistentMap } from '../machines/persistent-map.js';
+import { PersistentMap } from '../collections/persistent-map.js';
 import type {
   FailureReason,
   GroupState,

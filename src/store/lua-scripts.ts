@@ -4,7 +4,8 @@ import { readFileSync, readdirSync } from 'node:fs';
 export interface LuaScript {
   /** The verb the file is named after, e.g. `commitGroup`. */
   readonly name: string;
-  readonly numberOfKeys: number;
+  /** Undefined for a script of any number of keys (`verbNoun-n.lua`): the caller passes it. */
+  readonly numberOfKeys: number | undefined;
   /** Source with every `--- @include "x"` line replaced by `includes/x.lua`. */
   readonly lua: string;
 }
@@ -12,7 +13,7 @@ export interface LuaScript {
 /** Next to this module both in `src/` (vitest) and `dist/` (the build copies the folder). */
 const LUA_DIR = new URL('./lua/', import.meta.url);
 const INCLUDE = /^--- @include "([A-Za-z0-9_-]+)"\s*$/gm;
-const SCRIPT_FILE = /^([A-Za-z]+)-(\d+)\.lua$/;
+const SCRIPT_FILE = /^([A-Za-z]+)-(\d+|n)\.lua$/;
 
 function readInclude(name: string): string {
   return readFileSync(new URL(`includes/${name}.lua`, LUA_DIR), 'utf8');
@@ -28,9 +29,16 @@ export function loadLuaScripts(): LuaScript[] {
     .filter((match): match is RegExpExecArray => match !== null)
     .map(([file, name = '', keys = '0']) => ({
       name,
-      numberOfKeys: Number(keys),
+      numberOfKeys: keys === 'n' ? undefined : Number(keys),
       lua: readFileSync(new URL(file, LUA_DIR), 'utf8').replace(INCLUDE, (_line, include: string) =>
         readInclude(include),
       ),
     }));
+}
+
+/** One script of `src/store/lua/` by its verb, e.g. `renewLeases`. */
+export function luaScript(name: string): LuaScript {
+  const script = loadLuaScripts().find((s) => s.name === name);
+  if (!script) throw new Error(`no Lua script ${name} in src/store/lua`);
+  return script;
 }

@@ -9,7 +9,7 @@ import type { FieldPatch, GroupFields } from './codec.js';
 import { assertPageLimit, decodeCursor, encodeCursor } from './group-paging.js';
 import { keyNames, parseRegistryMember, registryMember } from './keys.js';
 import type { KeyNames } from './keys.js';
-import { loadLuaScripts } from './lua-scripts.js';
+import { loadLuaScripts, luaScript } from './lua-scripts.js';
 import {
   decodeLayout,
   LAYOUT_JOIN_GRACE_MS,
@@ -95,24 +95,11 @@ const PACKAGE_VERSION = (
  */
 const COMMAND_PREFIX = `coord_${PACKAGE_VERSION.replace(/[^A-Za-z0-9]/g, '_')}_`;
 
-/** Metadata keys read by one {@link READ_REVISIONS_SCRIPT} call. */
+/** Metadata keys read by one `readRevisions-n.lua` call. */
 export const READ_REVISIONS_BATCH = 500;
-/**
- * `storeRevision` and `lifecycleId` of every key (any number of keys), flat, in order: the
- * verify loop reads every held group each `verify-interval`, and 10,000 `HMGET`s every 5 s
- * cost a replica at the capacity goal more than the reads themselves (a command object, a
- * promise and a reply each, which outlive a young-generation GC). A missing field is nil.
- */
-export const READ_REVISIONS_SCRIPT = `
-local out = {}
-for i, key in ipairs(KEYS) do
-  local fields = redis.call('hmget', key, 'storeRevision', 'lifecycleId')
-  out[2 * i - 1] = fields[1]
-  out[2 * i] = fields[2]
-end
-return out
-`;
-const READ_REVISIONS_COMMAND = `${COMMAND_PREFIX}readRevisionsBatch`;
+/** The verify loop's batched read (`src/store/lua/readRevisions-n.lua`). */
+export const READ_REVISIONS_SCRIPT = luaScript('readRevisions').lua;
+const READ_REVISIONS_COMMAND = `${COMMAND_PREFIX}readRevisions`;
 type ReadRevisionsBatch = (count: number, ...keys: string[]) => Promise<Array<string | null>>;
 
 const reconnectDelay = (times: number): number => Math.min(times * 100, MAX_RECONNECT_DELAY_MS);
@@ -161,7 +148,6 @@ export class RedisStore implements Store {
         retryStrategy: reconnectDelay,
       });
     }
-    this.client.defineCommand(READ_REVISIONS_COMMAND, { lua: READ_REVISIONS_SCRIPT });
     for (const script of loadLuaScripts()) {
       this.client.defineCommand(COMMAND_PREFIX + script.name, {
         lua: script.lua,

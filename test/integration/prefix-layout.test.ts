@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/machines/clock.js';
 import { CHANGE, type TestCoordinator, useCoordinator } from '../support/coordinator.js';
-import { PersistentMap } from '../../src/machines/persistent-map.js';
+import { PersistentMap } from '../../src/collections/persistent-map.js';
 import { encodeGroup } from '../../src/store/codec.js';
 import { makeGroupState, refOf } from '../support/fixtures.js';
 import { SimulatedMember } from '../support/members.js';

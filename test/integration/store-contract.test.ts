@@ -8,7 +8,7 @@ import {
   LeaseNotHeldError,
   StoreUnavailableError,
 } from '../../src/errors.js';
-import { PersistentMap } from '../../src/machines/persistent-map.js';
+import { PersistentMap } from '../../src/collections/persistent-map.js';
 import type { GroupRef, MemberRecord, ShardRecord } from '../../src/machines/types.js';
 import type { FieldPatch, GroupFields } from '../../src/store/codec.js';
 import { compareMembers } from '../../src/store/group-paging.js';

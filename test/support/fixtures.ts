@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { PersistentMap } from '../../src/machines/persistent-map.js';
+import { PersistentMap } from '../../src/collections/persistent-map.js';
 import type {
   GroupRef,
   GroupState,

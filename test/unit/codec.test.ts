@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { GroupState, MemberRecord, ShardRecord } from '../../src/machines/types.js';
-import { PersistentMap } from '../../src/machines/persistent-map.js';
+import { PersistentMap } from '../../src/collections/persistent-map.js';
 import {
   decodeGroup,
   diffFields,

@@ -19,7 +19,7 @@ import {
   type SteadyDecision,
 } from '../../src/machines/heartbeat.js';
 import { LivenessTable } from '../../src/machines/liveness.js';
-import { PersistentMap } from '../../src/machines/persistent-map.js';
+import { PersistentMap } from '../../src/collections/persistent-map.js';
 import type { GroupEvent } from '../../src/machines/events.js';
 import { groupMachine, restoreGroupSnapshot } from '../../src/machines/group-machine.js';
 import {

@@ -17,7 +17,7 @@ import {
 } from '../../src/machines/group-state.js';
 import { newGroupState } from '../../src/machines/new-group.js';
 import { membershipPhase } from '../../src/machines/phases.js';
-import { PersistentMap } from '../../src/machines/persistent-map.js';
+import { PersistentMap } from '../../src/collections/persistent-map.js';
 import type { GroupState, MemberRecord, ShardRecord } from '../../src/machines/types.js';
 
 /*

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { setup } from 'xstate';
 import { groupMachine } from '../../src/machines/group-machine.js';
 import { machineDefinition } from '../../src/machines/machine-definition.js';
-import { activeStateIds, toMermaid } from '../../src/machines/mermaid.js';
+import { activeStateIds, toMermaid } from '../../src/diagrams/mermaid.js';
 
 /** The text with each label on one line (labels are wrapped with `<br/>`). */
 const flat = (text: string) => text.replace(/<br\/>/g, ' ');

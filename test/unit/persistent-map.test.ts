@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { INDEXED_SIZE, PersistentMap } from '../../src/machines/persistent-map.js';
+import { INDEXED_SIZE, PersistentMap } from '../../src/collections/persistent-map.js';
 
 /** FNV-1a, as the map hashes keys: used here only to find keys whose hashes collide. */
 function fnv(key: string): number {

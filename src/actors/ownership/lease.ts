@@ -8,6 +8,7 @@ import { groupId } from '../../machines/types.js';
 import type { GroupRef } from '../../machines/types.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { hashSlot } from '../../store/hash-slot.js';
+import { luaScript } from '../../store/lua-scripts.js';
 
 /** Values of `coord_lease_changes_total{event}` (docs/operations.md). */
 export type LeaseEvent = 'acquired' | 'renewed-failed' | 'lost' | 'released';
@@ -33,24 +34,8 @@ export function leaseCommandTimeoutMs(ttlMs: number): number {
 /** Leases renewed by one script call (one round trip, one Redis command). */
 export const RENEW_BATCH = 256;
 
-/**
- * Renews a batch of leases (docs/decisions.md, batched lease renewals): for each key, if it still
- * holds its value (ARGV[i + 1]), sets its expiry to ARGV[1] ms. Returns 1 or 0 per key, in order.
- * As redlock's extend script does for one key, without its per-call overhead.
- */
-const RENEW_SCRIPT = `
-local ttl = ARGV[1]
-local renewed = {}
-for i, key in ipairs(KEYS) do
-  if redis.call('get', key) == ARGV[i + 1] then
-    redis.call('pexpire', key, ttl)
-    renewed[i] = 1
-  else
-    renewed[i] = 0
-  end
-end
-return renewed
-`;
+/** Renews a batch of leases in one call (`src/store/lua/renewLeases-n.lua`). */
+const RENEW_SCRIPT = luaScript('renewLeases').lua;
 const RENEW_COMMAND = 'coordRenewLeases';
 
 /** A lease client with the renewal script defined on it. */

@@ -9,7 +9,7 @@ import { groupOf, type GroupEntry } from '../../../src/actors/group-entry.js';
 import { TimerWheel } from '../../../src/actors/timer-wheel.js';
 import { ManualClock } from '../../../src/machines/clock.js';
 import { LivenessTable } from '../../../src/machines/liveness.js';
-import { PersistentMap } from '../../../src/machines/persistent-map.js';
+import { PersistentMap } from '../../../src/collections/persistent-map.js';
 import { createLogger, type Logger } from '../../../src/observability/logger.js';
 import { EntryDroppedError } from '../../../src/errors.js';
 import type { HeartbeatReply } from '../../../src/machines/protocol.js';

@@ -2,8 +2,8 @@
  * Converts a machine definition to mermaid `stateDiagram-v2` text, rendered offline by the web
  * UI (no maintained offline XState visualiser exists).
  */
-import type { StateNodeJson, TargetRef, TransitionJson } from './machine-definition.js';
-import { eventlessTransitions } from './machine-definition.js';
+import type { StateNodeJson, TargetRef, TransitionJson } from '../machines/machine-definition.js';
+import { eventlessTransitions } from '../machines/machine-definition.js';
 
 interface IndexedState {
   readonly def: StateNodeJson;
