@@ -35,7 +35,7 @@ const ADVICE: Readonly<Record<string, string>> = {
   RESUME_REFUSED:
     'clients saw a newer metadataVersion than the restored one: restore a newer backup, or `coordctl recovery <group> recreate --shard-count <n>`',
   STORE_UNAVAILABLE:
-    'the coordinator answers, but its store is down: check Redis (nothing was changed), then try again',
+    'the coordinator answers, but its store is down: check Redis; a change already under way may still be made when it is back, so look (`coordctl describe <group>`) before you try again',
   AUDIT_UNAVAILABLE:
     'the change was made but its audit record could not be written: check Redis; do not repeat the change (see `coordctl describe <group>`)',
   STALE_REVISION: 'the group changed meanwhile: try again',
@@ -64,7 +64,7 @@ function storeDownAdvice(details: Readonly<Record<string, unknown>> | undefined)
   if (store === null) return ADVICE.STORE_UNAVAILABLE ?? '';
   return (
     `the coordinator answers, but its store (Redis at ${store}${why ? `: ${why}` : ''}) is down: ` +
-    'check Redis (nothing was changed), then try again'
+    'check Redis; a change already under way may still be made when it is back, so look (`coordctl describe <group>`) before you try again'
   );
 }
 

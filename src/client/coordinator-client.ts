@@ -145,7 +145,20 @@ export interface RequestOptions {
   readonly retry?: boolean;
   /** Cancels the request (a long poll, typically). */
   readonly signal?: AbortSignal;
+  /**
+   * How long the coordinator may hold the answer on purpose (a long poll's or a held
+   * heartbeat's wait): a request sent straight to a group's owner gives up this plus
+   * {@link DIRECT_ANSWER_MS} after it was sent, and goes to the base URLs.
+   */
+  readonly holdMs?: number;
 }
+
+/**
+ * How long a request sent straight to a group's owner waits for its answer (beyond the wait it
+ * asked for) before it goes to the base URLs: a replica forwarding it would answer 503 after
+ * its own 2 s answer timeout, so an owner that does not answer costs no more than that.
+ */
+export const DIRECT_ANSWER_MS = 2_500;
 
 export type { HeartbeatReply, HeartbeatRequest };
 
@@ -271,13 +284,23 @@ export class CoordinatorClient {
   ): Promise<T> {
     const direct = this.directUrlFor(path);
     if (direct !== null) {
+      const total = options.timeoutMs ?? this.timeoutMs;
+      const bounded = Math.min(total, (options.holdMs ?? 0) + DIRECT_ANSWER_MS);
       try {
-        return await this.exchange<T>(direct, -1, method, path, body, options);
+        return await this.exchange<T>(direct, -1, method, path, body, {
+          ...options,
+          timeoutMs: bounded,
+        });
       } catch (error) {
         if (options.signal?.aborted || !fallsBack(error)) throw error;
         // Not reachable from here, or not the owner now: the base URLs, and this URL not for a while.
         this.directBlocked.set(direct, Date.now() + this.demoteForMs);
         this.forgetOwnerUrl(path);
+        // A change the owner may have made before it stopped answering is not sent again:
+        // the caller is told, as for any request whose answer never came.
+        const idempotent =
+          method === 'GET' || method === 'HEAD' || method === 'PUT' || path.endsWith('/heartbeat');
+        if (!retryDecision(error, idempotent).retry) throw error;
       }
     }
     const at = this.pick();
@@ -481,6 +504,7 @@ export class CoordinatorClient {
       {
         retry: false,
         timeoutMs: (timeoutMs ?? this.timeoutMs) + hold.waitMs,
+        holdMs: hold.waitMs,
         ...(hold.signal ? { signal: hold.signal } : {}),
       },
     );
@@ -566,6 +590,7 @@ export class CoordinatorClient {
     const observed = options.observedMetadataVersion;
     return this.request('GET', `${this.groupPath('routing', sp, cg)}${query}`, undefined, {
       timeoutMs: (poll?.waitMs ?? 0) + this.timeoutMs,
+      ...(poll ? { holdMs: poll.waitMs } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
       ...(observed === undefined
         ? {}

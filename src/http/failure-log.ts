@@ -31,6 +31,7 @@ const EXPECTED_REFUSALS: ReadonlyMap<string, RateLimitedLevel> = new Map<
   ['GROUP_FAILED_CLOSED', 'info'],
   ['LOGIN_THROTTLED', 'info'],
   ['STORE_UNAVAILABLE', 'warn'],
+  ['STREAMS_UNAVAILABLE', 'warn'],
   ['STALE_REVISION', 'warn'],
   ['AUDIT_UNAVAILABLE', 'warn'],
   ['METADATA_CORRUPT', 'warn'],
@@ -66,7 +67,9 @@ export function logRequestFailure(
   } else if (EXPECTED_REFUSALS.has(code)) {
     services.rateLimitedLog.write(
       EXPECTED_REFUSALS.get(code) as RateLimitedLevel,
-      [code, request.streamPrefix ?? '', request.consumerGroup ?? ''].join('\u0000'),
+      // Keyed by the code alone: group names are the client's to choose, and so would be the
+      // number of keys (and lines) if they counted.
+      code,
       'request refused',
       { ...fields, status, reason: error instanceof Error ? error.message : String(error) },
     );

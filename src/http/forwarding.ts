@@ -4,6 +4,8 @@ import {
   FORWARD_SIGNATURE_HEADER,
   FORWARDED_BY_HEADER,
   isTrustedForward,
+  FORWARD_DEADLINE_HEADER,
+  isLateForward,
   OWNER_HEADER,
   OWNER_URL_HEADER,
 } from '../actors/ownership/forwarder.js';
@@ -19,13 +21,28 @@ import type { Services } from './services.js';
  * header carries a valid signature under the shared secret. A forwarded-by header without a
  * valid signature is removed, so the request is treated (audited, forwarded) like any other.
  */
-export function acceptForwarded(services: Services, req: IncomingMessage): boolean {
+export function acceptForwarded(services: Services, req: IncomingMessage): boolean | 'late' {
   const replicas = services.replicas;
   if (req.headers[FORWARDED_BY_HEADER] === undefined) return false;
-  if (replicas && isTrustedForward(req, replicas.secret)) return true;
+  if (replicas && isTrustedForward(req, replicas.secret)) {
+    return isLateForward(req, services.clock.now()) ? 'late' : true;
+  }
   delete req.headers[FORWARDED_BY_HEADER];
   delete req.headers[FORWARD_SIGNATURE_HEADER];
+  delete req.headers[FORWARD_DEADLINE_HEADER];
   return false;
+}
+
+/**
+ * The answer to a forwarded request that came too late (see {@link acceptForwarded}): 503
+ * `OWNER_UNAVAILABLE`, nothing done; its forwarder told the caller so already.
+ */
+export function lateForwardError(): CoordinatorError {
+  return new CoordinatorError(
+    'OWNER_UNAVAILABLE',
+    'the forwarded request came after its deadline (this replica was paused): nothing was done',
+    { details: { reason: 'late' } },
+  );
 }
 
 /** The group's owner as this replica sees it (`X-Coord-Owner`); null while it moves. */

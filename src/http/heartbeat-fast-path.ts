@@ -5,7 +5,13 @@ import { assertAnyRole } from './auth/roles.js';
 import type { z } from 'zod';
 import { OWNER_HEADER, OWNER_URL_HEADER } from '../actors/ownership/forwarder.js';
 import type { HeartbeatReply } from '../machines/protocol.js';
-import { acceptForwarded, forwardMoved, groupOwnerOf, ownerUrlOf } from './forwarding.js';
+import {
+  acceptForwarded,
+  forwardMoved,
+  groupOwnerOf,
+  lateForwardError,
+  ownerUrlOf,
+} from './forwarding.js';
 import { assertJsonContentType, errorResult, parseJsonText, requestIdOf } from './pipeline.js';
 import { validate, type HandlerResult } from './route.js';
 import type { SteadyTicket } from '../actors/types.js';
@@ -18,6 +24,7 @@ import {
 } from './routes/consumer.js';
 import { PacedWrites } from './paced-writes.js';
 import { groupParamsSchema } from './schemas.js';
+import { toErrorResponse } from './errors.js';
 import type { Services } from './services.js';
 
 /**
@@ -419,8 +426,11 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     if (!res.headersSent) {
       res.setHeader('X-Request-Id', requestId);
       res.setHeader(FAST_PATH_HEADER, 'fast');
-      if (p.owner !== null) res.setHeader(OWNER_HEADER, p.owner);
-      if (p.owner !== null && route.ownerUrl !== null)
+      // Who owns the group is for callers it admits, not for a 401/403.
+      const { status } = toErrorResponse(error, requestId);
+      const admitted = status !== 401 && status !== 403;
+      if (admitted && p.owner !== null) res.setHeader(OWNER_HEADER, p.owner);
+      if (admitted && p.owner !== null && route.ownerUrl !== null)
         res.setHeader(OWNER_URL_HEADER, route.ownerUrl);
     }
     // Another replica owns the group: forwarded there, its answer passed on.
@@ -547,7 +557,16 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       const route = routeOf(url);
       if (!route) return false;
       const requestId = requestIdOf(req.headers['x-request-id'] as string | undefined);
-      const forwarded = acceptForwarded(services, req);
+      const accepted = acceptForwarded(services, req);
+      if (accepted === 'late') {
+        // Its forwarder answered the caller already: drop it unread, run nothing.
+        const { status, body } = toErrorResponse(lateForwardError(), requestId);
+        res.writeHead(status, { 'Content-Type': JSON_CONTENT_TYPE, 'Retry-After': '1' });
+        res.end(JSON.stringify(body));
+        req.resume();
+        return true;
+      }
+      const forwarded = accepted;
       const owner = ownerOf(route);
       const pending: Pending = { req, res, route, requestId, owner, forwarded };
       readBody(req, maxBytes, (error, bytes) => {

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { CoordinatorError } from '../errors.js';
-import { OWNER_HEADER } from '../actors/ownership/forwarder.js';
+import { OWNER_HEADER, OWNER_URL_HEADER } from '../actors/ownership/forwarder.js';
 import { isAdminPath } from './admin-path.js';
-import { acceptForwarded, setOwnerHeader } from './forwarding.js';
+import { acceptForwarded, lateForwardError, setOwnerHeader } from './forwarding.js';
 import { toErrorResponse } from './errors.js';
 import { logRequestFailure, type FailedRequest } from './failure-log.js';
 import { requestContext, type RequestContext } from './request-context.js';
@@ -24,7 +24,13 @@ export function requestIdMiddleware(services: Services) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const requestId = requestIdOf(req.get('x-request-id'));
     res.setHeader('X-Request-Id', requestId);
-    const forwarded = acceptForwarded(services, req);
+    const accepted = acceptForwarded(services, req);
+    if (accepted === 'late') {
+      const { status, body } = toErrorResponse(lateForwardError(), requestId);
+      res.status(status).set('Retry-After', '1').json(body);
+      return;
+    }
+    const forwarded = accepted;
     const ctx: RequestContext = {
       requestId,
       startedAt: services.clock.now(),
@@ -177,7 +183,11 @@ export async function send(
   const failed = await auditOnce(services, req, res, res.headersSent ? res.statusCode : status);
   if (failed) ({ status, body } = toErrorResponse(failed, ctx.requestId));
   if (res.headersSent) return;
-  if (!res.hasHeader(OWNER_HEADER)) {
+  // Who owns a group (and where it answers) is for callers the group admits, not for a 401/403.
+  if (status === 401 || status === 403) {
+    res.removeHeader(OWNER_HEADER);
+    res.removeHeader(OWNER_URL_HEADER);
+  } else if (!res.hasHeader(OWNER_HEADER)) {
     const named = (ctx.body ?? {}) as { streamPrefix?: unknown; consumerGroup?: unknown };
     const text = (value: unknown) => (typeof value === 'string' ? value : null);
     setOwnerHeader(

@@ -42,7 +42,11 @@ export interface StreamsTarget {
 }
 
 export interface StreamsReaderOptions extends StreamsTarget {
-  /** How long one reading may take before it is answered STREAMS_UNAVAILABLE. @default 2000 */
+  /**
+   * How long one reading may take before it is answered STREAMS_UNAVAILABLE: below the
+   * forwarding answer timeout, so a forwarded lag request is answered by the owner in time.
+   * @default 1000
+   */
   readonly timeoutMs?: number;
   /** Most entries counted one by one where Redis cannot say the lag. @default 10000 */
   readonly countBound?: number;
@@ -71,7 +75,7 @@ export class StreamsReader {
   private failure: string | null = null;
 
   constructor(options: StreamsReaderOptions) {
-    this.timeoutMs = options.timeoutMs ?? 2_000;
+    this.timeoutMs = options.timeoutMs ?? 1_000;
     this.countBound = options.countBound ?? 10_000;
     const redisOptions = {
       connectTimeout: this.timeoutMs,

@@ -5,9 +5,10 @@
  * real redis-server, real HTTP.
  */
 import { createServer, request as httpRequest, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinatorClient } from '../../src/client/index.js';
+import { DIRECT_ANSWER_MS } from '../../src/client/coordinator-client.js';
 import type { HeartbeatRequest } from '../../src/machines/protocol.js';
 import { CHANGE, startTestReplica, type TestCoordinator } from '../support/coordinator.js';
 import {
@@ -78,6 +79,24 @@ describe('owner-direct clients', () => {
     expect(res.headers.get('x-coord-owner-url')).toBe(replicas.get('o1')!.url);
   });
 
+  it('a caller without a valid token learns no owner and no address (401, on express and the fast path)', async () => {
+    const sp = await groupOwnedBy('o1');
+    const other = replicas.get('o2')!;
+    for (const [method, path] of [
+      ['GET', `/coord/v1/routing/streams/${sp}/groups/g`],
+      ['POST', `/coord/v1/consumer/streams/${sp}/groups/g/heartbeat`],
+    ] as const) {
+      const res = await fetch(`${other.url}${path}`, {
+        method,
+        headers: { authorization: 'Bearer not-a-token', 'content-type': 'application/json' },
+        ...(method === 'POST' ? { body: JSON.stringify(join('anon')) } : {}),
+      });
+      expect(res.status).toBe(401);
+      expect(res.headers.get('x-coord-owner')).toBeNull();
+      expect(res.headers.get('x-coord-owner-url')).toBeNull();
+    }
+  });
+
   it('after the first answer, a group is reached at its owner: the other replica forwards nothing', async () => {
     const sp = await groupOwnedBy('o1');
     const other = replicas.get('o2')!;
@@ -128,6 +147,38 @@ describe('owner-direct clients', () => {
     }
   });
 
+  it('an owner that accepts and never answers costs at most the direct answer bound; a write is not sent twice', async () => {
+    const sp = await groupOwnedBy('o1');
+    const other = replicas.get('o2')!;
+    const silent = await blackHole();
+    const proxy = await rewritingProxy(other.url, silent.url);
+    try {
+      const client = new CoordinatorClient({ baseUrl: proxy.url, token: other.token('admin') });
+      await client.routing(sp, 'g'); // learns the silent "owner"
+      const startedAt = Date.now();
+      expect((await client.routing(sp, 'g')).shardCount).toBe(2);
+      const took = Date.now() - startedAt;
+      expect(took).toBeGreaterThanOrEqual(DIRECT_ANSWER_MS - 100);
+      expect(took).toBeLessThan(DIRECT_ANSWER_MS + 3_000);
+      // A change sent straight to an owner that never answered may have been made there: it is
+      // not sent again through the base URLs; the caller hears that no answer came.
+      const writer = new CoordinatorClient({
+        baseUrl: proxy.url,
+        token: other.token('admin'),
+        retry: { maxAttempts: 1 },
+      });
+      await writer.routing(sp, 'g');
+      const before = proxy.requests();
+      await expect(
+        writer.request('POST', `/coord/v1/admin/streams/${sp}/groups/g/freeze`, CHANGE),
+      ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
+      expect(proxy.requests()).toBe(before);
+    } finally {
+      await proxy.close();
+      await silent.close();
+    }
+  });
+
   it('the owner gone: the next requests go to the base URLs, which serve the group again', async () => {
     const sp = await groupOwnedBy('o1');
     const other = replicas.get('o2')!;
@@ -140,6 +191,25 @@ describe('owner-direct clients', () => {
     expect(client.ownerHint(sp, 'g')).toBe('o2');
   });
 });
+
+/** A server that accepts connections and never answers (a paused process). */
+async function blackHole() {
+  const sockets = new Set<import('node:net').Socket>();
+  const server = createNetServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
 
 /** An HTTP proxy to `target` that sets `X-Coord-Owner-Url` to `ownerUrl` on every answer. */
 async function rewritingProxy(target: string, ownerUrl: string) {

@@ -20,6 +20,17 @@ export const FORWARDED_BY_HEADER = 'x-coord-forwarded-by';
  * not audit the request again) only when this signature is valid.
  */
 export const FORWARD_SIGNATURE_HEADER = 'x-coord-forward-signature';
+/**
+ * Until when (epoch ms) the owner may start on a forwarded request: the forwarder answers 503
+ * `OWNER_UNAVAILABLE` at its answer timeout, so a request a paused owner finds in its socket
+ * after it resumed must not run any more (the caller was told it failed). Signed with the rest.
+ */
+export const FORWARD_DEADLINE_HEADER = 'x-coord-forward-deadline';
+/**
+ * How far the replicas' clocks may disagree before a forwarded request counts as late: keep
+ * them within this (NTP keeps them within milliseconds), docs/operations.md#a-paused-owner.
+ */
+export const FORWARD_CLOCK_SKEW_MS = 1_000;
 /** Set on every group response: the replica id of the group's owner. */
 export const OWNER_HEADER = 'x-coord-owner';
 /**
@@ -100,7 +111,7 @@ export interface ForwarderOptions {
   readonly probeIntervalMs?: number;
   /**
    * What a probe asks a suspect owner for; any HTTP answer ends the suspicion.
-   * @default '/coord/v1/monitoring/health'
+   * @default '/coord/v1/monitoring/health/live' (answers while the process serves, store or not)
    */
   readonly probePath?: string;
   /** Where a suspicion's start (warn) and end (info) are logged: once per episode and owner. */
@@ -118,15 +129,17 @@ export interface ForwarderOptions {
  */
 export type BeforeResponse = (status: number) => Promise<CoordinatorError | null>;
 
-function signatureOf(
+/** The signature a forwarder puts on a request ({@link FORWARD_SIGNATURE_HEADER}). */
+export function signatureOf(
   secret: string,
   forwardedBy: string,
   method: string,
   url: string,
   requestId: string,
+  deadline: string,
 ): string {
   return createHmac('sha256', secret)
-    .update(`${forwardedBy}\n${method}\n${url}\n${requestId}`)
+    .update(`${forwardedBy}\n${method}\n${url}\n${requestId}\n${deadline}`)
     .digest('base64url');
 }
 
@@ -137,7 +150,10 @@ function signatureOf(
 export function isTrustedForward(req: IncomingMessage, secret: string): boolean {
   const by = req.headers[FORWARDED_BY_HEADER];
   const given = req.headers[FORWARD_SIGNATURE_HEADER];
-  if (typeof by !== 'string' || typeof given !== 'string') return false;
+  const deadline = req.headers[FORWARD_DEADLINE_HEADER];
+  if (typeof by !== 'string' || typeof given !== 'string' || typeof deadline !== 'string') {
+    return false;
+  }
   const requestId = req.headers['x-request-id'];
   const expected = signatureOf(
     secret,
@@ -145,10 +161,30 @@ export function isTrustedForward(req: IncomingMessage, secret: string): boolean 
     req.method ?? '',
     req.url ?? '',
     typeof requestId === 'string' ? requestId : '',
+    deadline,
   );
   const a = Buffer.from(given);
   const b = Buffer.from(expected);
   return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * Whether a trusted forwarded request came too late to run: its forwarder has answered the
+ * caller 503 already (the owner was paused, or its socket stalled), so running it now would
+ * do what the caller was told failed, possibly over a newer change.
+ */
+export function isLateForward(req: IncomingMessage, now = Date.now()): boolean {
+  const deadline = Number(req.headers[FORWARD_DEADLINE_HEADER]);
+  return !Number.isFinite(deadline) || now > deadline + FORWARD_CLOCK_SKEW_MS;
+}
+
+/**
+ * The path and query of a request target, or null for anything else: an absolute-form target
+ * (`http://host/...`) must never choose where a request is forwarded.
+ */
+function originFormOf(url: string | undefined): string | null {
+  if (url === undefined || !url.startsWith('/') || url.startsWith('//')) return null;
+  return url;
 }
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) and `host`: never passed on. */
@@ -248,7 +284,7 @@ export class Forwarder {
     this.answerTimeoutMs = options.answerTimeoutMs ?? 2_000;
     this.streamIdleMs = options.streamIdleMs ?? 15_000 + this.answerTimeoutMs;
     this.probeIntervalMs = options.probeIntervalMs ?? 500;
-    this.probePath = options.probePath ?? '/coord/v1/monitoring/health';
+    this.probePath = options.probePath ?? '/coord/v1/monitoring/health/live';
     if (!(this.answerTimeoutMs > 0)) throw new RangeError('the answer timeout must be above 0');
   }
 
@@ -289,6 +325,17 @@ export class Forwarder {
       );
       return Promise.resolve(this.count('loop_refused'));
     }
+    if (originFormOf(req.url) === null) {
+      // An absolute-form target (`http://host/…`) never decides where a request goes.
+      this.options.writeError(
+        res,
+        new CoordinatorError(
+          'VALIDATION_FAILED',
+          'the request target must be a path (origin form)',
+        ),
+      );
+      return Promise.resolve(this.count('loop_refused'));
+    }
     const suspicion = this.suspicionOf(owner);
     if (suspicion) {
       if (call.isLive) suspicion.isLive = call.isLive;
@@ -306,18 +353,22 @@ export class Forwarder {
         stopWaiting();
         resolve(this.count(outcome));
       };
-      const target = new URL(req.url ?? '/', owner.url);
+      const path = originFormOf(req.url)!;
+      const target = new URL(path, owner.url);
       const secure = target.protocol === 'https:';
       const headers = endToEnd(req.headers);
       headers[FORWARDED_BY_HEADER] = this.options.replicaId;
+      const startBy = String(Date.now() + this.answerTimeoutMs);
+      headers[FORWARD_DEADLINE_HEADER] = startBy;
       if (this.options.secret !== undefined) {
         const requestId = req.headers['x-request-id'];
         headers[FORWARD_SIGNATURE_HEADER] = signatureOf(
           this.options.secret,
           this.options.replicaId,
           req.method ?? '',
-          req.url ?? '/',
+          path,
           typeof requestId === 'string' ? requestId : '',
+          startBy,
         );
       }
       const from = req.socket.remoteAddress;
