@@ -51,3 +51,39 @@ export class AuditLog {
     await this.store.appendAudit(record);
   }
 }
+
+/** The answer a request cut off before it was wholly received gets (408 REQUEST_TIMEOUT). */
+export interface CutOffAnswer {
+  readonly status: number;
+  readonly code: string;
+  readonly message: string;
+}
+
+/** How the audit record of a request is written should it be cut off, by response. */
+const cutOffAudits = new WeakMap<object, (answer: CutOffAnswer) => Promise<void>>();
+
+/**
+ * Keeps, for the request of `res`, how its audit record is written should the connection
+ * deadlines cut it off (408) before its body is in: they answer and close the socket only once
+ * it is written (see {@link auditCutOff}), as every other refusal is audited before it is sent.
+ */
+export function onCutOff(res: object, audit: (answer: CutOffAnswer) => Promise<void>): void {
+  cutOffAudits.set(res, audit);
+}
+
+/**
+ * Writes the audit record of the request of `res`, cut off with `answer`: settles once it is
+ * written (or could not be); null when nothing is kept for it (not an express request). At most
+ * once per response.
+ */
+export function auditCutOff(res: object, answer: CutOffAnswer): Promise<void> | null {
+  const audit = cutOffAudits.get(res);
+  if (audit === undefined) return null;
+  cutOffAudits.delete(res);
+  return Promise.resolve()
+    .then(() => audit(answer))
+    .then(
+      () => undefined,
+      () => undefined,
+    );
+}

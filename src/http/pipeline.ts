@@ -3,6 +3,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { CoordinatorError } from '../errors.js';
 import { OWNER_HEADER, OWNER_URL_HEADER } from '../actors/ownership/forwarder.js';
 import { isAdminPath } from './admin-path.js';
+import { onCutOff, type CutOffAnswer } from './audit.js';
 import { acceptForwarded, lateForwardError, setOwnerHeader } from './forwarding.js';
 import { toErrorResponse } from './errors.js';
 import { logRequestFailure, type FailedRequest } from './failure-log.js';
@@ -47,6 +48,8 @@ export function requestIdMiddleware(services: Services) {
       operation: null,
     };
     res.locals.coord = ctx;
+    // Cut off (408) before its body is in, an admin request is audited before the 408 is sent.
+    if (!forwarded) onCutOff(res, (answer) => auditCutOffRequest(services, req, res, answer));
     next();
   };
 }
@@ -162,6 +165,33 @@ export async function auditOnce(
     status: String(failed ? toErrorResponse(failed, ctx.requestId).status : status),
   });
   return failed;
+}
+
+/**
+ * The audit record (outcome REJECTED, the status of `answer`) and the `request refused` info
+ * line of an admin request the connection deadlines cut off because its body did not arrive
+ * in time: written before the 408 is sent and the socket closed (see `onCutOff`), so it too
+ * has its one record. Nothing for any other request.
+ */
+async function auditCutOffRequest(
+  services: Services,
+  req: Request,
+  res: Response,
+  answer: CutOffAnswer,
+): Promise<void> {
+  const ctx = requestContext(res);
+  if (!ctx.audited || ctx.auditWritten) return;
+  await auditOnce(services, req, res, answer.status);
+  services.rateLimitedLog.info(answer.code, 'request refused', {
+    requestId: ctx.requestId,
+    method: req.method,
+    path: req.path,
+    ...(ctx.streamPrefix ? { streamPrefix: ctx.streamPrefix } : {}),
+    ...(ctx.consumerGroup ? { consumerGroup: ctx.consumerGroup } : {}),
+    code: answer.code,
+    status: answer.status,
+    reason: answer.message,
+  });
 }
 
 /**

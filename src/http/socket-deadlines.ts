@@ -2,7 +2,13 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
-import { answerTimeout, clientErrorListener } from './connection-errors.js';
+import { auditCutOff } from './audit.js';
+import {
+  answerTimeout,
+  clientErrorListener,
+  requestTimeoutAnswer,
+  type Exchange,
+} from './connection-errors.js';
 
 /*
  * What a socket is doing, as far as its deadline is concerned:
@@ -213,6 +219,36 @@ export class SocketDeadlines {
   }
 }
 
+/** Sockets whose request was cut off and whose 408 waits for the request's audit record. */
+const auditing = new WeakSet<Duplex>();
+
+/**
+ * The answer to a request not received in time ({@link answerTimeout}: 408, the socket closed).
+ * A request whose headers were read and that keeps an audit record for this case (an admin
+ * request, see `auditCutOff`) has it written first, as every other refusal is audited before
+ * it is answered; meanwhile the socket reads nothing more, so the request cannot complete and
+ * be served after all. A second timeout of the same request (Node's own check as well as the
+ * per-socket deadline) is left to the first.
+ */
+function answerTimeoutAudited(
+  socket: Duplex,
+  part: 'headers' | 'request',
+  exchange: Exchange,
+): void {
+  if (auditing.has(socket)) return;
+  const written =
+    exchange === null || exchange.res.headersSent
+      ? null
+      : auditCutOff(exchange.res, requestTimeoutAnswer(part));
+  if (written === null) {
+    answerTimeout(socket, part, exchange);
+    return;
+  }
+  auditing.add(socket);
+  socket.pause();
+  void written.then(() => answerTimeout(socket, part, exchange));
+}
+
 /**
  * Puts the per-socket slow-client deadlines and the JSON answers to what Node's parser refuses
  * on `server` (its `connection` and `clientError` listeners). The request listener must call
@@ -222,11 +258,18 @@ export function guardConnections(
   server: Server,
   limits: { readonly headersTimeoutMs: number; readonly requestTimeoutMs: number },
 ): SocketDeadlines {
-  const deadlines = new SocketDeadlines({ ...limits, onTimeout: answerTimeout });
+  const deadlines = new SocketDeadlines({ ...limits, onTimeout: answerTimeoutAudited });
+  const exchangeOf = (socket: Duplex) => deadlines.exchangeOf(socket);
+  const onClientError = clientErrorListener(exchangeOf);
   server.on('connection', (socket: Socket) => deadlines.connected(socket));
-  server.on(
-    'clientError',
-    clientErrorListener((socket) => deadlines.exchangeOf(socket)),
-  );
+  server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => {
+    // Node's own request timeout: answered (and audited) as the per-socket deadlines do.
+    if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+      const exchange = exchangeOf(socket);
+      answerTimeoutAudited(socket, exchange === null ? 'headers' : 'request', exchange);
+      return;
+    }
+    onClientError(error, socket);
+  });
   return deadlines;
 }

@@ -20,6 +20,7 @@ import type {
   FailureRecord,
   GroupPage,
   GroupRevision,
+  LoginAttempt,
   LoginFailures,
   ReplicaRecord,
   Store,
@@ -341,7 +342,7 @@ export class MemoryStore implements Store {
 
   /*
    * Outages and failed logins (docs/operations.md#login-throttling): an embedded store is never
-   * down; the counters follow the rules of recordLoginFailure-1.lua and readLoginFailures-1.lua.
+   * down; the counters follow the rules of reserveLoginAttempt-1.lua and readLoginFailures-1.lua.
    */
 
   /** Failed logins by id, with the `performance.now()` at which their window closes. */
@@ -351,14 +352,19 @@ export class MemoryStore implements Store {
     return null;
   }
 
-  recordLoginFailure(id: string, windowMs: number): Promise<LoginFailures> {
+  reserveLoginAttempt(id: string, maxAttempts: number, windowMs: number): Promise<LoginAttempt> {
     return settle(() => {
       const now = performance.now();
       const open = this.openLoginWindow(id, now);
       const window = open ?? { failures: 0, closesAt: now + windowMs };
-      window.failures += 1;
+      const allowed = window.failures < maxAttempts;
+      if (allowed) window.failures += 1;
       this.loginWindows.set(id, window);
-      return { failures: window.failures, remainingMs: Math.ceil(window.closesAt - now) };
+      return {
+        allowed,
+        failures: window.failures,
+        remainingMs: Math.ceil(window.closesAt - now),
+      };
     });
   }
 

@@ -26,6 +26,7 @@ import type {
   FailureRecord,
   GroupPage,
   GroupRevision,
+  LoginAttempt,
   LoginFailures,
   ReplicaLease,
   ReplicaRecord,
@@ -607,10 +608,20 @@ export class RedisStore implements Store {
     };
   }
 
-  async recordLoginFailure(id: string, windowMs: number): Promise<LoginFailures> {
-    return loginFailuresOf(
-      await this.runKeyScript('recordLoginFailure', [this.keys.loginFailures(id)], [windowMs]),
+  async reserveLoginAttempt(
+    id: string,
+    maxAttempts: number,
+    windowMs: number,
+  ): Promise<LoginAttempt> {
+    const reply = await this.runKeyScript(
+      'reserveLoginAttempt',
+      [this.keys.loginFailures(id)],
+      [maxAttempts, windowMs],
     );
+    if (!Array.isArray(reply)) {
+      throw new CoordinatorError('INTERNAL', 'store script returned an unexpected reply');
+    }
+    return { allowed: Number(reply[0]) === 1, ...loginFailuresOf(reply.slice(1)) };
   }
 
   async readLoginFailures(id: string): Promise<LoginFailures> {
@@ -639,7 +650,7 @@ export class RedisStore implements Store {
   }
 }
 
-/** The `{failures, remainingMs}` reply of the login-failure scripts. */
+/** `{failures, remainingMs}` of the login-failure scripts' replies. */
 function loginFailuresOf(reply: unknown): LoginFailures {
   if (!Array.isArray(reply)) {
     throw new CoordinatorError('INTERNAL', 'store script returned an unexpected reply');

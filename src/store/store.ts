@@ -224,12 +224,14 @@ export interface Store {
    */
   outage(): StoreOutage | null;
   /**
-   * Counts one failed login under `id` (a digest of the username and the client address): the
-   * first failure opens a window of `windowMs`, which later failures do not extend. Returns the
-   * failures counted in the window and the milliseconds left of it. Shared by every replica on
-   * the store.
+   * Reserves one login attempt under `id` (a digest of the username and the client address),
+   * checked and counted in one atomic step: while the open window holds fewer than
+   * `maxAttempts`, the attempt is counted as a failure (a successful login then clears the
+   * count) and `allowed`; else it is refused and nothing is counted. The first attempt opens a
+   * window of `windowMs`, which later ones do not extend. Shared by every replica on the store,
+   * so at most `maxAttempts` attempts are allowed per window however many arrive at once.
    */
-  recordLoginFailure(id: string, windowMs: number): Promise<LoginFailures>;
+  reserveLoginAttempt(id: string, maxAttempts: number, windowMs: number): Promise<LoginAttempt>;
   /** The failures counted under `id` in its open window (`failures: 0` when none is open). */
   readLoginFailures(id: string): Promise<LoginFailures>;
   /** Forgets the failures counted under `id` (a successful login). */
@@ -242,11 +244,17 @@ export interface StoreOutage {
   readonly cause: string;
 }
 
-/** Failed logins counted under one id (see {@link Store.recordLoginFailure}). */
+/** Failed logins counted under one id (see {@link Store.reserveLoginAttempt}). */
 export interface LoginFailures {
   readonly failures: number;
   /** Milliseconds until the window closes; 0 when no window is open. */
   readonly remainingMs: number;
+}
+
+/** The answer of {@link Store.reserveLoginAttempt}. */
+export interface LoginAttempt extends LoginFailures {
+  /** The attempt was counted and may check its password; false: refused, nothing counted. */
+  readonly allowed: boolean;
 }
 
 /** One lifecycle of a group deleted on purpose (`Store.recordDeletion`). */

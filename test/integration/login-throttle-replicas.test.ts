@@ -103,6 +103,68 @@ describe('the failed-login count is shared by the replicas on one store', () => 
   });
 });
 
+/**
+ * Sends `count` wrong-password logins for `username` at once, spread over `replicas`; the
+ * statuses answered, counted.
+ */
+async function parallelWrongLogins(
+  replicas: readonly TestCoordinator[],
+  username: string,
+  count: number,
+): Promise<Record<number, number>> {
+  const statuses = await Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      const res = await login(replicas[i % replicas.length] as TestCoordinator, username, 'guess');
+      await res.body?.cancel();
+      return res.status;
+    }),
+  );
+  const counted: Record<number, number> = {};
+  for (const status of statuses) counted[status] = (counted[status] ?? 0) + 1;
+  return counted;
+}
+
+describe('logins sent at once cannot outrun the failed-login count', () => {
+  let redis: RedisServerHandle;
+  let replicas: TestCoordinator[];
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    const keyPrefix = randomKeyPrefix();
+    replicas = await Promise.all(
+      ['burst-a', 'burst-b', 'burst-c'].map((id) =>
+        startTestCoordinator({
+          store: 'redis',
+          redisUrl: redis.url,
+          overrides: {
+            'store.key-prefix': keyPrefix,
+            'replica.id': id,
+            'lease.ttl': '1500ms',
+            'security.login-max-failures': MAX_FAILURES,
+            // Longer than the test: every attempt falls in one window.
+            'security.login-throttle-window': '10m',
+          },
+        }),
+      ),
+    );
+  });
+  afterAll(async () => {
+    await Promise.all((replicas ?? []).map((replica) => replica.close()));
+    await redis?.stop();
+  });
+
+  it('60 wrong passwords at once over three replicas: at most five are checked, the rest 429; then the right one is 429 too', async () => {
+    const counted = await parallelWrongLogins(replicas, 'reader', 60);
+    expect(Object.keys(counted).sort()).toEqual(['401', '429']);
+    expect(counted[401]).toBeLessThanOrEqual(MAX_FAILURES);
+    expect(counted[401]! + counted[429]!).toBe(60);
+    for (const replica of replicas) {
+      const res = await login(replica, 'reader', PASSWORD);
+      expect(res.status).toBe(429);
+      expect(await codeOf(res)).toBe('LOGIN_THROTTLED');
+    }
+  });
+});
+
 describe('store verbs of the failed-login count', () => {
   let redis: RedisServerHandle;
   const stores: Array<[string, () => Store]> = [];
@@ -124,13 +186,13 @@ describe('store verbs of the failed-login count', () => {
       const store = make();
       const id = `id-${Math.random().toString(16).slice(2)}`;
       expect(await store.readLoginFailures(id)).toEqual({ failures: 0, remainingMs: 0 });
-      const first = await store.recordLoginFailure(id, 1_000);
-      expect(first.failures).toBe(1);
+      const first = await store.reserveLoginAttempt(id, 5, 1_000);
+      expect(first).toMatchObject({ allowed: true, failures: 1 });
       expect(first.remainingMs).toBeGreaterThan(900);
       expect(first.remainingMs).toBeLessThanOrEqual(1_000);
-      const second = await store.recordLoginFailure(id, 60_000);
-      expect(second.failures).toBe(2);
-      // The window opened by the first failure: a later failure does not extend it.
+      const second = await store.reserveLoginAttempt(id, 5, 60_000);
+      expect(second).toMatchObject({ allowed: true, failures: 2 });
+      // The window opened by the first attempt: a later one does not extend it.
       expect(second.remainingMs).toBeLessThanOrEqual(1_000);
       const read = await store.readLoginFailures(id);
       expect(read.failures).toBe(2);
@@ -140,16 +202,51 @@ describe('store verbs of the failed-login count', () => {
     },
   );
 
+  it.each(stores)(
+    '%s: a full window refuses the attempt and counts nothing more',
+    async (_kind, make) => {
+      const store = make();
+      const id = `id-${Math.random().toString(16).slice(2)}`;
+      for (let i = 1; i <= 3; i++) {
+        expect(await store.reserveLoginAttempt(id, 3, 60_000)).toMatchObject({
+          allowed: true,
+          failures: i,
+        });
+      }
+      const refused = await store.reserveLoginAttempt(id, 3, 60_000);
+      expect(refused).toMatchObject({ allowed: false, failures: 3 });
+      expect(refused.remainingMs).toBeGreaterThan(0);
+      expect(refused.remainingMs).toBeLessThanOrEqual(60_000);
+      expect((await store.readLoginFailures(id)).failures).toBe(3);
+    },
+  );
+
+  it.each(stores)(
+    '%s: of many attempts reserved at once, exactly the limit is allowed',
+    async (_kind, make) => {
+      const store = make();
+      const id = `id-${Math.random().toString(16).slice(2)}`;
+      const answers = await Promise.all(
+        Array.from({ length: 50 }, () => store.reserveLoginAttempt(id, MAX_FAILURES, 60_000)),
+      );
+      expect(answers.filter((answer) => answer.allowed)).toHaveLength(MAX_FAILURES);
+      expect((await store.readLoginFailures(id)).failures).toBe(MAX_FAILURES);
+    },
+  );
+
   it.each(stores)('%s: a closed window counts from zero again', async (_kind, make) => {
     const store = make();
     const id = `id-${Math.random().toString(16).slice(2)}`;
-    await store.recordLoginFailure(id, 50);
-    await store.recordLoginFailure(id, 50);
+    await store.reserveLoginAttempt(id, 2, 50);
+    expect((await store.reserveLoginAttempt(id, 2, 50)).allowed).toBe(true);
     await waitFor(async () => (await store.readLoginFailures(id)).failures === 0, {
       timeoutMs: 2_000,
       what: 'the window to close',
     });
-    expect((await store.recordLoginFailure(id, 1_000)).failures).toBe(1);
+    expect(await store.reserveLoginAttempt(id, 2, 1_000)).toMatchObject({
+      allowed: true,
+      failures: 1,
+    });
   });
 });
 
@@ -159,6 +256,13 @@ describe('embedded mode keeps its own count', () => {
     c = await startTestCoordinator({ store: 'memory' });
   });
   afterAll(async () => c?.close());
+
+  it('60 wrong passwords at once: at most five are checked, the rest 429; then the right one is 429 too', async () => {
+    const counted = await parallelWrongLogins([c], 'writer', 60);
+    expect(Object.keys(counted).sort()).toEqual(['401', '429']);
+    expect(counted[401]).toBeLessThanOrEqual(MAX_FAILURES);
+    expect((await login(c, 'writer', PASSWORD)).status).toBe(429);
+  });
 
   it('throttles after the failures, with no store behind it', async () => {
     for (let i = 0; i < MAX_FAILURES; i++) await login(c, 'reader', 'wrong password');

@@ -1,9 +1,15 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { onCutOff } from '../../src/http/audit.js';
 import { guardConnections, type SocketDeadlines } from '../../src/http/socket-deadlines.js';
-import { useCoordinator, type TestCoordinator } from '../support/coordinator.js';
-import { waitFor } from '../support/redis-server.js';
+import {
+  startTestCoordinator,
+  useCoordinator,
+  type TestCoordinator,
+} from '../support/coordinator.js';
+import { captureLogs } from '../support/logs.js';
+import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 import {
   completeResponses,
   firstResponse,
@@ -143,6 +149,72 @@ describe('the per-socket deadlines on their own (Node’s own timeouts off)', ()
   });
 });
 
+describe('a request cut off while its audit record is written', () => {
+  let server: Server;
+  let deadlines: SocketDeadlines;
+  let port: number;
+  /** Per request path: the hook was called, and releases it. */
+  const cutOff = new Map<string, { called: Promise<void>; release: () => void }>();
+  const served: string[] = [];
+  beforeAll(async () => {
+    server = createServer({ headersTimeout: 0, requestTimeout: 0 });
+    deadlines = guardConnections(server, {
+      headersTimeoutMs: HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: 500,
+    });
+    server.on('request', (req, res) => {
+      deadlines.request(req, res);
+      const path = req.url ?? '';
+      // The audit record of the request, held until the test releases it.
+      let release: () => void = () => undefined;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const called = new Promise<void>((resolve) =>
+        onCutOff(res, async () => {
+          resolve();
+          await held;
+        }),
+      );
+      cutOff.set(path, { called, release: () => release() });
+      req.resume();
+      req.on('end', () => {
+        served.push(path);
+        res.end('served');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    deadlines?.stop();
+    server?.closeAllConnections();
+    await new Promise((resolve) => server?.close(resolve));
+  });
+
+  it('is answered 408 once the record is written, and the rest of its body sent meanwhile is never read', async () => {
+    const client = await rawConnect(
+      port,
+      'POST /held HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nab',
+    );
+    await waitFor(() => cutOff.has('/held'), { what: 'the request to arrive' });
+    const held = cutOff.get('/held')!;
+    await held.called;
+    // The rest of the body, while the record is being written.
+    await new Promise<void>((resolve) => client.socket.write('cde', () => resolve()));
+    // A whole exchange on another connection: the server has had its turns to read those bytes.
+    const other = await rawConnect(
+      port,
+      'POST /other HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok',
+    );
+    await other.until((text) => completeResponses(text, 1), 5_000);
+    other.socket.destroy();
+    expect(client.received()).toBe('');
+    held.release();
+    await client.closed;
+    expect(firstResponse(client.received()).status).toBe(408);
+    expect(served).toEqual(['/other']);
+  });
+});
+
 describe('slow clients are cut off per socket, whatever else is connected', () => {
   let c: TestCoordinator;
   let steady: SteadyClient;
@@ -229,5 +301,70 @@ describe('slow clients are cut off per socket, whatever else is connected', () =
     expect(client.isClosed()).toBe(false);
     expect(firstResponse(client.received()).status).toBe(200);
     client.socket.destroy();
+  });
+});
+
+describe('an admin request cut off because its body trickles is audited once', () => {
+  let redis: RedisServerHandle;
+  let c: TestCoordinator;
+  let logs: ReturnType<typeof captureLogs>;
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    logs = captureLogs('info');
+    c = await startTestCoordinator({
+      store: 'redis',
+      redisUrl: redis.url,
+      logger: logs.logger,
+      overrides: {
+        'http.headers-timeout': `${HEADERS_TIMEOUT_MS}ms`,
+        'http.request-timeout': `${REQUEST_TIMEOUT_MS}ms`,
+      },
+    });
+  });
+  afterAll(async () => {
+    await c?.close();
+    await redis?.stop();
+  });
+
+  it('a trickled admin POST gets 408, one audit record (REJECTED, 408) written before the answer, and an info line', async () => {
+    const requestId = 'trickle-admin-1';
+    const client = await rawConnect(
+      c.port,
+      'POST /coord/v1/admin/groups HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+        `Authorization: Bearer ${c.token('writer')}\r\n` +
+        `X-Request-Id: ${requestId}\r\nContent-Length: 200\r\n\r\n{`,
+    );
+    await trickleUntilClosed(client);
+    const { status, body } = firstResponse(client.received());
+    expect(status).toBe(408);
+    expect(body).toMatchObject({ error: { code: 'REQUEST_TIMEOUT', requestId } });
+
+    // Written before the 408 was sent: there as soon as the answer is.
+    const res = await c.call('GET', '/coord/v1/monitoring/audit?limit=100', { user: 'reader' });
+    const { records } = (await res.json()) as { records: Array<Record<string, unknown>> };
+    const mine = records.filter((record) => record.requestId === requestId);
+    expect(mine).toHaveLength(1);
+    expect(mine[0]).toMatchObject({
+      method: 'POST',
+      path: '/coord/v1/admin/groups',
+      operation: 'createGroup',
+      outcome: 'REJECTED',
+      status: 408,
+      principal: 'writer',
+    });
+    const { values } = await c.services.metrics.adminRequests.get();
+    expect(values.filter(({ labels }) => labels.status === '408')).toMatchObject([{ value: 1 }]);
+
+    const lines = logs.lines.filter((line) => line.requestId === requestId);
+    expect(lines).toMatchObject([
+      {
+        level: 'info',
+        message: 'request refused',
+        code: 'REQUEST_TIMEOUT',
+        status: 408,
+        method: 'POST',
+        path: '/coord/v1/admin/groups',
+      },
+    ]);
   });
 });

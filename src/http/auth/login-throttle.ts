@@ -6,11 +6,20 @@ import type { Store } from '../../store/store.js';
  * Counts failed logins per (username, client address); after `maxFailures` within `windowMs`
  * (from the first failure) further attempts are refused until the window ends, whatever the
  * password (docs/operations.md#login-throttling).
+ *
+ * The count is taken before the password is checked: {@link LoginThrottle.reserve} counts the
+ * attempt as a failure, or refuses it when the window already holds `maxFailures`, in one
+ * atomic step; a login that proves its password then clears the count. So however many
+ * attempts arrive at once, on however many replicas, at most `maxFailures` of them have their
+ * password checked in a window.
  */
 export interface LoginThrottle {
-  /** Milliseconds until the caller may try again, or 0 when it may try now. */
-  retryAfterMs(username: string, address: string): Promise<number>;
-  recordFailure(username: string, address: string): Promise<void>;
+  /**
+   * Counts this attempt, unless the window is full: 0 when it was counted (its password may
+   * now be checked), else the milliseconds until the caller may try again (nothing counted).
+   */
+  reserve(username: string, address: string): Promise<number>;
+  /** The password was right: the count of (username, address) starts over. */
   recordSuccess(username: string, address: string): Promise<void>;
 }
 
@@ -21,7 +30,8 @@ interface Window {
 
 /**
  * The throttle of one process (embedded mode: one replica, a memory store): counts kept in
- * memory, gone on restart.
+ * memory, gone on restart. Each reservation checks and counts in one synchronous step, so
+ * attempts that overlap cannot all pass the check.
  */
 export class LocalLoginThrottle implements LoginThrottle {
   private readonly windows = new Map<string, Window>();
@@ -32,18 +42,17 @@ export class LocalLoginThrottle implements LoginThrottle {
     private readonly clock: Clock,
   ) {}
 
-  async retryAfterMs(username: string, address: string): Promise<number> {
-    const window = this.current(`${username}\u0000${address}`);
-    if (!window || window.failures < this.maxFailures) return 0;
-    return window.startedAt + this.windowMs - this.clock.now();
-  }
-
-  async recordFailure(username: string, address: string): Promise<void> {
+  async reserve(username: string, address: string): Promise<number> {
     const key = `${username}\u0000${address}`;
-    const window = this.current(key) ?? { failures: 0, startedAt: this.clock.now() };
+    const now = this.clock.now();
+    const window = this.current(key) ?? { failures: 0, startedAt: now };
+    if (window.failures >= this.maxFailures) {
+      return Math.max(1, window.startedAt + this.windowMs - now);
+    }
     window.failures += 1;
     this.windows.set(key, window);
     if (this.windows.size > 100_000) this.prune();
+    return 0;
   }
 
   async recordSuccess(username: string, address: string): Promise<void> {
@@ -66,28 +75,26 @@ export class LocalLoginThrottle implements LoginThrottle {
 
 /**
  * The throttle of several replicas (redis, redis-cluster): the counts live in the store
- * (`Store.recordLoginFailure`), so a caller refused on one replica is refused on every one, and
- * a failure counted anywhere counts everywhere. The store key is a digest of username and
- * address, so neither appears in it. While the store cannot be reached, logins are answered
- * 503 `STORE_UNAVAILABLE` (the count cannot be checked) rather than let through unthrottled.
+ * (`Store.reserveLoginAttempt`, one script that checks and counts), so a caller refused on one
+ * replica is refused on every one, and an attempt counted anywhere counts everywhere. The store
+ * key is a digest of username and address, so neither appears in it. While the store cannot be
+ * reached, logins are answered 503 `STORE_UNAVAILABLE` (the count cannot be checked) rather than
+ * let through unthrottled.
  */
 export class StoreLoginThrottle implements LoginThrottle {
   constructor(
-    private readonly store: Pick<
-      Store,
-      'recordLoginFailure' | 'readLoginFailures' | 'clearLoginFailures'
-    >,
+    private readonly store: Pick<Store, 'reserveLoginAttempt' | 'clearLoginFailures'>,
     private readonly maxFailures: number,
     private readonly windowMs: number,
   ) {}
 
-  async retryAfterMs(username: string, address: string): Promise<number> {
-    const { failures, remainingMs } = await this.store.readLoginFailures(idOf(username, address));
-    return failures >= this.maxFailures ? remainingMs : 0;
-  }
-
-  async recordFailure(username: string, address: string): Promise<void> {
-    await this.store.recordLoginFailure(idOf(username, address), this.windowMs);
+  async reserve(username: string, address: string): Promise<number> {
+    const { allowed, remainingMs } = await this.store.reserveLoginAttempt(
+      idOf(username, address),
+      this.maxFailures,
+      this.windowMs,
+    );
+    return allowed ? 0 : Math.max(1, remainingMs);
   }
 
   async recordSuccess(username: string, address: string): Promise<void> {

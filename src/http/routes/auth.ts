@@ -18,7 +18,9 @@ export const authRoutes = [
     },
     async handler({ body, req, services }) {
       const address = req.socket.remoteAddress ?? 'unknown';
-      const waitMs = await services.throttle.retryAfterMs(body.username, address);
+      // The attempt is counted before its password is checked (one atomic step in the store):
+      // logins sent at once cannot all pass a check made before any of them is counted.
+      const waitMs = await services.throttle.reserve(body.username, address);
       if (waitMs > 0) {
         const retryAfterSeconds = Math.ceil(waitMs / 1000);
         throw new CoordinatorError(
@@ -31,7 +33,7 @@ export const authRoutes = [
       }
       const principal = await services.users.authenticate(body.username, body.password);
       if (!principal) {
-        await services.throttle.recordFailure(body.username, address);
+        // Already counted by the reservation above.
         services.rateLimitedLog.warn(`failed-login\u0000${address}`, 'failed login', {
           username: body.username,
           clientAddress: address,

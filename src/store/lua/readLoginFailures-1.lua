@@ -1,6 +1,7 @@
 --[[
   The failed logins counted in an open window (docs/operations.md#login-throttling), read in
-  one round trip with the time left of the window. Writes nothing.
+  one round trip with the time left of the window. Writes nothing. Attempts are counted by
+  reserveLoginAttempt-1.lua before their password is checked.
 
   KEYS[1]  failed logins of one user and client address   kp:login-failures:<digest>
 
