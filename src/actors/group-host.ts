@@ -173,6 +173,14 @@ export class GroupHost implements GroupCoordinator {
       intervalMs: streams['lag-interval'],
       budget: streams['lag-budget'],
       shardMetrics: streams['lag-shard-metrics'],
+      registry: (page) => parts.guard(() => options.store.listGroups(page)),
+      owns: (ref) => parts.ownership.ownerOf(ref).self,
+      // Through the owned-groups path, as any request would load it (a group owned elsewhere
+      // is never loaded here).
+      entryOf: async (ref) => {
+        const found = await parts.owned.lookup(ref);
+        return found.kind === 'owned' ? found.entry : null;
+      },
       entries: () => parts.table.all(),
       snapshotOf: (entry) => this.snapshotOf(entry),
     });

@@ -3,6 +3,7 @@ import { allShards } from '../machines/group-state.js';
 import { groupId, type GroupRef } from '../machines/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { GroupPage } from '../store/store.js';
 import { entryAgeSeconds, type StreamsReader } from '../streams/streams-reader.js';
 import type { GroupEntry } from './group-entry.js';
 import type { GroupSnapshot } from './types.js';
@@ -71,18 +72,31 @@ export interface GroupLagOptions {
   /** `coordinator.streams.lag-budget`: groups read per interval. */
   readonly budget: number;
   readonly shardMetrics: boolean;
-  /** The groups this replica serves now, and what readers see of each. */
+  /** The store's registry of every group, a page at a time (`Store.listGroups`). */
+  readonly registry: (page: { cursor?: string | undefined; limit: number }) => Promise<GroupPage>;
+  /** Whether this replica owns the group, by the ownership seam's decision (no I/O). */
+  readonly owns: (ref: GroupRef) => boolean;
+  /**
+   * The entry of a group this replica owns, loaded the way every owned group is when it is not
+   * loaded yet; null when it is served elsewhere after all (it moved meanwhile).
+   */
+  readonly entryOf: (ref: GroupRef) => Promise<GroupEntry | null>;
+  /** The groups loaded here now. */
   readonly entries: () => readonly GroupEntry[];
   readonly snapshotOf: (entry: GroupEntry) => GroupSnapshot;
 }
 
 /** Groups read at once by the metrics refresh. */
 const REFRESH_CONCURRENCY = 16;
+/** Groups listed per page of the registry by the metrics refresh. */
+const REGISTRY_PAGE = 500;
 
 /**
  * Lag of the groups this replica owns: read on demand for the lag endpoint (cached for
  * `lag-cache`), and for the metrics every `lag-interval`, at most `lag-budget` groups per
- * interval in turn, so 10,000 groups never stall the replica or Redis.
+ * interval in turn, so 10,000 groups never stall the replica or Redis. The metrics cover every
+ * group of the store's registry this replica owns, loaded or not: an idle group (no member, no
+ * producer) is exactly the one a lag alert is for, and after a restart nothing else loads it.
  */
 export class GroupLag {
   private readonly cache = new Map<string, { at: number; view: Promise<LagView> }>();
@@ -90,8 +104,14 @@ export class GroupLag {
   private readonly history = new Map<string, number[]>();
   /** When each group's metrics were last measured (epoch ms). */
   private readonly measured = new Map<string, { ref: GroupRef; at: number; shards: number[] }>();
-  /** Where the next refresh round starts in the list of owned groups. */
-  private cursor = 0;
+  /**
+   * Where the refresh goes on in the store's registry: owned groups listed but not read yet
+   * (read first, in order), and the cursor of the page after them (undefined: the first page).
+   */
+  private listed: GroupRef[] = [];
+  private cursor: string | undefined = undefined;
+  /** Where the next round starts among the groups loaded here, while the registry cannot be read. */
+  private loadedTurn = 0;
 
   constructor(private readonly options: GroupLagOptions) {}
 
@@ -136,29 +156,91 @@ export class GroupLag {
     return growing ? ['FALLING_BEHIND'] : [];
   }
 
-  /** One metrics round: the next `lag-budget` owned groups, a few at a time. */
+  /**
+   * One metrics round: the next `lag-budget` groups of the registry this replica owns, a few at
+   * a time; a group owned here but not loaded yet is loaded (owning a group is serving it).
+   */
   async refresh(): Promise<void> {
-    const { entries, budget, snapshotOf, clock } = this.options;
-    const owned = entries();
-    this.forgetGone(owned);
+    const { entries, budget, logger } = this.options;
+    this.forgetGone(entries());
     this.updateAges();
-    if (owned.length === 0) return;
-    const count = Math.min(budget, owned.length);
-    const start = this.cursor % owned.length;
-    const batch = Array.from({ length: count }, (_, i) => owned[(start + i) % owned.length]!);
-    this.cursor = (start + count) % owned.length;
+    let batch: GroupRef[];
+    try {
+      batch = await this.nextOwned(budget);
+    } catch (error) {
+      // The registry cannot be read (the store is down): the groups loaded here are read still,
+      // as long as this replica may serve them.
+      logger.info('lag refresh: the group registry cannot be read; reading the loaded groups', {
+        error: String(error),
+      });
+      batch = this.loadedInTurn(budget);
+    }
     for (let i = 0; i < batch.length; i += REFRESH_CONCURRENCY) {
-      await Promise.all(
-        batch.slice(i, i + REFRESH_CONCURRENCY).map(async (entry) => {
-          const snapshot = snapshotOf(entry);
-          try {
-            const view = await this.measure(snapshot);
-            this.record(entry.ref, view, clock.now());
-          } catch {
-            // Kept: the metrics hold their last value and the age gauge grows (never 0).
-          }
-        }),
-      );
+      await Promise.all(batch.slice(i, i + REFRESH_CONCURRENCY).map((ref) => this.refreshOne(ref)));
+    }
+  }
+
+  /**
+   * The next `count` groups of the registry this replica owns, in turn from where the last round
+   * stopped, each at most once: fewer when it owns fewer (the round stops where it started).
+   */
+  private async nextOwned(count: number): Promise<GroupRef[]> {
+    const { registry, owns } = this.options;
+    const batch: GroupRef[] = [];
+    const taken = new Set<string>();
+    // A round lists the registry to its end and, when it began in the middle, from its start
+    // to its end once more (meeting a group taken in this round ends it sooner).
+    let ends = this.listed.length === 0 && this.cursor === undefined ? 1 : 0;
+    while (batch.length < count) {
+      if (this.listed.length === 0) {
+        if (ends === 2) break;
+        let page: GroupPage;
+        try {
+          page = await registry({ cursor: this.cursor, limit: REGISTRY_PAGE });
+        } catch (error) {
+          // The groups taken so far are read; the next round lists on from here.
+          if (batch.length > 0) break;
+          throw error;
+        }
+        this.listed = page.groups.filter(owns);
+        this.cursor = page.nextCursor ?? undefined;
+        if (page.nextCursor === null) ends++;
+        continue;
+      }
+      const ref = this.listed[0]!;
+      const id = groupId(ref);
+      // Round the whole registry: the next round starts here.
+      if (taken.has(id)) break;
+      this.listed.shift();
+      taken.add(id);
+      batch.push(ref);
+    }
+    return batch;
+  }
+
+  /** The next `count` groups loaded here, in turn from where the last such round stopped. */
+  private loadedInTurn(count: number): GroupRef[] {
+    const loaded = this.options.entries();
+    if (loaded.length === 0) return [];
+    const n = Math.min(count, loaded.length);
+    const start = this.loadedTurn % loaded.length;
+    this.loadedTurn = (start + n) % loaded.length;
+    return Array.from({ length: n }, (_, i) => loaded[(start + i) % loaded.length]!.ref);
+  }
+
+  /** Reads one owned group's lag into the metrics; a failure leaves its metrics as they were. */
+  private async refreshOne(ref: GroupRef): Promise<void> {
+    const { owns, entryOf, snapshotOf, clock } = this.options;
+    try {
+      // Asked again: the owners may have changed since the registry was listed.
+      if (!owns(ref)) return;
+      const entry = await entryOf(ref);
+      if (entry === null) return;
+      const view = await this.measure(snapshotOf(entry));
+      this.record(entry.ref, view, clock.now());
+    } catch {
+      // Not loaded (deleted or moved meanwhile, store down) or not read (streams down): kept,
+      // the metrics hold their last value and the age gauge grows (never 0).
     }
   }
 

@@ -1,4 +1,9 @@
-import type { ChangeMeta, CoordinatorClient, RoutingMetadata } from '../client/index.js';
+import type {
+  ChangeMeta,
+  CoordinatorClient,
+  RequestOptions,
+  RoutingMetadata,
+} from '../client/index.js';
 import type { GroupName } from './options.js';
 import { RequestError } from './request-error.js';
 
@@ -14,9 +19,15 @@ export class CliApi {
   ) {}
 
   /** One JSON request; a failure becomes a {@link RequestError}. */
-  async call<T>(method: string, path: string, body?: unknown, timeoutMs?: number): Promise<T> {
+  async call<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    /** A timeout in ms, or the SDK's per-request options (`retry: false` for one attempt). */
+    options?: number | RequestOptions,
+  ): Promise<T> {
     try {
-      return await this.client.request<T>(method, path, body, timeoutMs);
+      return await this.client.request<T>(method, path, body, options);
     } catch (error) {
       throw new RequestError(method, new URL(path, this.baseUrl).href, error);
     }

@@ -79,6 +79,61 @@ describe('coordctl lag', () => {
   });
 });
 
+describe('coordctl lag with the streams Redis down', () => {
+  let streamsRedis: RedisServerHandle;
+  let down: TestCoordinator;
+  const groups = ['s0', 's1', 's2', 's3', 's4'];
+
+  beforeAll(async () => {
+    streamsRedis = await startRedisServer();
+    down = await startTestCoordinator({
+      store: 'memory',
+      overrides: { 'streams.url': streamsRedis.url, 'streams.lag-cache': '0ms' },
+    });
+    for (const sp of groups) {
+      await down.call('POST', '/coord/v1/admin/groups', {
+        user: 'writer',
+        body: { streamPrefix: sp, consumerGroup: 'g', shardCount: 1, ...CHANGE },
+      });
+    }
+    await streamsRedis.kill();
+  });
+  afterAll(async () => {
+    await down?.close();
+    await streamsRedis?.stop();
+  });
+
+  it('--max-lag-seconds exits 2 within seconds, naming every group as lag unknown with the cause', async () => {
+    const started = Date.now();
+    const { code, stdout, stderr } = await coordctl(['lag', '--max-lag-seconds', '300'], {
+      env: { COORDCTL_URL: down.url, COORDCTL_TOKEN: down.token('reader') },
+    });
+    const tookMs = Date.now() - started;
+    expect(code).toBe(2);
+    const where = `127.0.0.1:${streamsRedis.port}`;
+    expect(stderr).toContain(
+      `5 group(s) counted as more than 300s behind: ${groups.map((sp) => `${sp}:g`).join(', ')}`,
+    );
+    expect(stderr).toMatch(new RegExp(`lag unknown: STREAMS_UNAVAILABLE: .*${where}`));
+    // The cause in the table, on each group's row.
+    for (const sp of groups) {
+      expect(stdout).toMatch(new RegExp(`^${sp}:g\\s+1\\s.*lag unknown: STREAMS_UNAVAILABLE`, 'm'));
+    }
+    // Read a few at a time and never retried: a check that pages must answer in seconds.
+    expect(tookMs).toBeLessThan(10_000);
+  }, 30_000);
+
+  it('without --max-lag-seconds lists the groups with the cause and exits 0', async () => {
+    const { code, stdout } = await coordctl(['lag', '-o', 'json'], {
+      env: { COORDCTL_URL: down.url, COORDCTL_TOKEN: down.token('reader') },
+    });
+    expect(code).toBe(0);
+    const body = JSON.parse(stdout) as { groups: Array<{ problem?: string }> };
+    expect(body.groups).toHaveLength(5);
+    for (const group of body.groups) expect(group.problem).toMatch(/^STREAMS_UNAVAILABLE: /);
+  }, 30_000);
+});
+
 describe('coordctl watch', () => {
   it('prints the group and its lag until interrupted, then exits 0', async () => {
     const child = spawn(

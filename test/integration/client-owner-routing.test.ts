@@ -5,7 +5,7 @@
  * real redis-server, real HTTP.
  */
 import { createServer, request as httpRequest, type Server } from 'node:http';
-import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinatorClient } from '../../src/client/index.js';
 import { DIRECT_ANSWER_MS } from '../../src/client/coordinator-client.js';
@@ -194,7 +194,7 @@ describe('owner-direct clients', () => {
 
 /** A server that accepts connections and never answers (a paused process). */
 async function blackHole() {
-  const sockets = new Set<import('node:net').Socket>();
+  const sockets = new Set<Socket>();
   const server = createNetServer((socket) => {
     sockets.add(socket);
     socket.on('error', () => undefined);

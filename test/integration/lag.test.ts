@@ -15,7 +15,12 @@ import {
   type TestCoordinator,
 } from '../support/coordinator.js';
 import { SimulatedMember } from '../support/members.js';
-import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+import {
+  randomKeyPrefix,
+  startRedisServer,
+  waitFor,
+  type RedisServerHandle,
+} from '../support/redis-server.js';
 
 interface ShardLag {
   shard: number;
@@ -327,6 +332,104 @@ describe('lag when the streams cannot be read', () => {
       expect(body.error.message).toContain(`127.0.0.1:${redis.port}`);
     } finally {
       await c.close();
+      await redis.stop();
+    }
+  });
+});
+
+describe('lag metrics of groups nobody asked for', () => {
+  const streamsOf = (redis: RedisServerHandle) => new Redis(redis.url);
+  const lagLine = (sp: string, entries: number) =>
+    `coord_group_lag_entries{stream_prefix="${sp}",consumer_group="g"} ${entries}`;
+  const metricsOf = async (c: TestCoordinator) => (await c.call('GET', '/metrics')).text();
+
+  it('after a restart, an idle group (no member, no producer) has its lag series after one refresh round, and keeps it current with the store down', async () => {
+    const redis = await startRedisServer();
+    const streamsRedis = await startRedisServer();
+    const overrides = {
+      'store.key-prefix': randomKeyPrefix(),
+      'streams.url': streamsRedis.url,
+      'streams.lag-interval': '0ms',
+    };
+    let c: TestCoordinator | null = null;
+    try {
+      c = await startTestCoordinator({ store: 'redis', redisUrl: redis.url, overrides });
+      await createGroup(c, 'idle', 2);
+      const streams = streamsOf(streamsRedis);
+      for (let i = 0; i < 3; i++) await streams.xadd('idle:0', '*', 'key', `a${i}`);
+      for (let i = 0; i < 4; i++) await streams.xadd('idle:1', '*', 'key', `b${i}`);
+      await c.close();
+      // The same Redis and key prefix, a new coordinator: nothing has loaded the group.
+      c = await startTestCoordinator({ store: 'redis', redisUrl: redis.url, overrides });
+      const restarted = c;
+      await waitFor(() => restarted.services.replicas?.joined() === true, { what: 'joined' });
+      expect(c.host.groupsOwned()).toBe(0);
+      await c.host.refreshLag();
+      const metrics = await metricsOf(c);
+      expect(metrics).toContain(lagLine('idle', 7));
+      expect(metrics).toContain(
+        'coord_group_lag_measured_age_seconds{stream_prefix="idle",consumer_group="g"} 0',
+      );
+      // The registry cannot be read with the store down: the group loaded here is read still.
+      await redis.kill();
+      await streams.xadd('idle:0', '*', 'key', 'a3');
+      streams.disconnect();
+      await c.host.refreshLag();
+      expect(await metricsOf(c)).toContain(lagLine('idle', 8));
+    } finally {
+      await c?.close();
+      await streamsRedis.stop();
+      await redis.stop();
+    }
+  });
+
+  it('with two replicas, each group is read by its owner only, and no replica loads a group the other owns', async () => {
+    const redis = await startRedisServer();
+    const keyPrefix = randomKeyPrefix();
+    const overrides = (id: string) => ({
+      'store.key-prefix': keyPrefix,
+      'replica.id': id,
+      'streams.lag-interval': '0ms',
+    });
+    const start = (id: string) =>
+      startTestCoordinator({ store: 'redis', redisUrl: redis.url, overrides: overrides(id) });
+    const groups = ['p0', 'p1', 'p2', 'p3', 'p4', 'p5'];
+    const replicas: TestCoordinator[] = [];
+    try {
+      const first = await start('r0');
+      replicas.push(first);
+      const streams = streamsOf(redis);
+      for (const [i, sp] of groups.entries()) {
+        await createGroup(first, sp, 1);
+        for (let n = 0; n <= i; n++) await streams.xadd(`${sp}:0`, '*', 'key', `k${n}`);
+      }
+      streams.disconnect();
+      await replicas.pop()!.close();
+      replicas.push(await start('r1'), await start('r2'));
+      for (const c of replicas) {
+        await waitFor(() => ['r1', 'r2'].every((id) => c.services.replicas?.urlOf(id)), {
+          what: 'both replicas seen by each',
+        });
+      }
+      for (const c of replicas) await c.host.refreshLag();
+      const metrics = await Promise.all(replicas.map(metricsOf));
+      for (const [i, sp] of groups.entries()) {
+        const ref = { streamPrefix: sp, consumerGroup: 'g' };
+        const owner = replicas[0]!.services.replicas?.ownerOf(ref);
+        expect(replicas[1]!.services.replicas?.ownerOf(ref)).toBe(owner);
+        replicas.forEach((c, k) => {
+          const held = c.host.heldGroups().some((g) => g.streamPrefix === sp);
+          if (owner === `r${k + 1}`) {
+            expect(metrics[k]).toContain(lagLine(sp, i + 1));
+            expect(held).toBe(true);
+          } else {
+            expect(metrics[k]).not.toContain(`stream_prefix="${sp}"`);
+            expect(held).toBe(false);
+          }
+        });
+      }
+    } finally {
+      for (const c of replicas) await c.close();
       await redis.stop();
     }
   });
