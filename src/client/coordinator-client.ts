@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
+import type { LagView, ShardLagView } from '../streams/lag-view.js';
 import {
   AuthenticationError,
   CoordinatorApiError,
@@ -96,41 +97,10 @@ export interface RoutingMetadata {
 }
 
 /** One shard of {@link GroupLag}. */
-export interface ShardLag {
-  readonly shard: number;
-  readonly stream: string;
-  readonly owner: string | null;
-  readonly memberEpoch: number | null;
-  readonly length: number;
-  readonly lagEntries: number;
-  readonly lagExact: boolean;
-  readonly pending: number;
-  readonly oldestPendingMs: number | null;
-  readonly lastDeliveredId: string | null;
-  readonly lastEntryId: string | null;
-  readonly lagSeconds: number;
-  readonly deadLetters: number;
-  readonly retiring: boolean;
-  readonly missing: boolean;
-  readonly noConsumerGroup: boolean;
-}
+export type ShardLag = ShardLagView;
 
 /** A group's lag on its streams ({@link CoordinatorClient.lag}). */
-export interface GroupLag {
-  readonly streamPrefix: string;
-  readonly consumerGroup: string;
-  readonly measuredAt: string;
-  readonly available: boolean;
-  readonly reason?: string;
-  readonly streams?: string;
-  readonly shards: readonly ShardLag[];
-  readonly totals: {
-    readonly lagEntries: number;
-    readonly pending: number;
-    readonly maxLagSeconds: number;
-    readonly shardsBehind: number;
-  } | null;
-}
+export type GroupLag = LagView;
 
 /** Options of one request made through {@link CoordinatorClient.request}. */
 export interface RequestOptions {
