@@ -452,8 +452,8 @@ export async function replicaKill(ctx: BenchContext): Promise<Row[]> {
   }
   const r2 = await startCoordinator('replica r2', redis, overrides('r2', port2));
   await sleep(2_000); // both registered
-  const path = '/coord/v1/consumer/streams/bench/groups/replica/heartbeat';
-  await createGroup(r1.port, 'bench', 'replica', 8);
+  const path = '/coord/v1/consumer/streams/bench-replica/groups/replica/heartbeat';
+  await createGroup(r1.port, 'bench-replica', 'replica', 8);
   const beat = (port: number) =>
     fetch(`http://127.0.0.1:${port}${path}`, {
       method: 'POST',

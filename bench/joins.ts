@@ -82,8 +82,9 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
   for (let i = 0; i < 5; i++) quiet.push(await load());
 
   const phase = async (group: string, ratePerSecond?: number): Promise<JoinPhase> => {
-    await createGroup(port, 'bench', group, SHARDS);
-    const path = heartbeatPath('bench', group);
+    // A stream prefix of its own: every group on a prefix has the prefix's shard count.
+    await createGroup(port, `bench-${group}`, group, SHARDS);
+    const path = heartbeatPath(`bench-${group}`, group);
     const requests = Array.from({ length: MEMBERS }, (_, i) =>
       postBytes(
         port,
