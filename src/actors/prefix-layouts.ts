@@ -227,7 +227,11 @@ export class PrefixLayouts {
   async assertCreatable(ref: GroupRef): Promise<void> {
     const { store, guard } = this.options;
     const [layout] = await guard(() => store.readLayouts([ref.streamPrefix]));
-    if (layout) await this.assertSiblings(ref, layout, { followed: true, movable: false });
+    // A layout that never moved has no group migrating to it (every migration moves the
+    // layout): nothing to read, however many groups share the prefix.
+    if (layout && layout.version > 1) {
+      await this.assertSiblings(ref, layout, { followed: true, movable: false });
+    }
   }
 
   /**
