@@ -140,6 +140,24 @@ export async function auditOnce(
   if (!ctx.audited || ctx.auditWritten) return null;
   ctx.auditWritten = true;
   ctx.principal ??= principalOfHeader(services, req);
+  const written = writeAudit(services, req, ctx, status);
+  // A refusal's answer does not depend on its record. While the store is down the write may
+  // take the store's own timeout on top of the outage bound, so the refusal is sent at once and
+  // the record written when the store answers (or its failure logged).
+  if (status >= 400 && services.store.outage() !== null) {
+    void written;
+    return null;
+  }
+  return written;
+}
+
+/** Writes the record and counts the request; see {@link auditOnce}. Never rejects. */
+async function writeAudit(
+  services: Services,
+  req: Request,
+  ctx: RequestContext,
+  status: number,
+): Promise<CoordinatorError | null> {
   let failed: CoordinatorError | null = null;
   try {
     await services.audit.write(services.audit.build(req, ctx, status));

@@ -38,6 +38,10 @@ export interface RedisServerHandle {
   kill(): Promise<void>;
   /** Starts the server again on the same port and directory, resolving once it answers PING. */
   restart(): Promise<void>;
+  /** SIGSTOP: the server keeps its connections open and answers nothing (a stall). */
+  pause(): void;
+  /** SIGCONT after {@link pause}: queued commands are answered. */
+  resume(): void;
   /** One shared ioredis client for assertions; closed by stop(). */
   client(): Redis;
 }
@@ -184,7 +188,11 @@ async function startProcess(port: number, args: readonly string[]): Promise<Runn
 }
 
 async function signal(server: RunningServer, name: 'SIGTERM' | 'SIGKILL'): Promise<void> {
-  if (server.exitCode === undefined) server.child.kill(name);
+  if (server.exitCode === undefined) {
+    // A paused server would not act on SIGTERM until continued.
+    server.child.kill('SIGCONT');
+    server.child.kill(name);
+  }
   await server.exited;
 }
 
@@ -215,6 +223,12 @@ export async function startRedisServer(
     async restart() {
       await signal(server, 'SIGTERM');
       server = await startProcess(port, args);
+    },
+    pause() {
+      server.child.kill('SIGSTOP');
+    },
+    resume() {
+      server.child.kill('SIGCONT');
     },
     client() {
       if (!assertionClient) {
