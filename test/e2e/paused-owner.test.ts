@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Consumer, CoordinatorClient, Producer, type FencedEvent } from '../../src/client/index.js';
 import { keyNames } from '../../src/store/keys.js';
-import { lostKeys, overlaps, type Processed } from '../support/processing-log.js';
+import { lostKeys, overlaps, type Processed, recordingHandler } from '../support/processing-log.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 import {
   ChildProcesses,
@@ -280,17 +280,7 @@ describe(`a paused group owner (${profile.name} profile: lease TTL ${profile.lea
               memberId: name,
               sessionTimeoutMs: SESSION_TIMEOUT_MS,
               blockMs: 100,
-              handler: async (message) => {
-                const start = Date.now();
-                await new Promise((resolve) => setImmediate(resolve));
-                processed.push({
-                  consumer: name,
-                  shard: message.shard,
-                  key: message.key!,
-                  start,
-                  end: Date.now(),
-                });
-              },
+              handler: recordingHandler(processed, name),
             }),
           };
           run.consumer.on('fenced', (event) => run.fenced.push(event));

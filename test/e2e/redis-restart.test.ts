@@ -13,7 +13,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { Consumer, CoordinatorClient, Producer, type FencedEvent } from '../../src/client/index.js';
 import { STORE_OUTAGE_ANSWER_MS } from '../../src/http/store-outage.js';
-import { lostKeys, overlaps, type Processed } from '../support/processing-log.js';
+import { lostKeys, overlaps, type Processed, recordingHandler } from '../support/processing-log.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 import { ChildProcesses, replicaToken, ReplicaSet } from '../support/replica-processes.js';
 
@@ -160,17 +160,7 @@ describe('Redis restarted under running replicas, consumers and a producer', () 
           memberId: name,
           sessionTimeoutMs: SESSION_TIMEOUT_MS,
           blockMs: 100,
-          handler: async (message) => {
-            const start = Date.now();
-            await new Promise((resolve) => setImmediate(resolve));
-            processed.push({
-              consumer: name,
-              shard: message.shard,
-              key: message.key!,
-              start,
-              end: Date.now(),
-            });
-          },
+          handler: recordingHandler(processed, name),
         });
         consumer.on('fenced', (event) => fenced.push(event));
         consumer.on('error', () => undefined);

@@ -17,7 +17,7 @@
 import { describe, expect, it } from 'vitest';
 import { Consumer, CoordinatorClient, Producer, type FencedEvent } from '../../src/client/index.js';
 import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
-import { lostKeys, overlaps, type Processed } from '../support/processing-log.js';
+import { lostKeys, overlaps, type Processed, recordingHandler } from '../support/processing-log.js';
 import {
   freePort,
   startRedisServer,
@@ -177,17 +177,7 @@ describe(`a slow network between consumers and their coordinator (${profile.name
               memberId: name,
               sessionTimeoutMs: SESSION_TIMEOUT_MS,
               blockMs: 100,
-              handler: async (message) => {
-                const start = Date.now();
-                await new Promise((resolve) => setImmediate(resolve));
-                processed.push({
-                  consumer: name,
-                  shard: message.shard,
-                  key: message.key!,
-                  start,
-                  end: Date.now(),
-                });
-              },
+              handler: recordingHandler(processed, name),
             }),
           };
           run.consumer.on('fenced', (event) => run.fenced.push(event));

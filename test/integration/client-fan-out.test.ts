@@ -5,14 +5,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  Consumer,
-  CoordinatorClient,
-  Producer,
-  type ConsumerMessage,
-} from '../../src/client/index.js';
+import { Consumer, CoordinatorClient, Producer } from '../../src/client/index.js';
 import { CHANGE, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
-import { lostKeys, overlaps, type Processed } from '../support/processing-log.js';
+import { lostKeys, overlaps, type Processed, recordingHandler } from '../support/processing-log.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 
 let streams: RedisServerHandle;
@@ -61,11 +56,7 @@ async function startConsumer(
     memberId: name,
     blockMs: 50,
     sessionTimeoutMs: 6_000,
-    handler: async (message: ConsumerMessage) => {
-      const start = Date.now();
-      await new Promise((resolve) => setImmediate(resolve));
-      log.push({ consumer: name, shard: message.shard, key: message.key!, start, end: Date.now() });
-    },
+    handler: recordingHandler(log, name),
   });
   consumer.on('error', () => undefined);
   await consumer.start();

@@ -11,11 +11,16 @@ import {
   InvalidRequestError,
   NotFoundError,
   Producer,
-  type ConsumerMessage,
 } from '../../src/client/index.js';
 import { scaleDuplicateSensitive } from '../../src/cli/scale-procedure.js';
 import { CHANGE, PASSWORD, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
-import { duplicateCount, lostKeys, overlaps, type Processed } from '../support/processing-log.js';
+import {
+  duplicateCount,
+  lostKeys,
+  overlaps,
+  type Processed,
+  recordingHandler,
+} from '../support/processing-log.js';
 import {
   freePort,
   startRedisServer,
@@ -70,11 +75,7 @@ async function startConsumer(sp: string, name: string, log: Processed[]): Promis
     memberId: name,
     blockMs: 50,
     sessionTimeoutMs: 6_000,
-    handler: async (message: ConsumerMessage) => {
-      const start = Date.now();
-      await new Promise((resolve) => setImmediate(resolve));
-      log.push({ consumer: name, shard: message.shard, key: message.key!, start, end: Date.now() });
-    },
+    handler: recordingHandler(log, name),
   });
   consumer.on('error', () => undefined);
   await consumer.start();

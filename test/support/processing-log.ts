@@ -56,3 +56,18 @@ export function overlaps(processed: readonly Processed[]): Overlap[] {
   }
   return found;
 }
+
+/**
+ * A consumer handler that records each message it is given in `log` as `consumer` processed
+ * it, yielding once in between so that a handler run has a start and an end.
+ */
+export function recordingHandler(
+  log: Processed[],
+  consumer: string,
+): (message: { readonly shard: number; readonly key?: string | null }) => Promise<void> {
+  return async (message) => {
+    const start = Date.now();
+    await new Promise((resolve) => setImmediate(resolve));
+    log.push({ consumer, shard: message.shard, key: message.key!, start, end: Date.now() });
+  };
+}
