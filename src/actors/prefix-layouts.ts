@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { CoordinatorError, GroupMovedError, RevisionMismatchError } from '../errors.js';
 import type { Clock } from '../machines/clock.js';
-import { mutationRefusal } from '../machines/admin.js';
 import { layoutStep, type LayoutTarget } from '../machines/layout-follow.js';
-import { rollbackRefusal, scaleRefusal } from '../machines/migration.js';
+import { lifecycleRefusal } from '../machines/refusals.js';
+import { refusedByChart } from '../machines/group-machine.js';
 import { groupId, type GroupRef, type LayoutRef } from '../machines/types.js';
 import { groupLogFields, type Logger } from '../observability/logger.js';
 import type { PrefixLayout } from '../store/prefix-layout.js';
@@ -67,15 +67,9 @@ export class PrefixLayouts {
   async change(entry: GroupEntry, command: LayoutCommand): Promise<CommandOutcome> {
     const { store, guard, clock, run } = this.options;
     const now = clock.now();
-    const ctx = entry.snapshot().context;
-    const event = commandEvent(command, now);
-    const refused =
-      event.type === 'SCALE'
-        ? scaleRefusal(ctx, event)
-        : event.type === 'ROLLBACK'
-          ? rollbackRefusal(ctx, event)
-          : null;
-    if (refused) return run(entry, command);
+    const snapshot = entry.snapshot();
+    const ctx = snapshot.context;
+    if (refusedByChart(snapshot, commandEvent(command, now))) return run(entry, command);
     const group = ctx.group;
     const shardCount =
       command.type === 'SCALE' ? command.shardCount : group.activeMigration!.fromShardCount;
@@ -265,7 +259,7 @@ export class PrefixLayouts {
       // failure record says once a replica noticed): nothing to wait for.
       if (!stored) continue;
       const group = stored.state;
-      const blocked = check.movable ? mutationRefusal(group) : null;
+      const blocked = check.movable ? lifecycleRefusal(group) : null;
       if (blocked) {
         throw new CoordinatorError(blocked.code, `${blocked.message} (${why})`, { details });
       }

@@ -1,12 +1,11 @@
 /**
- * Admin commands that go through the group actor: freeze/unfreeze and
- * pausing/resuming producers. A failed-closed group refuses them all: the only way out of
- * FAILED_CLOSED is the recovery command.
+ * Admin commands that go through the group actor: freeze/unfreeze and pausing/resuming
+ * producers, as the chart accepts them. Which state refuses which of them is the chart's
+ * (`group-machine.ts`, phrased by `refusals.ts`), so nothing here checks the status again.
  */
 import type { GroupContext } from './context.js';
-import { beginEvent, fail, succeed, touched } from './context.js';
+import { beginEvent, succeed, touched } from './context.js';
 import type { GroupState, GroupStatus } from './types.js';
-import { groupId } from './types.js';
 
 /** Reply of a successful admin command. */
 export interface AdminSummary {
@@ -22,20 +21,12 @@ export interface AdminSummary {
  * docs/operations.md#recovery-procedure).
  */
 export function applyFreeze(ctx: GroupContext, now: number): GroupContext {
-  return command(ctx, now, (group) => {
-    if (group.status === 'FROZEN')
-      return refusal('GROUP_FROZEN', `group ${groupId(group)} is already frozen`);
-    return { ...group, status: 'FROZEN' };
-  });
+  return command(ctx, now, (group) => ({ ...group, status: 'FROZEN' }));
 }
 
 /** FROZEN → ACTIVE. */
 export function applyUnfreeze(ctx: GroupContext, now: number): GroupContext {
-  return command(ctx, now, (group) => {
-    if (group.status !== 'FROZEN')
-      return refusal('GROUP_NOT_FROZEN', `group ${groupId(group)} is not frozen`);
-    return { ...group, status: 'ACTIVE' };
-  });
+  return command(ctx, now, (group) => ({ ...group, status: 'ACTIVE' }));
 }
 
 /** Sets `producersPaused`; routing metadata changes, so `metadataVersion` goes up. */
@@ -50,54 +41,19 @@ export function applyResumeProducers(ctx: GroupContext, now: number): GroupConte
 
 function setProducersPaused(ctx: GroupContext, now: number, paused: boolean): GroupContext {
   return command(ctx, now, (group) => {
-    const blocked = mutationRefusal(group);
-    if (blocked) return blocked;
     if (group.producersPaused === paused) return group;
     return { ...group, producersPaused: paused, metadataVersion: group.metadataVersion + 1 };
   });
 }
 
-/** Why an admin command may not run. */
-export interface Refusal {
-  readonly refused: true;
-  readonly code: 'GROUP_FROZEN' | 'GROUP_NOT_FROZEN' | 'GROUP_FAILED_CLOSED_ADMIN';
-  readonly message: string;
-}
-
-function refusal(code: Refusal['code'], message: string): Refusal {
-  return { refused: true, code, message };
-}
-
-/**
- * Why an admin mutation (producers, scale, rollback) may not run on `group` now, or null:
- * a failed-closed group takes nothing but recovery, a frozen one nothing but UNFREEZE.
- * FREEZE and UNFREEZE judge a frozen group themselves.
- */
-export function mutationRefusal(group: GroupState): Refusal | null {
-  if (group.status === 'FAILED_CLOSED') {
-    return refusal(
-      'GROUP_FAILED_CLOSED_ADMIN',
-      `group ${groupId(group)} is failed closed; only recovery is allowed`,
-    );
-  }
-  if (group.status === 'FROZEN') {
-    return refusal('GROUP_FROZEN', `group ${groupId(group)} is frozen; unfreeze it first`);
-  }
-  return null;
-}
-
 function command(
   ctx: GroupContext,
   now: number,
-  change: (group: GroupState) => GroupState | Refusal,
+  change: (group: GroupState) => GroupState,
 ): GroupContext {
   const start = beginEvent(ctx, now);
   const { group } = start;
-  const blocked = mutationRefusal(group);
-  if (blocked?.code === 'GROUP_FAILED_CLOSED_ADMIN')
-    return fail(start, blocked.code, blocked.message);
   const outcome = change(group);
-  if ('refused' in outcome) return fail(start, outcome.code, outcome.message);
   const summary: AdminSummary = {
     status: outcome.status,
     producersPaused: outcome.producersPaused,

@@ -209,6 +209,19 @@ export function beginEvent(ctx: GroupContext, now: number): GroupContext {
   return { ...ctx, result: null, effects: [], raised: [], lastEventAt: now };
 }
 
+/**
+ * Names chart events this step caused, each once, for the chart to raise to itself after the
+ * step (docs/architecture.md#the-statechart): steps say what they caused, nothing is inferred.
+ */
+export function raise(ctx: GroupContext, ...events: ChartEventName[]): GroupContext {
+  let raised: ChartEventName[] | null = null;
+  for (const type of events) {
+    if (ctx.raised.includes(type) || raised?.includes(type)) continue;
+    (raised ??= [...ctx.raised]).push(type);
+  }
+  return raised === null ? ctx : { ...ctx, raised };
+}
+
 export function withEffects(ctx: GroupContext, ...effects: Effect[]): GroupContext {
   return effects.length === 0 ? ctx : { ...ctx, effects: [...ctx.effects, ...effects] };
 }

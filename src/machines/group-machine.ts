@@ -3,15 +3,16 @@
  * parallel regions:
  * - `lifecycle` (active | frozen | failedClosed) moves on FREEZE, UNFREEZE, FAIL_CLOSED and
  *   RECOVER, and refuses what its state does not accept (FREEZE while frozen, any admin change
- *   while failed closed);
+ *   while failed closed), naming the reason on the transition;
  * - `membership` (empty | stable | rebalancing.revoking | rebalancing.granting) moves on the
  *   events that change it: MEMBER_JOINED, MEMBER_LEFT, MEMBER_EXPIRED, MEMBER_FENCED,
  *   TARGETS_RECOMPUTED, REVOKE_REQUESTED, SHARDS_RELEASED, SHARDS_GRANTED;
  * - `migration` (idle | inProgress | converged) moves on SCALE, ROLLBACK, MIGRATION_CONVERGED
- *   and ROLLBACK_WINDOW_ELAPSED; a SCALE while one is in progress is refused by the chart.
+ *   and ROLLBACK_WINDOW_ELAPSED while the group is active; a SCALE while one is in progress is
+ *   refused by the chart.
  *
  * Commands from outside (HEARTBEAT, TICK, admin commands) run named, pure steps
- * (`chart-steps.ts`); a step that changed the group lists the events it calls for, and the chart
+ * (`chart-steps.ts`); a step that changed the group names the events it caused, and the chart
  * raises them to itself, so every transition an operator sees names what caused it. Guards ask
  * the pure phase functions, so the state always matches the context. No delayed transitions:
  * deadlines are in the context and the host's sweep sends TICK.
@@ -19,12 +20,12 @@
  * An actor is restored with {@link restoreGroupSnapshot} (`resolveState` from the persisted
  * domain fields), never from XState's persisted snapshots.
  */
-import { and, assign, enqueueActions, setup, stateIn } from 'xstate';
+import { and, assign, enqueueActions, setup, stateIn, type SnapshotFrom } from 'xstate';
 import type { GroupContext } from './context.js';
 import { refuse, steps } from './chart-steps.js';
 import type { ChartEventName, GroupEvent, RecoverEvent } from './events.js';
 import { ChartEventType, GroupEventType } from './events.js';
-import { rollbackRefusal, scaleRefusal } from './migration.js';
+import { rollbackRefusal, scaleRefusal, type RefusalReason } from './refusals.js';
 import { expectedStateValue, lifecyclePhase, membershipPhase, migrationPhase } from './phases.js';
 import { completeRebalance, startRebalance } from './rebalance.js';
 
@@ -48,11 +49,16 @@ function onMembershipEvents(
   return Object.fromEntries(events.map((type) => [type, transitions]));
 }
 
-/** An event the state does not accept: answered with why, nothing changes. */
-const REFUSE = { actions: ['refuse', 'raiseChanges'] } as const;
+/**
+ * A command the state does not accept: answered with why (`reason`, phrased by `refusals.ts`),
+ * nothing changes (docs/architecture.md#admin-refusals).
+ */
+const refused = (reason: RefusalReason) =>
+  ({ actions: [{ type: 'refuse', params: { reason } }, 'raiseChanges'] }) as const;
 
 const recovered = (event: GroupEvent) => (event as RecoverEvent).group;
 const inFailedClosed = stateIn('#group.lifecycle.failedClosed');
+const inActive = stateIn('#group.lifecycle.active');
 
 export const groupMachine = setup({
   types: {
@@ -78,9 +84,9 @@ export const groupMachine = setup({
     ),
     convergeMigration: assign(({ context, event }) => steps.convergeMigration(context, event)),
     completeMigration: assign(({ context, event }) => steps.completeMigration(context, event)),
-    /** Answers an admin event the current state does not accept. */
-    refuse: assign(({ context, event }) =>
-      refuse(context, event, 'now' in event ? event.now : context.lastEventAt),
+    /** Answers a command the current state does not accept, with the transition's reason. */
+    refuse: assign(({ context, event }, params: { reason: RefusalReason }) =>
+      refuse(context, event, params.reason),
     ),
     persisted: assign(({ context, event }) =>
       event.type === 'PERSISTED'
@@ -103,10 +109,20 @@ export const groupMachine = setup({
     allShardsSettled: ({ context }) => membershipPhase(context) === 'stable',
     someShardRevoking: ({ context }) => membershipPhase(context) === 'revoking',
     someShardAwaitingGrant: ({ context }) => membershipPhase(context) === 'granting',
-    scaleAccepted: ({ context, event }) =>
-      event.type === 'SCALE' && scaleRefusal(context, event) === null,
-    rollbackAccepted: ({ context, event }) =>
-      event.type === 'ROLLBACK' && rollbackRefusal(context, event) === null,
+    /** Only an active group takes a migration; a frozen or failed-closed one refuses it itself. */
+    active: inActive,
+    scaleAccepted: and([
+      inActive,
+      ({ context, event }) => event.type === 'SCALE' && scaleRefusal(context, event) === null,
+    ]),
+    scaleRefused: and([
+      inActive,
+      ({ context, event }) => event.type === 'SCALE' && scaleRefusal(context, event) !== null,
+    ]),
+    rollbackAccepted: and([
+      inActive,
+      ({ context, event }) => event.type === 'ROLLBACK' && rollbackRefusal(context, event) === null,
+    ]),
     recoveredFrozen: ({ event }) => lifecyclePhase(recovered(event)) === 'frozen',
     recoveredInProgress: ({ event }) => migrationPhase(recovered(event)) === 'inProgress',
     recoveredConverged: ({ event }) => migrationPhase(recovered(event)) === 'converged',
@@ -131,7 +147,7 @@ export const groupMachine = setup({
         active: {
           on: {
             [GroupEventType.FREEZE]: { target: 'frozen', actions: ['freeze', 'raiseChanges'] },
-            [GroupEventType.UNFREEZE]: REFUSE,
+            [GroupEventType.UNFREEZE]: refused('notFrozen'),
             [GroupEventType.PAUSE_PRODUCERS]: { actions: ['pauseProducers', 'raiseChanges'] },
             [GroupEventType.RESUME_PRODUCERS]: { actions: ['resumeProducers', 'raiseChanges'] },
             [GroupEventType.ADOPT_LAYOUT]: { actions: ['adoptLayout', 'raiseChanges'] },
@@ -139,22 +155,24 @@ export const groupMachine = setup({
               target: 'failedClosed',
               actions: ['failClosed', 'raiseChanges'],
             },
-            [GroupEventType.RECOVER]: REFUSE,
+            [GroupEventType.RECOVER]: refused('notFailedClosed'),
           },
         },
         frozen: {
           on: {
             [GroupEventType.UNFREEZE]: { target: 'active', actions: ['unfreeze', 'raiseChanges'] },
-            [GroupEventType.FREEZE]: REFUSE,
-            [GroupEventType.PAUSE_PRODUCERS]: REFUSE,
-            [GroupEventType.RESUME_PRODUCERS]: REFUSE,
+            [GroupEventType.FREEZE]: refused('alreadyFrozen'),
+            [GroupEventType.PAUSE_PRODUCERS]: refused('frozen'),
+            [GroupEventType.RESUME_PRODUCERS]: refused('frozen'),
+            [GroupEventType.SCALE]: refused('frozen'),
+            [GroupEventType.ROLLBACK]: refused('frozen'),
             // Its shards stay as they are: a frozen group follows its prefix's layout too.
             [GroupEventType.ADOPT_LAYOUT]: { actions: ['adoptLayout', 'raiseChanges'] },
             [GroupEventType.FAIL_CLOSED]: {
               target: 'failedClosed',
               actions: ['failClosed', 'raiseChanges'],
             },
-            [GroupEventType.RECOVER]: REFUSE,
+            [GroupEventType.RECOVER]: refused('notFailedClosed'),
           },
         },
         failedClosed: {
@@ -169,11 +187,13 @@ export const groupMachine = setup({
             ],
             // Idempotent: the first reason is kept.
             [GroupEventType.FAIL_CLOSED]: { actions: ['failClosed', 'raiseChanges'] },
-            [GroupEventType.FREEZE]: REFUSE,
-            [GroupEventType.UNFREEZE]: REFUSE,
-            [GroupEventType.PAUSE_PRODUCERS]: REFUSE,
-            [GroupEventType.RESUME_PRODUCERS]: REFUSE,
-            [GroupEventType.ADOPT_LAYOUT]: REFUSE,
+            [GroupEventType.FREEZE]: refused('failedClosed'),
+            [GroupEventType.UNFREEZE]: refused('failedClosed'),
+            [GroupEventType.PAUSE_PRODUCERS]: refused('failedClosed'),
+            [GroupEventType.RESUME_PRODUCERS]: refused('failedClosed'),
+            [GroupEventType.ADOPT_LAYOUT]: refused('failedClosed'),
+            [GroupEventType.SCALE]: refused('failedClosed'),
+            [GroupEventType.ROLLBACK]: refused('failedClosed'),
           },
         },
       },
@@ -252,16 +272,23 @@ export const groupMachine = setup({
         idle: {
           on: {
             [GroupEventType.SCALE]: [
-              { guard: 'scaleAccepted', target: 'inProgress', actions: ['scale', 'raiseChanges'] },
-              REFUSE,
+              {
+                guard: 'scaleAccepted',
+                target: 'inProgress',
+                actions: ['scale', 'raiseChanges'],
+              },
+              { guard: 'active', ...refused('scale') },
             ],
-            [GroupEventType.ROLLBACK]: REFUSE,
+            [GroupEventType.ROLLBACK]: { guard: 'active', ...refused('rollback') },
           },
         },
         inProgress: {
           on: {
-            // One migration at a time: a SCALE now is refused (MIGRATION_IN_PROGRESS).
-            [GroupEventType.SCALE]: REFUSE,
+            // One migration at a time: a valid SCALE now is refused (MIGRATION_IN_PROGRESS).
+            [GroupEventType.SCALE]: [
+              { guard: 'scaleRefused', ...refused('scale') },
+              { guard: 'active', ...refused('migrationInProgress') },
+            ],
             [GroupEventType.ROLLBACK]: [
               {
                 guard: 'rollbackAccepted',
@@ -269,7 +296,7 @@ export const groupMachine = setup({
                 reenter: true,
                 actions: ['rollback', 'raiseChanges'],
               },
-              REFUSE,
+              { guard: 'active', ...refused('rollback') },
             ],
             [ChartEventType.MIGRATION_CONVERGED]: {
               target: 'converged',
@@ -281,8 +308,12 @@ export const groupMachine = setup({
           on: {
             // A SCALE completes the converged migration and starts the next one.
             [GroupEventType.SCALE]: [
-              { guard: 'scaleAccepted', target: 'inProgress', actions: ['scale', 'raiseChanges'] },
-              REFUSE,
+              {
+                guard: 'scaleAccepted',
+                target: 'inProgress',
+                actions: ['scale', 'raiseChanges'],
+              },
+              { guard: 'active', ...refused('scale') },
             ],
             [GroupEventType.ROLLBACK]: [
               {
@@ -290,7 +321,7 @@ export const groupMachine = setup({
                 target: 'inProgress',
                 actions: ['rollback', 'raiseChanges'],
               },
-              REFUSE,
+              { guard: 'active', ...refused('rollback') },
             ],
             [ChartEventType.ROLLBACK_WINDOW_ELAPSED]: {
               target: 'idle',
@@ -319,4 +350,19 @@ export function restoreGroupSnapshot(context: GroupContext) {
       ? { ...context, rebalanceStartedAt: context.lastEventAt }
       : context;
   return groupMachine.resolveState({ value: { ...value }, context: restored });
+}
+
+/**
+ * Whether the chart, in `snapshot`'s state, refuses `event` (the transition it would take names
+ * a refusal), read from the chart without running it: for callers that must know before they
+ * act around the group (a stream prefix's layout moves before its group migrates).
+ */
+export function refusedByChart(snapshot: SnapshotFrom<GroupMachine>, event: GroupEvent): boolean {
+  return groupMachine
+    .getTransitionData(snapshot, event)
+    .some((transition) =>
+      transition.actions.some(
+        (action) => typeof action === 'object' && action !== null && action.type === 'refuse',
+      ),
+    );
 }

@@ -226,21 +226,6 @@ export function withoutShards(group: GroupState, shards: Iterable<number>): Grou
   return { ...group, shards: kept };
 }
 
-/**
- * Releases every shard `memberId` owns as assigned or revoking: owner gone, target kept (the
- * caller recomputes targets when membership changed). Retiring shards belong to scale-in and
- * are left alone here.
- */
-export function releaseShardsOf(group: GroupState, memberId: string, now: number): GroupState {
-  const changes = new Map<number, ShardRecord>();
-  for (const record of allShards(group)) {
-    if (record.owner !== memberId) continue;
-    if (record.state !== 'assigned' && record.state !== 'revoking') continue;
-    changes.set(record.shard, released(record, now));
-  }
-  return withShards(group, changes);
-}
-
 /** The shard given up by its owner: free, keeping its target. */
 export function released(record: ShardRecord, now: number): ShardRecord {
   return { ...record, state: 'released', owner: null, ownerEpoch: null, since: now };

@@ -10,7 +10,8 @@
  */
 import { effectiveRebalanceTimeout, effectiveSessionTimeout } from './config.js';
 import type { FenceReason, GroupContext } from './context.js';
-import { fail, succeed, withEffects } from './context.js';
+import { fail, raise, succeed, withEffects } from './context.js';
+import { ChartEventType } from './events.js';
 import type { MemberShards } from './group-state.js';
 import {
   released,
@@ -20,11 +21,9 @@ import {
   memberOf,
   memberShards,
   ownedShards,
-  releaseShardsOf,
   shardAt,
-  withShards,
-  withoutShards,
 } from './group-state.js';
+import { changeShards, releaseShardsOf } from './shard-changes.js';
 import { recompute, removeMember } from './member-changes.js';
 import type { HeartbeatOutcome, HeartbeatReply, HeartbeatRequest } from './protocol.js';
 import { rollbackAllowed } from './migration-view.js';
@@ -299,8 +298,7 @@ function syncMetadata(
 function leave(ctx: GroupContext, request: HeartbeatRequest, now: number): GroupContext {
   let next = ctx;
   if (isMember(ctx.group, request.memberId)) {
-    next = removeMember(next, request.memberId, now);
-    next = recompute(withEffects(next, { type: 'MEMBER_LEFT', memberId: request.memberId }));
+    next = recompute(removeMember(next, { type: 'MEMBER_LEFT', memberId: request.memberId }, now));
   }
   return succeed(next, replyOf(next, 'OK', request.memberId, -1, NO_SHARDS, false));
 }
@@ -319,7 +317,7 @@ function join(ctx: GroupContext, request: HeartbeatRequest, now: number): GroupC
   const memberId = request.memberId;
   const known = memberOf(ctx.group, memberId);
   const hadMembers = memberCount(ctx.group) > 0;
-  const released = known ? releaseShardsOf(ctx.group, memberId, now) : ctx.group;
+  const released = known ? releaseShardsOf(ctx, memberId, now) : ctx;
   const member: MemberRecord = {
     memberId,
     principal: request.principal ?? null,
@@ -332,9 +330,13 @@ function join(ctx: GroupContext, request: HeartbeatRequest, now: number): GroupC
     joinedAt: now,
   };
   ctx.liveness.delete(memberId);
-  const joined = withEffects(
-    { ...ctx, group: { ...released, members: released.members.set(memberId, member) } },
-    { type: 'MEMBER_JOINED', memberId },
+  const { group } = released;
+  const joined = raise(
+    withEffects(
+      { ...released, group: { ...group, members: group.members.set(memberId, member) } },
+      { type: 'MEMBER_JOINED', memberId },
+    ),
+    ChartEventType.MEMBER_JOINED,
   );
   if (known) return joined;
   if (!hadMembers || config.assignmentDebounceMs <= 0) return recompute(joined);
@@ -447,11 +449,11 @@ function serveMember(
     previousEpoch: joined ? null : member.memberEpoch,
     memberEpoch: epoch,
   };
-  const shifted = withoutShards(withShards(group, applied), retiring.finished);
+  next = changeShards(next, applied, retiring.finished);
   const updated: GroupState = {
-    ...shifted,
+    ...next.group,
     memberEpochSeq: epoch,
-    members: shifted.members.set(memberId, renewed),
+    members: next.group.members.set(memberId, renewed),
   };
   next = { ...next, group: updated };
   return succeed(next, answerMember(next, updated, renewed, epoch, request, now));

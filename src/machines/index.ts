@@ -1,14 +1,10 @@
 /**
  * Public surface of the pure group logic (docs/architecture.md#layers): no I/O anywhere below.
  */
-export type { AdminSummary, Refusal } from './admin.js';
-export {
-  applyFreeze,
-  applyPauseProducers,
-  applyResumeProducers,
-  applyUnfreeze,
-  mutationRefusal,
-} from './admin.js';
+export type { AdminSummary } from './admin.js';
+export { applyFreeze, applyPauseProducers, applyResumeProducers, applyUnfreeze } from './admin.js';
+export type { Refusal, RefusalReason } from './refusals.js';
+export { lifecycleRefusal, refusalFor } from './refusals.js';
 export type { AssignInput } from './assignor.js';
 export { assignTargets, compareIds } from './assignor.js';
 export type { Clock } from './clock.js';
@@ -45,7 +41,7 @@ export { ChartEventType, GroupEventType } from './events.js';
 export type { FailClosedReply } from './fail-closed.js';
 export { applyFailClosed } from './fail-closed.js';
 export type { GroupMachine } from './group-machine.js';
-export { groupMachine, restoreGroupSnapshot } from './group-machine.js';
+export { groupMachine, refusedByChart, restoreGroupSnapshot } from './group-machine.js';
 export type { MemberShards } from './group-state.js';
 export { memberShards, shardAt } from './group-state.js';
 export type { InvariantName, Violation } from './invariants.js';

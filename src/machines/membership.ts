@@ -3,7 +3,7 @@
  * (context, input, now): a heartbeat, and the deadline sweep the host runs as TICK.
  */
 import type { GroupContext } from './context.js';
-import { beginEvent, succeed, touched, withEffects } from './context.js';
+import { beginEvent, succeed, touched } from './context.js';
 import { memberIds, ownedShards } from './group-state.js';
 import { decideHeartbeat } from './heartbeat.js';
 import { recompute, removeMember } from './member-changes.js';
@@ -57,14 +57,14 @@ function sweep(ctx: GroupContext, now: number): GroupContext {
   }
   let next = clearRevokeDeadlines(ctx, settled);
   for (const memberId of expired) {
-    next = withEffects(removeMember(next, memberId, now), { type: 'MEMBER_EXPIRED', memberId });
+    next = removeMember(next, { type: 'MEMBER_EXPIRED', memberId }, now);
   }
   for (const memberId of fenced) {
-    next = withEffects(removeMember(next, memberId, now), {
-      type: 'MEMBER_FENCED',
-      memberId,
-      reason: 'REBALANCE_TIMEOUT',
-    });
+    next = removeMember(
+      next,
+      { type: 'MEMBER_FENCED', memberId, reason: 'REBALANCE_TIMEOUT' },
+      now,
+    );
   }
   if (expired.length > 0 || fenced.length > 0) next = recompute(next);
   else if (next.recomputeAt !== null && next.recomputeAt <= now) next = recompute(next);

@@ -9,19 +9,19 @@
  * start released and are handed out by the normal revoke-first flow; removed shards become
  * retiring for the member that owns them (see `retiring.ts`).
  */
-import { mutationRefusal } from './admin.js';
-import type { ErrorCode } from '../errors.js';
 import type { GroupContext } from './context.js';
-import { beginEvent, fail, succeed, touched, withEffects } from './context.js';
+import { beginEvent, raise, succeed, touched, withEffects } from './context.js';
+import { ChartEventType } from './events.js';
 import type {
   AdoptLayoutEvent,
   RetiredShardsDrainedEvent,
   RollbackEvent,
   ScaleEvent,
 } from './events.js';
-import { allShards, withShards, withoutShards } from './group-state.js';
+import { allShards, withShards } from './group-state.js';
+import { changeShards, NO_CHANGES } from './shard-changes.js';
 import { leastLoadedMembers } from './retiring.js';
-import { migrationProgress, rollbackAllowed } from './migration-view.js';
+import { migrationProgress } from './migration-view.js';
 import { recomputeTargets } from './targets.js';
 import type {
   GroupState,
@@ -30,7 +30,6 @@ import type {
   MigrationRecord,
   ShardRecord,
 } from './types.js';
-import { groupId } from './types.js';
 
 /** Finished migrations kept in `group.migrations`. */
 export const MIGRATION_HISTORY_LIMIT = 50;
@@ -50,57 +49,15 @@ export interface RollbackReply {
 }
 
 /**
- * SCALE: refused while failed closed or frozen, for the current shard count, and while a
- * migration is IN_PROGRESS (one at a time); a CONVERGED one is completed first.
+ * SCALE, as the chart accepts it (docs/architecture.md#admin-refusals): a CONVERGED migration is
+ * completed first, then the migration to `event.shardCount` starts.
  */
 export function applyScale(ctx: GroupContext, event: ScaleEvent): GroupContext {
   const start = beginEvent(ctx, event.now);
   return touched(start, scale(start, event), event.now);
 }
 
-/** Why a refused admin change was refused, in the API's words. */
-export interface MigrationRefusal {
-  readonly code: ErrorCode;
-  readonly message: string;
-  readonly details?: Record<string, unknown>;
-}
-
-/**
- * Why SCALE may not run now, or null, in the documented order: failed closed or frozen, an
- * invalid or unchanged shard count, a migration still IN_PROGRESS (one at a time).
- */
-export function scaleRefusal(ctx: GroupContext, event: ScaleEvent): MigrationRefusal | null {
-  const { group } = ctx;
-  const blocked = mutationRefusal(group);
-  if (blocked) return blocked;
-  const { shardCount } = event;
-  if (!Number.isSafeInteger(shardCount) || shardCount < 1) {
-    return {
-      code: 'VALIDATION_FAILED',
-      message: `shardCount must be a positive integer, got ${shardCount}`,
-    };
-  }
-  if (shardCount === group.shardCount) {
-    return {
-      code: 'SHARD_COUNT_UNCHANGED',
-      message: `group ${groupId(group)} already has ${shardCount} shards`,
-      details: { shardCount },
-    };
-  }
-  const active = group.activeMigration;
-  if (active?.state === 'IN_PROGRESS') {
-    return {
-      code: 'MIGRATION_IN_PROGRESS',
-      message: `migration ${active.migrationId} of group ${groupId(group)} is still in progress`,
-      details: { migrationId: active.migrationId },
-    };
-  }
-  return null;
-}
-
 function scale(ctx: GroupContext, event: ScaleEvent): GroupContext {
-  const refusal = scaleRefusal(ctx, event);
-  if (refusal) return fail(ctx, refusal.code, refusal.message, refusal.details);
   let next = ctx;
   if (ctx.group.activeMigration) next = finishActive(next, 'COMPLETED', event.now);
   next = startMigration(next, 'SCALE', event.migrationId, event.shardCount, null, event);
@@ -110,62 +67,16 @@ function scale(ctx: GroupContext, event: ScaleEvent): GroupContext {
 }
 
 /**
- * ROLLBACK: `event.migrationId` (or `'current'`) must name the active migration while
- * rollback is allowed. It ends ROLLED_BACK and a ROLLBACK migration back to its
- * `fromShardCount` starts in the same commit; versions and epochs only go up.
+ * ROLLBACK, as the chart accepts it: the active migration (named by `event.migrationId` or
+ * `'current'`) ends ROLLED_BACK and a ROLLBACK migration back to its `fromShardCount` starts in
+ * the same commit; versions and epochs only go up.
  */
 export function applyRollback(ctx: GroupContext, event: RollbackEvent): GroupContext {
   const start = beginEvent(ctx, event.now);
   return touched(start, rollback(start, event), event.now);
 }
 
-/**
- * Why ROLLBACK may not run now, or null: failed closed or frozen, no such active migration
- * (a finished one is ROLLBACK_NOT_ALLOWED), or its rollback window has passed.
- */
-export function rollbackRefusal(ctx: GroupContext, event: RollbackEvent): MigrationRefusal | null {
-  const { group } = ctx;
-  const blocked = mutationRefusal(group);
-  if (blocked) return blocked;
-  const active = group.activeMigration;
-  const named = event.migrationId;
-  if (!active || (named !== 'current' && named !== active.migrationId)) {
-    // `current` with nothing active names the latest migration: after COMPLETED, rollback is
-    // not allowed any more (409), which is what an operator asking for it needs to hear.
-    const past =
-      named === 'current'
-        ? group.migrations[0]
-        : group.migrations.find((m) => m.migrationId === named);
-    if (past) {
-      return {
-        code: 'ROLLBACK_NOT_ALLOWED',
-        message: `migration ${past.migrationId} is ${past.state}; only the active migration can be rolled back`,
-        details: { migrationId: past.migrationId, state: past.state },
-      };
-    }
-    const message =
-      named === 'current'
-        ? `group ${groupId(group)} has no active migration`
-        : `group ${groupId(group)} has no migration ${named}`;
-    return { code: 'MIGRATION_NOT_FOUND', message, details: { migrationId: named } };
-  }
-  if (!rollbackAllowed(active, event.now)) {
-    return {
-      code: 'ROLLBACK_NOT_ALLOWED',
-      message: `the rollback window of migration ${active.migrationId} has passed`,
-      details: {
-        migrationId: active.migrationId,
-        state: active.state,
-        rollbackAllowedUntil: active.rollbackAllowedUntil,
-      },
-    };
-  }
-  return null;
-}
-
 function rollback(ctx: GroupContext, event: RollbackEvent): GroupContext {
-  const refusal = rollbackRefusal(ctx, event);
-  if (refusal) return fail(ctx, refusal.code, refusal.message, refusal.details);
   const active = ctx.group.activeMigration!;
   let next = finishActive(ctx, 'ROLLED_BACK', event.now);
   next = startMigration(
@@ -234,7 +145,7 @@ export function applyRetiredShardsDrained(
     return record?.state === 'retiring' && record.owner === null;
   });
   if (gone.length === 0) return succeed(start, { drained: [] });
-  const next = { ...start, group: withoutShards(start.group, gone) };
+  const next = changeShards(start, NO_CHANGES, gone);
   return touched(start, succeed(next, { drained: gone }), event.now);
 }
 
@@ -245,16 +156,12 @@ function withLayout(ctx: GroupContext, layout: LayoutRef): GroupContext {
 
 /**
  * ADOPT_LAYOUT: the group follows a layout of its stream prefix whose shard count it has
- * already. Refused like any admin change while failed closed; a frozen group follows too (its
- * shards do not change). `metadataVersion` +1 so routing long polls see the new layout.
+ * already (a failed-closed group refuses it in the chart; a frozen one follows too, its shards
+ * do not change). `metadataVersion` +1 so routing long polls see the new layout.
  */
 export function applyAdoptLayout(ctx: GroupContext, event: AdoptLayoutEvent): GroupContext {
   const start = beginEvent(ctx, event.now);
   const { group } = start;
-  if (group.status === 'FAILED_CLOSED') {
-    const blocked = mutationRefusal(group)!;
-    return touched(start, fail(start, blocked.code, blocked.message), event.now);
-  }
   if (event.layout.id === group.layout.id && event.layout.version === group.layout.version) {
     return succeed(start, { layout: group.layout });
   }
@@ -342,8 +249,9 @@ function startMigration(
     reason: request.reason,
     rollbackOf,
   };
+  const withResized = changeShards(ctx, resizeChanges(group, toShardCount, now));
   const resized: GroupState = {
-    ...resizeShards(group, toShardCount, now),
+    ...withResized.group,
     shardCount: toShardCount,
     metadataVersion: group.metadataVersion + 1,
     activeMigration: migration,
@@ -351,7 +259,7 @@ function startMigration(
   const assignmentEpoch = group.assignmentEpoch + 1;
   const next = withEffects(
     {
-      ...ctx,
+      ...withResized,
       group: { ...recomputeTargets(resized), assignmentEpoch },
       recomputeAt: null,
       recomputeBy: null,
@@ -359,18 +267,22 @@ function startMigration(
     { type: 'MIGRATION_STARTED', migrationId, kind },
     { type: 'ASSIGNMENT_RECOMPUTED', assignmentEpoch },
   );
-  return next;
+  return raise(next, ChartEventType.TARGETS_RECOMPUTED);
 }
 
 /**
- * The shard records for a new count `to`. At or above it: owned shards (assigned, revoking)
+ * The shard records that change for a new count `to`. At or above it: owned shards (assigned, revoking)
  * become retiring for their owner, with no target; released ones become retiring for the least
  * loaded members (they may hold unread messages) or, with no member, wait ownerless; retiring
  * ones stay. Below it: shards added by a scale-out start released; a retiring shard back below the
  * count (a rollback of a scale-in) stays with the owner that still consumes it, as assigned,
  * or is released when its owner never learned of it (handed over, not yet told) or is gone.
  */
-function resizeShards(group: GroupState, to: number, now: number): GroupState {
+function resizeChanges(
+  group: GroupState,
+  to: number,
+  now: number,
+): ReadonlyMap<number, ShardRecord> {
   const changes = new Map<number, ShardRecord>();
   const released: ShardRecord[] = [];
   for (const record of allShards(group)) {
@@ -417,7 +329,7 @@ function resizeShards(group: GroupState, to: number, now: number): GroupState {
       since: now,
     });
   });
-  return withShards(group, changes);
+  return changes;
 }
 
 /** The migration `migrationId`, active or in history (it exists: the caller just made it). */
