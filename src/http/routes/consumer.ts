@@ -60,6 +60,16 @@ export const HEARTBEAT_PATH = '/coord/v1/consumer/streams/:stream/groups/:group/
 export const HEARTBEAT_ROLES = ['CONSUMER'] as const;
 
 /**
+ * What the heartbeat asks of a request (role, path and body schemas): the rules the express
+ * route is mounted with and the heartbeat fast path checks, through `request-checks.ts`.
+ */
+export const HEARTBEAT_RULES = {
+  roles: HEARTBEAT_ROLES,
+  params: groupParamsSchema,
+  body: heartbeatBodySchema,
+} as const;
+
+/**
  * The heartbeat itself, once the caller is authenticated and the request validated: the group
  * actor decides, metrics count it. The one implementation behind the express route and the
  * heartbeat fast path (`src/http/heartbeat-fast-path.ts`). The member is bound to the caller's
@@ -176,9 +186,7 @@ export const consumerRoutes = [
     path: HEARTBEAT_PATH,
     summary: 'Consumer heartbeat: join (epoch 0), report progress, leave (epoch -1)',
     tag: 'consumer',
-    roles: HEARTBEAT_ROLES,
-    params: groupParamsSchema,
-    body: heartbeatBodySchema,
+    ...HEARTBEAT_RULES,
     responses: {
       200: { description: 'Instructions for the member', schema: heartbeatReplySchema },
       400: {
