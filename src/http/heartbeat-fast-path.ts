@@ -9,6 +9,8 @@ import { toErrorResponse } from './errors.js';
 import {
   acceptForwarded,
   forwardMoved,
+  forwardTargetOf,
+  forwardTo,
   groupOwnerOf,
   lateForwardError,
   ownerUrlOf,
@@ -16,7 +18,7 @@ import {
 import { PacedWrites } from './paced-writes.js';
 import { errorResult, requestIdOf } from './pipeline.js';
 import { assertJsonContentType, isEncoded, parseJsonText, readRawBody } from './request-body.js';
-import { checkRequest, checkRole, checkScope } from './request-checks.js';
+import { checkParams, checkRequest, checkRole, checkScope } from './request-checks.js';
 import type { HandlerResult } from './route.js';
 import {
   answerAgain,
@@ -317,19 +319,23 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     res.end(json);
   }
 
+  /** The headers of every answer but a 200: who owns the group only to a caller it admits. */
+  function preface(p: Pending, admitted: boolean): void {
+    const { res, route } = p;
+    if (res.headersSent) return;
+    res.setHeader('X-Request-Id', p.requestId);
+    res.setHeader(FAST_PATH_HEADER, 'fast');
+    if (admitted && p.owner !== null) res.setHeader(OWNER_HEADER, p.owner);
+    if (admitted && p.owner !== null && route.ownerUrl !== null)
+      res.setHeader(OWNER_URL_HEADER, route.ownerUrl);
+  }
+
   /** Every other answer: forwarded to the owner, or the error as express gives it. */
   async function refuse(p: Pending, error: unknown, bytes: Buffer | null): Promise<void> {
     const { req, res, route, requestId } = p;
-    if (!res.headersSent) {
-      res.setHeader('X-Request-Id', requestId);
-      res.setHeader(FAST_PATH_HEADER, 'fast');
-      // Who owns the group is for callers it admits, not for a 401/403.
-      const { status } = toErrorResponse(error, requestId);
-      const admitted = status !== 401 && status !== 403;
-      if (admitted && p.owner !== null) res.setHeader(OWNER_HEADER, p.owner);
-      if (admitted && p.owner !== null && route.ownerUrl !== null)
-        res.setHeader(OWNER_URL_HEADER, route.ownerUrl);
-    }
+    // Who owns the group is for callers it admits, not for a 401/403.
+    const { status } = toErrorResponse(error, requestId);
+    preface(p, status !== 401 && status !== 403);
     // Another replica owns the group: forwarded there, its answer passed on.
     if (await forwardMoved(services, req, res, error, { requestId, body: bytes })) return;
     const group = { streamPrefix: route.raw.stream, consumerGroup: route.raw.group };
@@ -358,6 +364,34 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
 
   function fail(p: Pending, error: unknown, bytes: Buffer | null): void {
     refuse(p, error, bytes).catch((failure: unknown) => broken(p, failure));
+  }
+
+  /**
+   * A heartbeat for a group another replica serves (`target`, decided from its URL before its
+   * body was read): forwarded at once with its bytes as read, after the checks of its caller
+   * that need no body, as express makes them before it forwards (token, role, path, group
+   * scope); its body's are the owner's. Nothing is handed to the host here, and it is counted
+   * once, as forwarded (`coord_forwarded_requests_total`). The bytes are read, not streamed
+   * through: a held heartbeat's `waitMs` in them sets the forward's deadline, and a forward
+   * whose body is in hand is sent again when the owner closed an idle connection under it.
+   */
+  function forwardElsewhere(p: Pending, bytes: Buffer, target: string): void {
+    const { req, res, route, requestId } = p;
+    try {
+      const caller = principalOfRequest(services.tokens, req);
+      checkRole(HEARTBEAT_RULES, caller);
+      const params = checkParams(HEARTBEAT_RULES, route.raw, route.params ?? undefined);
+      checkScope(caller, { params, body: undefined });
+    } catch (error) {
+      fail(p, error, bytes);
+      return;
+    }
+    preface(p, true);
+    forwardTo(services, req, res, target, { requestId, body: bytes }).then(
+      // The owner left the live set while the body came in: decided here after all.
+      (forwarded) => forwarded || serve(p, bytes),
+      (failure: unknown) => broken(p, failure),
+    );
   }
 
   /**
@@ -457,9 +491,15 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       }
       const forwarded = accepted;
       const owner = ownerOf(route);
+      // Decided from the URL before the body is parsed: another replica's group is forwarded.
+      const target =
+        owner === null || owner === services.replicaId || !route.raw.stream || !route.raw.group
+          ? null
+          : forwardTargetOf(services, route.raw.stream, route.raw.group, owner);
       const pending: Pending = { req, res, route, requestId, owner, forwarded };
       readRawBody(req, maxBytes, (error, bytes) => {
         if (error) fail(pending, error, null);
+        else if (target !== null) forwardElsewhere(pending, bytes, target);
         else serve(pending, bytes);
       });
       return true;

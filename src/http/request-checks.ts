@@ -39,6 +39,11 @@ export function checkRole(rules: RequestRules, principal: Principal | null): voi
   assertAnyRole(principal, rules.roles);
 }
 
+/** The path parameters against the route's schema (see {@link checkInputs}). */
+export function checkParams<P>(rules: Pick<RequestRules<P>, 'params'>, raw: unknown, valid?: P): P {
+  return valid ?? (rules.params ? validate(rules.params, raw, 'path') : (raw as P));
+}
+
 /**
  * The inputs against the route's zod schemas (400 VALIDATION_FAILED naming the bad fields).
  * What `valid` gives was validated against the same schema before (the fast path remembers
@@ -50,9 +55,7 @@ export function checkInputs<P, B, Q>(
   valid: { readonly params?: P; readonly body?: B } = {},
 ): CheckedInputs<P, B, Q> {
   return {
-    params:
-      valid.params ??
-      (rules.params ? validate(rules.params, raw.params, 'path') : (raw.params as P)),
+    params: checkParams(rules, raw.params, valid.params),
     body:
       valid.body ?? (rules.body ? validate(rules.body, raw.body ?? {}, 'body') : (raw.body as B)),
     query: rules.query ? validate(rules.query, raw.query, 'query') : (raw.query as Q),
