@@ -463,6 +463,10 @@ export class GroupHost implements GroupCoordinator {
     });
   }
 
+  servedElsewhere(ref: GroupRef): string | null {
+    return this.parts.owned.servedElsewhere(ref);
+  }
+
   steadyAgain(ticket: SteadyTicket): boolean {
     if (!(ticket instanceof HostTicket)) return false;
     const { entry, decision, serving } = ticket;

@@ -81,6 +81,18 @@ export class OwnedGroups {
     return { kind: 'owned', entry: await this.take(ref) };
   }
 
+  /**
+   * The replica {@link lookup} would send a request for the group to, decided at once and with
+   * nothing done: another replica's id when this one holds no entry for the group and that one
+   * owns it; null when the group is, or may be, served here, nobody is known to own it, or this
+   * replica is shutting down (then `lookup` answers).
+   */
+  servedElsewhere(ref: GroupRef): string | null {
+    if (this.closing || this.options.table.get(ref) !== undefined) return null;
+    const owner = this.options.ownership.ownerOf(ref);
+    return owner.self ? null : owner.owner;
+  }
+
   /** The group's entry; `GROUP_MOVED` when this replica does not serve it now. */
   async entry(ref: GroupRef): Promise<GroupEntry> {
     const found = await this.lookup(ref);

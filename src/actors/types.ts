@@ -231,6 +231,12 @@ export interface GroupCoordinator {
    */
   steadyTicket(ref: GroupRef, request: HeartbeatRequest): SteadyTicket | null;
   /**
+   * The other replica that serves the group, when a request for it would be refused here with
+   * 503 `GROUP_MOVED` naming that replica: this one holds no entry for the group and another owns
+   * it. Null when it is decided here (served, moving, shutting down). O(1), touches nothing.
+   */
+  servedElsewhere(ref: GroupRef): string | null;
+  /**
    * The ticket's heartbeat again (the same request from the same principal): true when the
    * group is served here, nothing is queued or held for the member, and the decision still
    * holds on the group as it is now, the member's liveness then refreshed as

@@ -1,20 +1,19 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { CoordinatorError } from '../errors.js';
 import { isAdminPath } from './admin-path.js';
-import { assertRequestGroupPermitted } from './auth/group-scope.js';
 import { authenticate, createPassport } from './auth/passport.js';
-import { assertAnyRole } from './auth/roles.js';
 import { requestContext } from './request-context.js';
 import { forwardMoved, setOwnerHeader } from './forwarding.js';
 import { auditOnce, bodyMiddleware, requestIdMiddleware, send, sendError } from './pipeline.js';
-import { validate, type RouteSpec } from './route.js';
+import { checkRequest } from './request-checks.js';
+import type { RouteSpec } from './route.js';
 import { requestedWaitMs } from './store-outage.js';
 import type { Services } from './services.js';
 import { mountUi } from './ui.js';
 
 /**
- * The express app: request id → per route (identify → body → authenticate → authorise →
- * validate → handler) → response (audited on admin routes). Every error leaves in the API's one shape (README.md#api-at-a-glance).
+ * The express app: request id → per route (identify → body → authenticate → role → validate →
+ * group scope, `request-checks.ts` → handler) → response (audited on admin routes). Every error leaves in the API's one shape (README.md#api-at-a-glance).
  */
 export function createApp(services: Services, routes: readonly RouteSpec[]): express.Express {
   const app = express();
@@ -61,22 +60,14 @@ export function createApp(services: Services, routes: readonly RouteSpec[]): exp
         if (spec.roles) {
           principal = await authenticate(passport, req, res);
           ctx.principal = principal;
-          assertAnyRole(principal, spec.roles);
         }
-        const input = {
-          params: spec.params ? validate(spec.params, req.params, 'path') : req.params,
-          body: spec.body ? validate(spec.body, ctx.body ?? {}, 'body') : ctx.body,
-          query: spec.query ? validate(spec.query, req.query, 'query') : req.query,
-          principal,
-          requestId: ctx.requestId,
-          req,
-          res,
-          services,
-        };
+        const checked = checkRequest(spec, principal, {
+          params: req.params,
+          body: ctx.body,
+          query: req.query,
+        });
+        const input = { ...checked, principal, requestId: ctx.requestId, req, res, services };
         watch?.wait(requestedWaitMs(input));
-        // After role and validation, before the handler looks anything up: a group outside a
-        // scoped token's `groups` is refused the same whether it exists or not.
-        if (principal) assertRequestGroupPermitted(principal, input.params, input.body);
         if (ctx.audited && spec.method !== 'get') await services.coordinator.assertWritable();
         const result = await spec.handler(input);
         await send(services, req, res, result);

@@ -83,22 +83,63 @@ export function ownerUrlOf(services: Services, owner: string): string | null {
 }
 
 /**
+ * Where a request for the group goes (docs/architecture.md#replicas-leases-and-fences), the one
+ * decision the express routes and the heartbeat fast path share: the id of the replica it is
+ * forwarded to when another live replica owns the group and this one holds no entry for it (the
+ * group's host would refuse it with `GROUP_MOVED` naming that replica); null when it is answered
+ * here. Decided from the names alone, so before the body is parsed; `owner` is the owner as the
+ * caller last looked it up (`groupOwnerOf`), when it remembers it.
+ */
+export function forwardTargetOf(
+  services: Services,
+  streamPrefix: string,
+  consumerGroup: string,
+  owner: string | null = groupOwnerOf(services, streamPrefix, consumerGroup),
+): string | null {
+  const replicas = services.replicas;
+  // Served here, or nobody to send it to: the host answers (it may be moving: 503).
+  if (!replicas || owner === null || owner === services.replicaId) return null;
+  if (replicas.urlOf(owner) === null) return null;
+  return services.coordinator.servedElsewhere({ streamPrefix, consumerGroup });
+}
+
+/** What a forward needs of the request besides its stream (see {@link forwardTo}). */
+export interface ForwardRequest {
+  readonly requestId: string;
+  /** The body's bytes when they were read already (as received, or inflated), else null. */
+  readonly body: Buffer | null;
+  readonly beforeResponse?: BeforeResponse;
+}
+
+/**
  * Forwards a request whose group another replica owns to that replica (one hop: a request
- * that was forwarded already is refused by the forwarder with 503 `OWNER_MOVING`). False when
- * it cannot be forwarded (no replicas, the owner not known or not live): the caller answers
- * the `GROUP_MOVED` error itself (503 with `Retry-After`).
+ * that was forwarded already is refused by the forwarder with 503 `OWNER_MOVING`), counted in
+ * `coord_forwarded_requests_total` by its outcome. False when it cannot be forwarded (no
+ * replicas, the owner not known or not live): the caller answers the `GROUP_MOVED` error itself
+ * (503 with `Retry-After`).
  */
 export async function forwardMoved(
   services: Services,
   req: IncomingMessage,
   res: ServerResponse,
   error: unknown,
-  request: { requestId: string; body: Buffer | null; beforeResponse?: BeforeResponse },
+  request: ForwardRequest,
+): Promise<boolean> {
+  if (!(error instanceof GroupMovedError) || error.owner === null) return false;
+  return forwardTo(services, req, res, error.owner, request);
+}
+
+/** Forwards the request to replica `owner` (see {@link forwardMoved}); false when it cannot. */
+export async function forwardTo(
+  services: Services,
+  req: IncomingMessage,
+  res: ServerResponse,
+  owner: string,
+  request: ForwardRequest,
 ): Promise<boolean> {
   const replicas = services.replicas;
-  if (!(error instanceof GroupMovedError) || !replicas || res.headersSent) return false;
-  if (error.owner === null || error.owner === services.replicaId) return false;
-  const url = replicas.urlOf(error.owner);
+  if (!replicas || res.headersSent || owner === services.replicaId) return false;
+  const url = replicas.urlOf(owner);
   if (url === null) return false;
   // The owner answers under the same request id (and the signature covers it).
   req.headers['x-request-id'] = request.requestId;
@@ -110,7 +151,6 @@ export async function forwardMoved(
     delete req.headers['transfer-encoding'];
     req.headers['content-length'] = String(body.length);
   }
-  const owner = error.owner;
   const outcome = await replicas.forwarder.forward(
     req,
     res,

@@ -1,31 +1,36 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { assertGroupPermitted } from './auth/group-scope.js';
-import { principalOfRequest } from './auth/passport.js';
-import { assertAnyRole } from './auth/roles.js';
 import type { z } from 'zod';
 import { OWNER_HEADER, OWNER_URL_HEADER } from '../actors/ownership/forwarder.js';
+import type { SteadyTicket } from '../actors/types.js';
+import { RecentMap } from '../collections/recent-map.js';
 import type { HeartbeatReply } from '../machines/protocol.js';
+import { principalOfRequest } from './auth/passport.js';
+import { toErrorResponse } from './errors.js';
 import {
   acceptForwarded,
   forwardMoved,
+  forwardTargetOf,
+  forwardTo,
   groupOwnerOf,
   lateForwardError,
   ownerUrlOf,
 } from './forwarding.js';
-import { assertJsonContentType, errorResult, parseJsonText, requestIdOf } from './pipeline.js';
-import { validate, type HandlerResult } from './route.js';
-import type { SteadyTicket } from '../actors/types.js';
+import { PacedWrites } from './paced-writes.js';
+import { errorResult, requestIdOf } from './pipeline.js';
+import { assertJsonContentType, isEncoded, parseJsonText, readRawBody } from './request-body.js';
+import { checkParams, checkRequest, checkRole, checkScope } from './request-checks.js';
+import type { HandlerResult } from './route.js';
 import {
   answerAgain,
   answerHeartbeat,
   HEARTBEAT_PATH,
-  HEARTBEAT_ROLES,
-  heartbeatBodySchema,
+  HEARTBEAT_RULES,
+  type heartbeatBodySchema,
 } from './routes/consumer.js';
-import { PacedWrites } from './paced-writes.js';
-import { groupParamsSchema } from './schemas.js';
-import { toErrorResponse } from './errors.js';
+import type { groupParamsSchema } from './schemas.js';
 import type { Services } from './services.js';
+
+export { RecentMap, REST_GENERATIONS } from '../collections/recent-map.js';
 
 /**
  * Response header set on every response the fast path serves (`X-Coord-Path: fast`), errors
@@ -74,57 +79,6 @@ function matchHeartbeat(url: string): Record<string, string> | null {
   return params;
 }
 
-/** An error of reading the body, shaped like body-parser's (see `toErrorResponse`). */
-function bodyError(message: string, type: string, status: number): Error {
-  return Object.assign(new Error(message), { type, status });
-}
-
-/**
- * Reads the whole body, bounded like `express.raw({ limit })`: past the limit (declared or
- * received) the rest is drained and `done` gets the error body-parser raises, so
- * `toErrorResponse` maps it to the same 413 PAYLOAD_TOO_LARGE. Called back once (no promise:
- * a steady heartbeat is answered in the same turn as its body's end).
- */
-function readBody(
-  req: IncomingMessage,
-  maxBytes: number,
-  done: (error: Error | null, bytes: Buffer) => void,
-): void {
-  let tooLarge = Number(req.headers['content-length']) > maxBytes;
-  let size = 0;
-  let chunks: Buffer[] = [];
-  let finished = false;
-  req.on('data', (chunk: Buffer) => {
-    if (tooLarge) return;
-    size += chunk.length;
-    if (size > maxBytes) {
-      tooLarge = true;
-      chunks = [];
-    } else {
-      chunks.push(chunk);
-    }
-  });
-  req.on('end', () => {
-    finished = true;
-    if (tooLarge) {
-      done(bodyError('request entity too large', 'entity.too.large', 413), EMPTY);
-    } else {
-      done(null, chunks.length === 1 && chunks[0] ? chunks[0] : Buffer.concat(chunks, size));
-    }
-  });
-  // A request stream fails or closes early only when the client went away (node reports it
-  // as an `aborted` ECONNRESET error): as raw-body does, a 400-class abort, not a failure.
-  const aborted = () => {
-    if (finished) return;
-    finished = true;
-    done(bodyError('request aborted', 'request.aborted', 400), EMPTY);
-  };
-  req.on('error', aborted);
-  req.on('close', aborted);
-}
-
-const EMPTY = Buffer.alloc(0);
-
 function write(res: ServerResponse, result: HandlerResult): void {
   if (res.headersSent) return;
   for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, value);
@@ -142,80 +96,10 @@ function write(res: ServerResponse, result: HandlerResult): void {
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 /**
- * A map that keeps what was used recently, bounded: entries go into the current generation;
- * when it is full (entries, or characters of key), it becomes the previous one and the one
- * before is dropped. A hit in the previous generation moves the entry forward.
- *
- * With `rest`, a map that does not hold what is asked of it stops taking entries for a while:
- * when a generation fills with fewer than a quarter as many hits as entries (the first one after
- * it was made or rested excepted: first sightings fill it; more distinct keys cycle through
- * than it holds: 100,000 members' heartbeat bodies, docs/BENCHMARKS.md), the next
- * {@link REST_GENERATIONS} generations' worth of `set`s are skipped, then it tries again. Each
- * entry set and dropped before it is asked for again outlives a few young-generation GCs and
- * dies in the old generation, which a replica holding a large heap pays for in major GCs; an
- * entry not remembered costs only what remembering would have saved.
+ * What a heartbeat URL means: its path, raw parameters and, when they are valid, the validated
+ * ones; and the home of the two memos that belong to one group (its owner, its members' steady
+ * answers).
  */
-export class RecentMap<V> {
-  private current = new Map<string, V>();
-  private previous = new Map<string, V>();
-  private chars = 0;
-  /** Hits since the current generation began. */
-  private hits = 0;
-  /** `set`s still to skip (resting after a generation that was mostly missed). */
-  private resting = 0;
-  /**
-   * The generation filling now is the first since the map was made or rested: it was filled by
-   * first sightings, not judged by its hits.
-   */
-  private first = true;
-
-  constructor(
-    private readonly maxEntries: number,
-    private readonly maxChars: number,
-    private readonly options: { readonly rest?: boolean } = {},
-  ) {}
-
-  get(key: string): V | undefined {
-    const value = this.current.get(key);
-    if (value !== undefined) {
-      this.hits++;
-      return value;
-    }
-    const old = this.previous.get(key);
-    if (old !== undefined) {
-      this.hits++;
-      this.set(key, old);
-    }
-    return old;
-  }
-
-  set(key: string, value: V): void {
-    if (this.resting > 0) {
-      this.resting--;
-      return;
-    }
-    if (this.current.size >= this.maxEntries || this.chars + key.length > this.maxChars) {
-      const missed = !this.first && this.hits < this.current.size / 4;
-      this.previous = this.current;
-      this.current = new Map();
-      this.chars = 0;
-      this.hits = 0;
-      this.first = false;
-      if (missed && this.options.rest === true) {
-        this.resting = REST_GENERATIONS * this.maxEntries;
-        this.first = true;
-        return;
-      }
-    }
-    this.current.set(key, value);
-    this.chars += key.length;
-  }
-}
-
-/** How many generations' worth of `set`s a resting {@link RecentMap} skips. */
-export const REST_GENERATIONS = 8;
-
-/** What a heartbeat URL means: its path, raw parameters and, when they are valid, the validated ones. */
 interface HeartbeatRoute {
   readonly path: string;
   readonly raw: Readonly<Record<string, string>>;
@@ -225,7 +109,11 @@ interface HeartbeatRoute {
   readonly memos: Map<string, SteadyMemo>;
   /** Each member's last steady answer. */
   readonly members: Map<string, SteadyMemo>;
-  /** The group's owner (`X-Coord-Owner`) as last looked up, and the owners' version then. */
+  /**
+   * Memo, one job: the group's owner (`X-Coord-Owner`) as of the owners' version
+   * (`ReplicaServices.ownersVersion`), so a heartbeat costs no owner lookup while the live
+   * replicas stay the same.
+   */
   owner: string | null;
   /** That owner's advertised URL (`X-Coord-Owner-Url`), null when not known. */
   ownerUrl: string | null;
@@ -233,7 +121,8 @@ interface HeartbeatRoute {
 }
 
 /**
- * A member's last steady answer (its JSON, reused while the member is told the same thing) and
+ * Memo, one job: a member's last steady answer (its JSON, reused while the member is told the
+ * same thing) and
  * the heartbeat it answered (the capacity goal, docs/BENCHMARKS.md): the same body text from the same principal on
  * the same URL is the same validated request, which `GroupCoordinator.steadyAgain` answers again
  * in O(1) while its decision holds, without the body's parse and validation, the group's and
@@ -256,8 +145,8 @@ interface SteadyMemo {
 /**
  * Heartbeat URLs remembered, per generation, and characters of them: each route holds its
  * members' steady replies, so a replica must remember the route of every group it serves, or
- * it keeps rebuilding them. Sized for the capacity goal (10,000 groups on one replica, issue
- * 10) with room to spare.
+ * it keeps rebuilding them. Sized for the capacity goal (10,000 groups on one replica,
+ * docs/BENCHMARKS.md) with room to spare.
  */
 export const REMEMBERED_ROUTES = { entries: 16_384, chars: 4 << 20 } as const;
 
@@ -279,27 +168,37 @@ function deepFreeze<T>(value: T): T {
 }
 
 /**
- * The heartbeat lean path (docs/architecture.md#the-heartbeat-fast-path): serves only `POST` on the canonical heartbeat URL,
- * with the steps and answers of the express pipeline in the same order — request id, bounded
- * raw body (413), JSON (415/400), bearer token through `TokenService` and its verified-token
- * cache (401), role CONSUMER (403), the route's zod schemas (400), the token's group scope (403), then the heartbeat itself
- * through the function the express route calls ({@link answerHeartbeat}). Bodies with a
- * `Content-Encoding` (which express inflates) are left to express. The one difference: no
- * `ETag` header (express adds a weak one to every body; it means nothing on a POST answer).
+ * The heartbeat lean path (docs/architecture.md#the-heartbeat-fast-path): serves only `POST` on
+ * the canonical heartbeat URL, through the express pipeline's rules in their order, each the
+ * same function express calls: request id, bounded raw body (413), JSON (415/400)
+ * (`request-body.ts`), bearer token (401, `principalOfRequest`), role CONSUMER (403), the
+ * route's zod schemas (400) and the token's group scope (403) (`request-checks.ts`), then the
+ * heartbeat itself ({@link answerHeartbeat}). Bodies with a `Content-Encoding` (which express
+ * inflates) are left to express. The one difference: no `ETag` header (express adds a weak one
+ * to every body; it means nothing on a POST answer). It is fast by skipping express's routing
+ * and middleware, and by what it remembers, each memo with one job:
  *
- * What the steady heartbeat repeats is worked out once: a URL's match and validated
- * parameters, and a body text's validated heartbeat (both decided by the text alone, so
- * remembering them changes no answer; a body is remembered only once it was validated for an
- * authenticated caller), and a member's steady heartbeat with its answer ({@link SteadyMemo}:
- * answered again while the coordinator says its decision holds). A steady heartbeat is answered
- * in the turn its body ends, its headers written in one `writeHead`.
+ * - `routes`: a URL's match and validated parameters (decided by the URL alone), and the home of
+ *   the group's owner and steady answers ({@link HeartbeatRoute});
+ * - the group's owner per route, as of the owners' version;
+ * - a member's last steady answer ({@link SteadyMemo}), answered again while the coordinator
+ *   says its decision holds: the steady heartbeat's road;
+ * - `bodies`: a body text's validated heartbeat, for the heartbeats no steady answer covers
+ *   (held ones, ones the group decides anew), remembered only once every check passed;
+ * - and, shared with express, the verified-token cache of `TokenService`.
+ *
+ * None of them changes an answer. A steady heartbeat is answered in the turn its body ends, its
+ * headers written in one `writeHead`.
  */
 export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
   const maxBytes = services.settings.limits['max-body-bytes'];
+  /** Memo: heartbeat URLs (see above). */
   const routes = new RecentMap<HeartbeatRoute>(REMEMBERED_ROUTES.entries, REMEMBERED_ROUTES.chars);
+  /**
+   * Memo: validated heartbeats by body text (see above); resting when more distinct bodies cycle
+   * through than it holds ({@link RecentMap}).
+   */
   const bodies = new RecentMap<HeartbeatBody>(16_384, 4 << 20, { rest: true });
-  /** The last Content-Type found to be JSON (it is the same on nearly every request). */
-  let jsonType: string | undefined;
   /** Answers decided after their request was read, written a little per turn of the loop. */
   const paced = new PacedWrites();
 
@@ -309,7 +208,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     const raw = matchHeartbeat(url);
     if (!raw) return null;
     const query = url.indexOf('?');
-    const parsed = groupParamsSchema.safeParse(raw);
+    const parsed = HEARTBEAT_RULES.params.safeParse(raw);
     const route: HeartbeatRoute = {
       path: query === -1 ? url : url.slice(0, query),
       raw: deepFreeze(raw),
@@ -420,19 +319,23 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     res.end(json);
   }
 
+  /** The headers of every answer but a 200: who owns the group only to a caller it admits. */
+  function preface(p: Pending, admitted: boolean): void {
+    const { res, route } = p;
+    if (res.headersSent) return;
+    res.setHeader('X-Request-Id', p.requestId);
+    res.setHeader(FAST_PATH_HEADER, 'fast');
+    if (admitted && p.owner !== null) res.setHeader(OWNER_HEADER, p.owner);
+    if (admitted && p.owner !== null && route.ownerUrl !== null)
+      res.setHeader(OWNER_URL_HEADER, route.ownerUrl);
+  }
+
   /** Every other answer: forwarded to the owner, or the error as express gives it. */
   async function refuse(p: Pending, error: unknown, bytes: Buffer | null): Promise<void> {
     const { req, res, route, requestId } = p;
-    if (!res.headersSent) {
-      res.setHeader('X-Request-Id', requestId);
-      res.setHeader(FAST_PATH_HEADER, 'fast');
-      // Who owns the group is for callers it admits, not for a 401/403.
-      const { status } = toErrorResponse(error, requestId);
-      const admitted = status !== 401 && status !== 403;
-      if (admitted && p.owner !== null) res.setHeader(OWNER_HEADER, p.owner);
-      if (admitted && p.owner !== null && route.ownerUrl !== null)
-        res.setHeader(OWNER_URL_HEADER, route.ownerUrl);
-    }
+    // Who owns the group is for callers it admits, not for a 401/403.
+    const { status } = toErrorResponse(error, requestId);
+    preface(p, status !== 401 && status !== 403);
     // Another replica owns the group: forwarded there, its answer passed on.
     if (await forwardMoved(services, req, res, error, { requestId, body: bytes })) return;
     const group = { streamPrefix: route.raw.stream, consumerGroup: route.raw.group };
@@ -463,17 +366,39 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     refuse(p, error, bytes).catch((failure: unknown) => broken(p, failure));
   }
 
-  /** The body's validated heartbeat, remembered by its text (unless too long to). */
-  function validated(text: string | null, body: unknown): HeartbeatBody {
-    const heartbeat = validate(heartbeatBodySchema, body ?? {}, 'body');
-    if (text !== null) bodies.set(text, deepFreeze(heartbeat));
-    return heartbeat;
+  /**
+   * A heartbeat for a group another replica serves (`target`, decided from its URL before its
+   * body was read): forwarded at once with its bytes as read, after the checks of its caller
+   * that need no body, as express makes them before it forwards (token, role, path, group
+   * scope); its body's are the owner's. Nothing is handed to the host here, and it is counted
+   * once, as forwarded (`coord_forwarded_requests_total`). The bytes are read, not streamed
+   * through: a held heartbeat's `waitMs` in them sets the forward's deadline, and a forward
+   * whose body is in hand is sent again when the owner closed an idle connection under it.
+   */
+  function forwardElsewhere(p: Pending, bytes: Buffer, target: string): void {
+    const { req, res, route, requestId } = p;
+    try {
+      const caller = principalOfRequest(services.tokens, req);
+      checkRole(HEARTBEAT_RULES, caller);
+      const params = checkParams(HEARTBEAT_RULES, route.raw, route.params ?? undefined);
+      checkScope(caller, { params, body: undefined });
+    } catch (error) {
+      fail(p, error, bytes);
+      return;
+    }
+    preface(p, true);
+    forwardTo(services, req, res, target, { requestId, body: bytes }).then(
+      // The owner left the live set while the body came in: decided here after all.
+      (forwarded) => forwarded || serve(p, bytes),
+      (failure: unknown) => broken(p, failure),
+    );
   }
 
   /**
-   * The steps after the body, in the express pipeline's order. A body remembered with its
-   * steady answer ({@link SteadyMemo}) was valid JSON and a valid heartbeat: those two steps
-   * would pass, and are skipped.
+   * The checks after the body, in the express pipeline's order and through the same functions
+   * (`request-body.ts`, `request-checks.ts`). A body text remembered with its steady answer
+   * ({@link SteadyMemo}) was valid JSON and a valid heartbeat on this URL: those checks would
+   * pass, and are skipped; the caller's are not.
    */
   function serve(p: Pending, bytes: Buffer): void {
     const { req, route } = p;
@@ -486,11 +411,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       let known: HeartbeatBody | undefined;
       let memo: SteadyMemo | undefined;
       if (bytes.length > 0) {
-        const contentType = req.headers['content-type'];
-        if (contentType !== jsonType || contentType === undefined) {
-          assertJsonContentType(contentType);
-          jsonType = contentType;
-        }
+        assertJsonContentType(req.headers['content-type']);
         const decoded = bytes.toString('utf8');
         if (decoded.length <= REMEMBERED_BODY_MAX) {
           text = decoded;
@@ -501,15 +422,9 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       }
       const caller = principalOfRequest(services.tokens, req);
       principal = caller.name;
-      assertAnyRole(caller, HEARTBEAT_ROLES);
-      const params = route.params ?? validate(groupParamsSchema, route.raw, 'path');
-      let heartbeat: HeartbeatBody;
-      if (memo === undefined) {
-        heartbeat = known ?? validated(text, body);
-        assertGroupPermitted(caller, params.stream, params.group);
-      } else {
-        // A memo's text is a valid heartbeat: its validation, which would pass, comes after.
-        assertGroupPermitted(caller, params.stream, params.group);
+      if (memo !== undefined && route.params !== null) {
+        checkRole(HEARTBEAT_RULES, caller);
+        checkScope(caller, { params: route.params, body: undefined });
         if (memo.principal === principal) {
           const ticket = memo.ticket.deref();
           if (ticket !== undefined && answerAgain(services, ticket)) {
@@ -518,8 +433,16 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
           }
           forget(route, memo);
         }
-        heartbeat = validated(memo.text, parseJsonText(memo.text));
+        body = parseJsonText(memo.text);
       }
+      const { params, body: heartbeat } = checkRequest(
+        HEARTBEAT_RULES,
+        caller,
+        { params: route.raw, body, query: undefined },
+        { params: route.params ?? undefined, body: known },
+      );
+      // Remembered once it passed every check for an authenticated caller (and unless too long).
+      if (known === undefined && text !== null) bodies.set(text, deepFreeze(heartbeat));
       waitMs = heartbeat.waitMs ?? 0;
       answered = answerHeartbeat(services, caller, params, heartbeat, p.res);
     } catch (error) {
@@ -552,8 +475,8 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     handle(req, res) {
       const url = req.url;
       if (req.method !== 'POST' || url === undefined || !url.startsWith(PREFIX)) return false;
-      const encoding = req.headers['content-encoding'];
-      if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return false;
+      // An encoded body is express's to inflate.
+      if (isEncoded(req)) return false;
       const route = routeOf(url);
       if (!route) return false;
       const requestId = requestIdOf(req.headers['x-request-id'] as string | undefined);
@@ -568,9 +491,15 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       }
       const forwarded = accepted;
       const owner = ownerOf(route);
+      // Decided from the URL before the body is parsed: another replica's group is forwarded.
+      const target =
+        owner === null || owner === services.replicaId || !route.raw.stream || !route.raw.group
+          ? null
+          : forwardTargetOf(services, route.raw.stream, route.raw.group, owner);
       const pending: Pending = { req, res, route, requestId, owner, forwarded };
-      readBody(req, maxBytes, (error, bytes) => {
+      readRawBody(req, maxBytes, (error, bytes) => {
         if (error) fail(pending, error, null);
+        else if (target !== null) forwardElsewhere(pending, bytes, target);
         else serve(pending, bytes);
       });
       return true;

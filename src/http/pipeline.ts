@@ -8,6 +8,7 @@ import { acceptForwarded, lateForwardError, setOwnerHeader } from './forwarding.
 import { toErrorResponse } from './errors.js';
 import { logRequestFailure, type FailedRequest } from './failure-log.js';
 import { requestContext, type RequestContext } from './request-context.js';
+import { isEncoded, parseJsonBody, readRawBody } from './request-body.js';
 import type { HandlerResult } from './route.js';
 import { authorizationCount } from './auth/passport.js';
 import type { Principal } from './auth/roles.js';
@@ -54,44 +55,29 @@ export function requestIdMiddleware(services: Services) {
   };
 }
 
-function isJson(contentType: string | undefined): boolean {
-  const type = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
-  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
-}
-
-/** 415 UNSUPPORTED_MEDIA_TYPE unless the content type is JSON (`application/json`, `application/*+json`). */
-export function assertJsonContentType(contentType: string | undefined): void {
-  if (!isJson(contentType)) {
-    throw new CoordinatorError('UNSUPPORTED_MEDIA_TYPE', 'request bodies must be application/json');
-  }
-}
-
-/** The JSON of a request body's text; 400 INVALID_JSON when it is not JSON. */
-export function parseJsonText(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    throw new CoordinatorError('INVALID_JSON', 'request body is not valid JSON');
-  }
-}
-
 /**
- * Parses a non-empty request body: 415 for another media type, 400 for bad JSON. Shared by
- * the express pipeline and the heartbeat fast path (which takes its two steps apart).
- */
-export function parseJsonBody(bytes: Buffer, contentType: string | undefined): unknown {
-  assertJsonContentType(contentType);
-  return parseJsonText(bytes.toString('utf8'));
-}
-
-/**
- * Reads the raw body (bounded: 413 past `max-body-bytes`), keeps its bytes for the audit
- * fingerprint, then parses JSON: 415 for another media type, 400 for bad JSON.
+ * Reads the raw body (bounded: 413 past `max-body-bytes`) with the reader the heartbeat fast
+ * path uses, keeps its bytes for the audit fingerprint, then parses JSON: 415 for another media
+ * type, 400 for bad JSON. An encoded body (`Content-Encoding`) is inflated by `express.raw`,
+ * its limit applying to the inflated bytes.
  */
 export function bodyMiddleware(maxBytes: number) {
-  const raw = express.raw({ type: () => true, limit: maxBytes });
+  const inflate = express.raw({ type: () => true, limit: maxBytes });
   return [
-    raw,
+    (req: Request, res: Response, next: NextFunction): void => {
+      if (isEncoded(req)) return void inflate(req, res, next);
+      // No body at all (as body-parser decides it): nothing to read.
+      if (
+        req.headers['transfer-encoding'] === undefined &&
+        req.headers['content-length'] === undefined
+      )
+        return next();
+      readRawBody(req, maxBytes, (error, bytes) => {
+        if (error) return next(error);
+        req.body = bytes;
+        next();
+      });
+    },
     (req: Request, res: Response, next: NextFunction): void => {
       const ctx = requestContext(res);
       const bytes = Buffer.isBuffer(req.body) ? req.body : null;

@@ -21,16 +21,8 @@ export function principalOfRequest(
   req: IncomingMessage,
 ): Principal {
   assertOneAuthorization(req);
-  const authorization = req.headers.authorization;
-  let token: string | null;
-  if (authorization !== undefined && authorization === lastAuthorization) {
-    token = lastToken;
-  } else {
-    token = bearerToken(req as Request);
-    lastAuthorization = authorization;
-    lastToken = token;
-  }
-  if (!token) throw noBearerTokenError(authorization);
+  const token = bearerToken(req as Request);
+  if (!token) throw noBearerTokenError(req.headers.authorization);
   return tokens.verify(token);
 }
 
@@ -58,13 +50,6 @@ export function authorizationCount(req: IncomingMessage): number {
   }
   return count;
 }
-
-/**
- * The last `Authorization` header and the token {@link bearerToken} found in it (it reads that
- * header alone): consumers send the same header heartbeat after heartbeat.
- */
-let lastAuthorization: string | undefined;
-let lastToken: string | null = null;
 
 /** The passport strategy (README.md#tokens-roles-and-group-scopes): a bearer JWT, verified by {@link principalOfRequest}. */
 class BearerTokenStrategy extends passport.Strategy {

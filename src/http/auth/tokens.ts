@@ -17,6 +17,11 @@ interface CachedToken {
  * (bounded) so the heartbeat path does not pay an HMAC per request.
  */
 export class TokenService {
+  /**
+   * Memo, one job: a verified token's principal by the token's text, until the token expires, so
+   * a consumer's heartbeats (express or fast path) pay one HMAC, not one each. Bounded: emptied
+   * when full.
+   */
   private readonly cache = new Map<string, CachedToken>();
   private static readonly CACHE_MAX = 10_000;
 

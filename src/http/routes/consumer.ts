@@ -1,9 +1,10 @@
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { SteadyTicket } from '../../actors/types.js';
-import { CoordinatorError } from '../../errors.js';
+import { CoordinatorError, GroupMovedError } from '../../errors.js';
 import { MAX_HEARTBEAT_WAIT_MS, type HeartbeatReply } from '../../machines/protocol.js';
 import type { Principal } from '../auth/roles.js';
+import { forwardTargetOf } from '../forwarding.js';
 import { route } from '../route.js';
 import { errorSchema, groupParamsSchema } from '../schemas.js';
 import type { Services } from '../services.js';
@@ -58,6 +59,16 @@ export const HEARTBEAT_PATH = '/coord/v1/consumer/streams/:stream/groups/:group/
 
 /** Who may heartbeat. */
 export const HEARTBEAT_ROLES = ['CONSUMER'] as const;
+
+/**
+ * What the heartbeat asks of a request (role, path and body schemas): the rules the express
+ * route is mounted with and the heartbeat fast path checks, through `request-checks.ts`.
+ */
+export const HEARTBEAT_RULES = {
+  roles: HEARTBEAT_ROLES,
+  params: groupParamsSchema,
+  body: heartbeatBodySchema,
+} as const;
 
 /**
  * The heartbeat itself, once the caller is authenticated and the request validated: the group
@@ -176,9 +187,7 @@ export const consumerRoutes = [
     path: HEARTBEAT_PATH,
     summary: 'Consumer heartbeat: join (epoch 0), report progress, leave (epoch -1)',
     tag: 'consumer',
-    roles: HEARTBEAT_ROLES,
-    params: groupParamsSchema,
-    body: heartbeatBodySchema,
+    ...HEARTBEAT_RULES,
     responses: {
       200: { description: 'Instructions for the member', schema: heartbeatReplySchema },
       400: {
@@ -196,6 +205,10 @@ export const consumerRoutes = [
     async handler({ params, body, principal, services, res }) {
       // The role check has run, so there is a principal; the guard is for the type only.
       if (!principal) throw new CoordinatorError('UNAUTHENTICATED', 'no access token');
+      // Another replica serves the group: forwarded there (the route's error path), and counted
+      // there, not here as a refused heartbeat (docs/architecture.md#the-request-pipeline).
+      const elsewhere = forwardTargetOf(services, params.stream, params.group);
+      if (elsewhere !== null) throw new GroupMovedError(elsewhere);
       const answered = answerHeartbeat(services, principal, params, body, res);
       return { status: 200, body: answered instanceof Promise ? await answered : answered.reply };
     },
