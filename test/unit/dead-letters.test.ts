@@ -3,7 +3,9 @@
  * dead letter back, where a replay sends it, the error kept, and the consumer's retry policy.
  */
 import { describe, expect, it } from 'vitest';
+import { chosenShards } from '../../src/actors/dead-letters.js';
 import { retryPolicy } from '../../src/client/consumer.js';
+import { CoordinatorError } from '../../src/errors.js';
 import { shardForKey } from '../../src/machines/routing.js';
 import {
   deadLetterStream,
@@ -82,5 +84,26 @@ describe("the consumer's retry policy", () => {
     for (const bad of [0, -1, 1.5, Number.NaN])
       expect(() => retryPolicy(bad, undefined), String(bad)).toThrow(RangeError);
     expect(() => retryPolicy(3, -1)).toThrow(RangeError);
+  });
+});
+
+describe('the shards a dead-letter request chooses', () => {
+  it('every shard of the group when it names none; those it names, ascending, once each', () => {
+    expect(chosenShards([2, 0, 1], undefined, 'body.shards')).toEqual([0, 1, 2]);
+    expect(chosenShards([0, 1, 2, 3], [3, 1, 3], 'body.shards')).toEqual([1, 3]);
+  });
+
+  it('a shard the group does not have is a 400 naming it and the field', () => {
+    let error: unknown;
+    try {
+      chosenShards([0, 1], [1, 4, 9], 'query.shards');
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(CoordinatorError);
+    const { code, message, details } = error as CoordinatorError;
+    expect(code).toBe('VALIDATION_FAILED');
+    expect(message).toBe('not a shard of the group: 4, 9 (its shards: 0, 1)');
+    expect(details).toEqual({ issues: [{ field: 'query.shards', message }] });
   });
 });
