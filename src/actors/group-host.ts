@@ -17,6 +17,13 @@ import type { Settled } from './mailbox.js';
 import { snapshotOf } from './snapshots.js';
 import { StreamsReader, streamsTargetOf } from '../streams/streams-reader.js';
 import { GroupLag, type LagView } from './group-lag.js';
+import {
+  GroupDeadLetters,
+  type DeadLetterSelection,
+  type DeadLettersView,
+  type PurgeView,
+  type ReplayView,
+} from './dead-letters.js';
 import { PrefixLayouts } from './prefix-layouts.js';
 import { RetiredShards } from './retired-shards.js';
 import { statechartView } from './statechart-view.js';
@@ -129,6 +136,8 @@ export class GroupHost implements GroupCoordinator {
   private readonly retired: RetiredShards;
   /** The data streams, when the coordinator knows where they are. */
   private readonly reader: StreamsReader | null;
+  /** The dead letters of the groups served here. */
+  private readonly deadLetters: GroupDeadLetters;
 
   /** Held heartbeats being answered (see {@link releaseHeld}). */
   private readonly holding = new Set<Promise<HeartbeatReply>>();
@@ -152,6 +161,7 @@ export class GroupHost implements GroupCoordinator {
     const target = options.streams === undefined ? streamsTargetOf(options.settings) : null;
     const reader = options.streams ?? (target ? new StreamsReader(target) : null);
     this.reader = reader;
+    this.deadLetters = new GroupDeadLetters(reader);
     this.retired = new RetiredShards({
       reader,
       clock: options.clock,
@@ -332,6 +342,27 @@ export class GroupHost implements GroupCoordinator {
   /** The group's lag on its streams (docs/operations.md#lag), read by its owner. */
   async getLag(ref: GroupRef): Promise<LagView> {
     return this.lag.read(await this.read(ref));
+  }
+
+  /** The group's dead letters (docs/protocol.md#dead-letters), read by its owner. */
+  async listDeadLetters(ref: GroupRef, select: DeadLetterSelection): Promise<DeadLettersView> {
+    return this.deadLetters.list(await this.read(ref), select);
+  }
+
+  /** Sends the chosen dead letters back through the group's routing, or says which it would. */
+  async replayDeadLetters(
+    ref: GroupRef,
+    select: DeadLetterSelection & { readonly dryRun: boolean },
+  ): Promise<ReplayView> {
+    return this.deadLetters.replay(await this.read(ref), select);
+  }
+
+  /** Deletes the chosen dead letters of the group. */
+  async purgeDeadLetters(
+    ref: GroupRef,
+    select: { readonly shards?: readonly number[] | undefined; readonly ids?: readonly string[] },
+  ): Promise<PurgeView> {
+    return this.deadLetters.purge(await this.read(ref), select);
   }
 
   /**

@@ -1,6 +1,12 @@
 import type { GroupContext } from '../machines/context.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
 import type { GroupRef, LayoutRef, StartAt } from '../machines/types.js';
+import type {
+  DeadLetterSelection,
+  DeadLettersView,
+  PurgeView,
+  ReplayView,
+} from './dead-letters.js';
 import type { LagView } from './group-lag.js';
 import type { StatechartView } from './statechart-view.js';
 import type {
@@ -195,6 +201,25 @@ export interface GroupCoordinator {
   getTransitions(ref: GroupRef): Promise<TransitionsView>;
   /** The group's lag on its streams, per shard (docs/operations.md#lag); `STREAMS_UNAVAILABLE`. */
   getLag(ref: GroupRef): Promise<LagView>;
+  /**
+   * The group's dead letters (docs/protocol.md#dead-letters): 400 `VALIDATION_FAILED` for a
+   * shard the group does not have, `STREAMS_UNAVAILABLE` when the streams cannot be read.
+   */
+  listDeadLetters(ref: GroupRef, select: DeadLetterSelection): Promise<DeadLettersView>;
+  /**
+   * Sends the chosen dead letters back through the group's routing (each appended to the shard
+   * its key routes to and deleted in one step), or with `dryRun` says which and where; 409
+   * `GROUP_FROZEN` / `GROUP_FAILED_CLOSED_ADMIN`.
+   */
+  replayDeadLetters(
+    ref: GroupRef,
+    select: DeadLetterSelection & { readonly dryRun: boolean },
+  ): Promise<ReplayView>;
+  /** Deletes the chosen dead letters (of `ids`, or all of the chosen shards); 409 as replay. */
+  purgeDeadLetters(
+    ref: GroupRef,
+    select: { readonly shards?: readonly number[] | undefined; readonly ids?: readonly string[] },
+  ): Promise<PurgeView>;
   /**
    * Producer routing metadata; `GROUP_FAILED_CLOSED` when the group failed closed. With
    * `wait`, resolves once the metadataVersion exceeds `afterVersion` (or it failed closed), or

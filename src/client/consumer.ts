@@ -29,7 +29,12 @@ import {
 } from './member-state.js';
 import { blockingConnection, resolveRedis, type RedisOption } from './redis-connection.js';
 import { backoffDelay, settledBy } from './retry.js';
-import { ShardReader, type MessageHandler } from './shard-reader.js';
+import {
+  ShardReader,
+  type DeadLetteredEvent,
+  type MessageHandler,
+  type RetryPolicy,
+} from './shard-reader.js';
 
 /**
  * What a {@link Consumer} needs of the coordinator: the heartbeat. {@link CoordinatorClient}
@@ -64,6 +69,21 @@ export interface ConsumerOptions {
   readonly memberId?: string;
   /** Called for each message; resolve when it is done (then it is acked), reject to leave it pending. */
   readonly handler: MessageHandler;
+  /**
+   * Dead letters (docs/protocol.md#dead-letters): an entry delivered this many times without
+   * its handler resolving is not delivered again but moved, atomically, to its shard's
+   * dead-letter stream `<streamPrefix>:<shard>:dead` (with its id, fields, delivery count and
+   * the handler's last error) and acknowledged on the shard; `deadLettered` is emitted. Setting
+   * it makes the consumer retry rejected entries after `retryBackoffMs`.
+   * @default off: a rejected entry stays pending for the shard's next owner
+   */
+  readonly maxDeliveries?: number;
+  /**
+   * How long an entry the handler rejected stays pending before it is delivered again
+   * (claimed with XCLAIM, which counts a delivery). Setting it alone retries without end.
+   * @default 1000 with `maxDeliveries`, else no retries
+   */
+  readonly retryBackoffMs?: number;
   /**
    * Entries read per XREADGROUP / XAUTOCLAIM call.
    * @default 10
@@ -142,6 +162,8 @@ export interface ShardStats {
   readonly acked: number;
   /** Handled, but the handler rejected: left pending. */
   readonly failed: number;
+  /** Moved to the shard's dead-letter stream by this consumer. */
+  readonly deadLettered: number;
   /** 1 while a message of the shard is in the handler. */
   readonly inFlight: number;
   readonly lastAckedId: string | null;
@@ -155,6 +177,7 @@ export interface ConsumerStats {
     readonly handled: number;
     readonly acked: number;
     readonly failed: number;
+    readonly deadLettered: number;
     readonly inFlight: number;
   };
 }
@@ -197,6 +220,11 @@ export interface ConsumerEvents {
   streamsUnreachable: [event: StreamsUnreachableEvent];
   /** The streams Redis answers again after `streamsUnreachable`: the consumer joins again. */
   streamsReachable: [];
+  /**
+   * An entry delivered `maxDeliveries` times was moved to its shard's dead-letter stream and
+   * acknowledged on the shard (docs/protocol.md#dead-letters).
+   */
+  deadLettered: [event: DeadLetteredEvent];
   /**
    * Emitted only while listened to: a handler's rejection (each one); trouble with the streams
    * Redis or the coordinator (once per episode: the first failure after things worked, not each
@@ -255,6 +283,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private readonly drainTimeoutMs: number;
   private readonly streamsUnreachableMs: number;
   private readonly closeTimeoutMs: number;
+  /** Retries of rejected entries; null: none. */
+  private readonly retry: RetryPolicy | null;
   private versions: MemberVersions = JOINING;
   /** Where a shard's Redis consumer group starts if it has to be created (the last reply's). */
   private startPositions: Pick<HeartbeatReply, 'startAt' | 'createdAt' | 'startFromMs'> = {};
@@ -264,7 +294,13 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   /** Per-shard counts for {@link stats}, kept across readers of the same shard. */
   private readonly counters = new Map<
     number,
-    { handled: number; acked: number; failed: number; lastAckedId: string | null }
+    {
+      handled: number;
+      acked: number;
+      failed: number;
+      deadLettered: number;
+      lastAckedId: string | null;
+    }
   >();
   /** Bumped whenever everything is dropped: replies and drains of an older one are stale. */
   private generation = 0;
@@ -299,6 +335,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.closeTimeoutMs = options.closeTimeoutMs ?? 5_000;
     if (!(this.streamsUnreachableMs > 0)) throw new RangeError('streamsUnreachableMs must be > 0');
     if (!(this.closeTimeoutMs >= 0)) throw new RangeError('closeTimeoutMs must be >= 0');
+    this.retry = retryPolicy(options.maxDeliveries, options.retryBackoffMs);
   }
 
   /**
@@ -341,6 +378,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
           handled: c.handled,
           acked: c.acked,
           failed: c.failed,
+          deadLettered: c.deadLettered,
           inFlight: slot?.reader?.busy() ? 1 : 0,
           lastAckedId: c.lastAckedId,
         };
@@ -354,14 +392,23 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         handled: sum((s) => s.handled),
         acked: sum((s) => s.acked),
         failed: sum((s) => s.failed),
+        deadLettered: sum((s) => s.deadLettered),
         inFlight: sum((s) => s.inFlight),
       },
     };
   }
 
-  private count(shard: number, id: string, acked: boolean): void {
+  private counter(shard: number) {
     let c = this.counters.get(shard);
-    if (!c) this.counters.set(shard, (c = { handled: 0, acked: 0, failed: 0, lastAckedId: null }));
+    if (!c) {
+      c = { handled: 0, acked: 0, failed: 0, deadLettered: 0, lastAckedId: null };
+      this.counters.set(shard, c);
+    }
+    return c;
+  }
+
+  private count(shard: number, id: string, acked: boolean): void {
+    const c = this.counter(shard);
     c.handled++;
     if (acked) {
       c.acked++;
@@ -634,6 +681,11 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       onError: (error) => this.report(error),
       onRedisError: (error) => this.streamsTrouble(error),
       onHandled: (handled, id, acked) => this.count(handled, id, acked),
+      retry: this.retry,
+      onDeadLettered: (letter) => {
+        this.counter(letter.shard).deadLettered++;
+        this.emit('deadLettered', letter);
+      },
       onRetired: (done) => {
         const slot = this.slots.get(done);
         if (generation !== this.generation || slot?.reader !== reader) return;
@@ -859,6 +911,22 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private report(error: unknown): void {
     if (this.listenerCount('error') > 0) this.emit('error', error);
   }
+}
+
+/**
+ * The retry policy of the options (docs/protocol.md#dead-letters): none unless `maxDeliveries`
+ * or `retryBackoffMs` is set; the backoff defaults to 1 s.
+ */
+export function retryPolicy(
+  maxDeliveries: number | undefined,
+  retryBackoffMs: number | undefined,
+): RetryPolicy | null {
+  if (maxDeliveries !== undefined && !(Number.isSafeInteger(maxDeliveries) && maxDeliveries >= 1))
+    throw new RangeError('maxDeliveries must be an integer >= 1');
+  if (retryBackoffMs !== undefined && !(Number.isFinite(retryBackoffMs) && retryBackoffMs >= 0))
+    throw new RangeError('retryBackoffMs must be >= 0');
+  if (maxDeliveries === undefined && retryBackoffMs === undefined) return null;
+  return { backoffMs: retryBackoffMs ?? 1_000, maxDeliveries: maxDeliveries ?? null };
 }
 
 /** A 503 of a group moving between coordinator replicas: retry, nothing to report. */

@@ -34,7 +34,7 @@ export {
   type RoutingSource,
   type SendResult,
 } from './producer.js';
-export type { ConsumerMessage, MessageHandler } from './shard-reader.js';
+export type { ConsumerMessage, DeadLetteredEvent, MessageHandler } from './shard-reader.js';
 export type { RedisOption } from './redis-connection.js';
 export {
   AuthenticationError,

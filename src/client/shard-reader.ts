@@ -2,7 +2,10 @@
  * Reads one shard (one Redis stream) for a consumer: creates the Redis consumer group when
  * missing, first claims the entries previous owners left pending (XAUTOCLAIM), then reads new
  * ones (XREADGROUP), hands each to the handler and acks it once the handler resolved. It owns a
- * connection of its own for the blocking reads, so stopping it cuts a read short at once.
+ * connection of its own for the blocking reads, so stopping it cuts a read short at once. With
+ * a retry policy, an entry the handler rejected is claimed and handled again after the backoff,
+ * and one delivered `maxDeliveries` times is moved to the shard's dead-letter stream instead
+ * (docs/protocol.md#dead-letters).
  *
  * A Redis command that fails is retried with backoff (the group is created again, should it
  * have gone); one that hangs (ioredis queues commands while it reconnects) is waited for. Either
@@ -10,6 +13,7 @@
  * and the consumer decides when that is too long.
  */
 import type { Redis } from 'ioredis';
+import { errorText, moveToDeadLetters } from '../streams/dead-letters.js';
 import type { GroupStart } from './member-state.js';
 import { settledBy } from './retry.js';
 import { appendSeal, compareStreamIds, isSeal, type SealVersion } from './stream-seal.js';
@@ -58,7 +62,44 @@ export interface ShardReaderOptions {
   readonly onRetired: (shard: number) => void;
   /** A message was handled: acknowledged (`acked`), or left pending (the handler rejected). */
   readonly onHandled?: (shard: number, id: string, acked: boolean) => void;
+  /**
+   * Retries of entries the handler rejected (docs/protocol.md#dead-letters); null: none, a
+   * rejected entry stays pending for the shard's next owner.
+   */
+  readonly retry?: RetryPolicy | null;
+  /** An entry was moved to the shard's dead-letter stream. */
+  readonly onDeadLettered?: (letter: DeadLetteredEvent) => void;
 }
+
+/** How a reader retries entries the handler rejected. */
+export interface RetryPolicy {
+  /** How long a rejected entry stays pending before it is delivered again. */
+  readonly backoffMs: number;
+  /**
+   * An entry delivered this many times and still pending is not delivered again but moved to
+   * the dead-letter stream; null: delivered again without end.
+   */
+  readonly maxDeliveries: number | null;
+}
+
+/** An entry moved to its shard's dead-letter stream. */
+export interface DeadLetteredEvent {
+  readonly shard: number;
+  /** The entry's id in the shard stream. */
+  readonly id: string;
+  /** Its id in the dead-letter stream `<streamPrefix>:<shard>:dead`. */
+  readonly deadLetterId: string;
+  /** How many times it was delivered. */
+  readonly deliveries: number;
+  /** The handler's last error ('' when this consumer did not see it fail). */
+  readonly error: string;
+}
+
+/** `XPENDING` extended form: id, consumer, idle ms, delivery count. */
+type PendingRow = [id: string, consumer: string, idleMs: number, deliveries: number];
+
+/** Last errors kept per reader for the dead letters (the oldest are forgotten beyond it). */
+const MAX_KEPT_ERRORS = 10_000;
 
 type StreamEntry = [id: string, fields: string[]];
 
@@ -81,6 +122,10 @@ export class ShardReader {
   private failingSince: number | null = null;
   /** Ends the backoff after a failure early (stop). */
   private wakeUp: (() => void) | null = null;
+  /** When the next retry of rejected entries is due (ms since epoch); null: none is. */
+  private retryDueAt: number | null = null;
+  /** The handler's last error per entry still pending, for its dead letter. */
+  private readonly lastErrors = new Map<string, string>();
 
   constructor(private readonly options: ShardReaderOptions) {
     this.loop = this.run();
@@ -158,15 +203,89 @@ export class ShardReader {
       }),
     );
     if (!this.claimed) {
-      await this.claimPending();
+      if (this.options.retry) await this.sweepPending(0, null);
+      else await this.claimPending();
       this.claimed = true;
     }
     while (!this.stopping) {
+      if (this.retryDueAt !== null && Date.now() >= this.retryDueAt) {
+        this.retryDueAt = null;
+        await this.sweepPending(this.options.retry!.backoffMs, this.options.consumerName);
+        if (this.stopping) break;
+      }
       const entries = await this.readNew();
       onRead();
       if (this.stopping) break;
       if (entries.length > 0) await this.process(entries);
     }
+  }
+
+  /**
+   * Goes through the pending entries idle for at least `minIdleMs` (of `consumer`, or of every
+   * consumer when null: a shard taken over) in id order: one delivered `maxDeliveries` times
+   * already is moved to the dead-letter stream, any other is claimed (XCLAIM, which counts a
+   * delivery) and handled again. One still too recently delivered sets when to look again.
+   */
+  private async sweepPending(minIdleMs: number, consumer: string | null): Promise<void> {
+    const { redis, stream, group, consumerName, batchSize } = this.options;
+    const { maxDeliveries } = this.options.retry!;
+    let start = '-';
+    while (!this.stopping) {
+      const rows = (await this.command(() =>
+        consumer === null
+          ? redis.call('XPENDING', stream, group, start, '+', batchSize)
+          : redis.call('XPENDING', stream, group, start, '+', batchSize, consumer),
+      )) as PendingRow[];
+      for (const [id, , idleMs, deliveries] of rows) {
+        if (this.stopping) return;
+        if (idleMs < minIdleMs) {
+          this.retryAt(Date.now() + (minIdleMs - idleMs));
+        } else if (maxDeliveries !== null && deliveries >= maxDeliveries) {
+          await this.deadLetter(id, consumer ?? '', maxDeliveries);
+        } else {
+          const claimed = (await this.command(() =>
+            redis.xclaim(stream, group, consumerName, minIdleMs, id),
+          )) as StreamEntry[];
+          // An entry deleted from the stream while pending is dropped by XCLAIM: nothing to do.
+          const live = claimed.filter((entry) => Array.isArray(entry?.[1]));
+          if (live.length === 0) this.lastErrors.delete(id);
+          await this.process(live);
+        }
+      }
+      if (rows.length < batchSize) break;
+      start = `(${rows.at(-1)![0]}`;
+    }
+  }
+
+  /** Moves `id` to the dead-letter stream (if still pending as expected) and says so. */
+  private async deadLetter(id: string, consumer: string, maxDeliveries: number): Promise<void> {
+    const { redis, stream, group, shard } = this.options;
+    const error = this.lastErrors.get(id) ?? '';
+    const result = await this.command(() =>
+      moveToDeadLetters(redis, {
+        stream,
+        group,
+        id,
+        consumer,
+        minDeliveries: maxDeliveries,
+        error,
+      }),
+    );
+    if (result.outcome !== 'below') this.lastErrors.delete(id);
+    if (result.outcome === 'moved') {
+      this.options.onDeadLettered?.({
+        shard,
+        id,
+        deadLetterId: result.deadId,
+        deliveries: result.deliveries,
+        error,
+      });
+    }
+  }
+
+  /** The next retry is due at `at` at the latest. */
+  private retryAt(at: number): void {
+    if (this.retryDueAt === null || at < this.retryDueAt) this.retryDueAt = at;
   }
 
   /**
@@ -249,7 +368,12 @@ export class ShardReader {
   }
 
   private async readNew(): Promise<StreamEntry[]> {
-    const { reader, stream, group, consumerName, batchSize, blockMs } = this.options;
+    const { reader, stream, group, consumerName, batchSize } = this.options;
+    // A retry falls due during the read: the read ends by then (BLOCK 0 would wait forever).
+    const blockMs =
+      this.retryDueAt === null
+        ? this.options.blockMs
+        : Math.max(1, Math.min(this.options.blockMs, this.retryDueAt - Date.now()));
     try {
       const reply = (await this.command(
         () =>
@@ -320,13 +444,24 @@ export class ShardReader {
     try {
       await handler({ shard, id, key, fields, signal: this.abort.signal });
     } catch (error) {
-      // Left pending: the application's own retry and dead-letter policy decides what next.
+      // Left pending: retried after the backoff (and dead-lettered after maxDeliveries) when
+      // the consumer retries, else the shard's next owner gets it again.
+      const retry = this.options.retry;
+      if (retry) {
+        this.lastErrors.delete(id);
+        this.lastErrors.set(id, errorText(error));
+        if (this.lastErrors.size > MAX_KEPT_ERRORS) {
+          this.lastErrors.delete(this.lastErrors.keys().next().value!);
+        }
+        this.retryAt(Date.now() + retry.backoffMs);
+      }
       this.options.onHandled?.(shard, id, false);
       this.options.onError(error, shard);
       return;
     }
     if (this.abort.signal.aborted) return;
     await this.command(() => redis.xack(stream, group, id));
+    this.lastErrors.delete(id);
     this.options.onHandled?.(shard, id, true);
   }
 

@@ -169,6 +169,19 @@ export class StreamsReader {
     }
   }
 
+  /**
+   * Runs `work` on the streams connection (each command bounded by the timeout);
+   * `STREAMS_UNAVAILABLE` when the streams Redis cannot be reached or fails a command.
+   */
+  async use<T>(work: (client: Redis | Cluster) => Promise<T>): Promise<T> {
+    try {
+      return await work(this.client);
+    } catch (error) {
+      if (error instanceof CoordinatorError) throw error;
+      throw this.unavailable(error);
+    }
+  }
+
   /** The streams Redis's clock (epoch ms): stream ids are made from it. */
   async time(): Promise<number> {
     const reading = this.client.time();

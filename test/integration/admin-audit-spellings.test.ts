@@ -35,6 +35,8 @@ const REQUESTS: Record<string, { body: Record<string, unknown>; query?: string }
   unfreeze: { body: CHANGE },
   pauseProducers: { body: CHANGE },
   resumeProducers: { body: CHANGE },
+  replayDeadLetters: { body: { limit: 10, ...CHANGE } },
+  purgeDeadLetters: { body: CHANGE },
 };
 
 /**

@@ -3,6 +3,7 @@ import type { RouteSpec } from '../route.js';
 import { adminRoutes } from './admin.js';
 import { authRoutes } from './auth.js';
 import { consumerRoutes } from './consumer.js';
+import { deadLetterRoutes } from './dead-letters.js';
 import { lagRoutes } from './lag.js';
 import { metaRoutes } from './meta.js';
 import { monitoringRoutes } from './monitoring.js';
@@ -18,6 +19,7 @@ export function allRoutes(settings: Settings, version: string): RouteSpec[] {
     ...routingRoutes,
     ...consumerRoutes,
     ...adminRoutes(settings),
+    ...deadLetterRoutes,
     ...metaRoutes(() => routes, version),
   );
   return routes;

@@ -1,0 +1,123 @@
+/**
+ * What the coordinator does with a group's dead letters (docs/protocol.md#dead-letters): reads
+ * them, replays them to a shard stream and purges them, on the streams Redis or Redis Cluster.
+ * Which dead letters and where each goes is decided by the caller.
+ */
+import { readFileSync } from 'node:fs';
+import { Cluster, type Redis } from 'ioredis';
+import { hashSlot } from '../store/hash-slot.js';
+import { deadLetterStream, parseDeadLetter, type DeadLetter } from './dead-letters.js';
+
+const REPLAY_SCRIPT = readFileSync(
+  new URL('./lua/replayDeadLetter-1.lua', import.meta.url),
+  'utf8',
+);
+const REPLAY_COMMAND = 'coordReplayDeadLetter';
+
+type ReplayCall = (dead: string, target: string, id: string) => Promise<[number, string]>;
+
+/** The script's command on `client`, defined on first use. */
+function replayCommand(client: Redis | Cluster): ReplayCall {
+  const commands = client as unknown as Record<string, ReplayCall | undefined>;
+  if (!commands[REPLAY_COMMAND]) {
+    client.defineCommand(REPLAY_COMMAND, { lua: REPLAY_SCRIPT, numberOfKeys: 2 });
+  }
+  return commands[REPLAY_COMMAND]!.bind(client);
+}
+
+/** One shard's dead-letter stream: its length and the dead letters read from it. */
+export interface ShardDeadLetters {
+  readonly shard: number;
+  readonly stream: string;
+  /** Entries in the stream. */
+  readonly count: number;
+  /** Oldest first. */
+  readonly letters: readonly DeadLetter[];
+}
+
+/**
+ * Reads the dead letters of `shards` (in that order), oldest first, at most `limit` in all; with
+ * `ids`, only the dead letters of those ids. Entries that are not dead letters are skipped.
+ */
+export async function readDeadLetters(
+  client: Redis | Cluster,
+  streamPrefix: string,
+  select: {
+    readonly shards: readonly number[];
+    readonly limit: number;
+    readonly ids: readonly string[] | null;
+    readonly keyField: string;
+  },
+): Promise<ShardDeadLetters[]> {
+  const result: ShardDeadLetters[] = [];
+  let left = select.limit;
+  for (const shard of select.shards) {
+    const stream = deadLetterStream(`${streamPrefix}:${shard}`);
+    const count = await client.xlen(stream);
+    let entries: [string, string[]][] = [];
+    if (left > 0 && count > 0) {
+      if (select.ids === null) {
+        entries = await client.xrange(stream, '-', '+', 'COUNT', left);
+      } else {
+        const found = await Promise.all(select.ids.map((id) => client.xrange(stream, id, id)));
+        entries = found.flat();
+      }
+    }
+    const letters: DeadLetter[] = [];
+    for (const [id, flat] of entries) {
+      if (left === 0) break;
+      const letter = parseDeadLetter(shard, id, flat, select.keyField);
+      if (letter === null) continue;
+      letters.push(letter);
+      left--;
+    }
+    result.push({ shard, stream, count, letters });
+  }
+  return result;
+}
+
+/**
+ * Appends `letter`'s message to shard `toShard` and deletes the dead letter: in one script
+ * (`replayDeadLetter-1.lua`) when both streams are in one slot, else one command after the
+ * other. Resolves to the message's new id, or null when the dead letter was gone already.
+ */
+export async function replayDeadLetter(
+  client: Redis | Cluster,
+  streamPrefix: string,
+  letter: Pick<DeadLetter, 'shard' | 'id'>,
+  toShard: number,
+): Promise<string | null> {
+  const dead = deadLetterStream(`${streamPrefix}:${letter.shard}`);
+  const target = `${streamPrefix}:${toShard}`;
+  if (!(client instanceof Cluster) || hashSlot(dead) === hashSlot(target)) {
+    const [replayed, newId] = await replayCommand(client)(dead, target, letter.id);
+    return replayed === 1 ? newId : null;
+  }
+  // Two slots: appended first, then deleted. Cut off between the two, the message was sent and
+  // its dead letter stays: a later replay would send it again.
+  const [entry] = (await client.xrange(dead, letter.id, letter.id)) as [string, string[]][];
+  const parsed = entry ? parseDeadLetter(letter.shard, entry[0], entry[1], '') : null;
+  if (parsed === null || parsed.fields.length === 0) return null;
+  const newId = await client.xadd(target, '*', ...parsed.fields);
+  await client.xdel(dead, letter.id);
+  return newId;
+}
+
+/**
+ * Deletes dead letters of `shard`: those of `ids`, or the whole dead-letter stream. Resolves
+ * to how many were deleted.
+ */
+export async function purgeDeadLetters(
+  client: Redis | Cluster,
+  streamPrefix: string,
+  shard: number,
+  ids: readonly string[] | null,
+): Promise<number> {
+  const stream = deadLetterStream(`${streamPrefix}:${shard}`);
+  if (ids !== null) return ids.length === 0 ? 0 : client.xdel(stream, ...ids);
+  const [[, count], [, deleted]] = (await client.multi().xlen(stream).del(stream).exec()) as [
+    [unknown, number],
+    [unknown, number],
+  ];
+  return deleted === 1 ? count : 0;
+}

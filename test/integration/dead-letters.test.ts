@@ -1,0 +1,417 @@
+/**
+ * Dead letters end to end (docs/protocol.md#dead-letters), with the SDK on a real Redis and a
+ * real coordinator over HTTP: a handler that always throws lands its message in the shard's
+ * dead-letter stream after `maxDeliveries`, the lag reading counts it, the admin endpoints list,
+ * replay (through routing, audited) and purge it, and bad input is a 400 with a code.
+ */
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  Consumer,
+  CoordinatorClient,
+  Producer,
+  type ConsumerMessage,
+  type DeadLetteredEvent,
+} from '../../src/client/index.js';
+import { shardForKey } from '../../src/machines/routing.js';
+import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+
+let redis: RedisServerHandle;
+let c: TestCoordinator;
+let streams: Redis;
+const closers: (() => Promise<void>)[] = [];
+
+beforeAll(async () => {
+  redis = await startRedisServer();
+  c = await startTestCoordinator({
+    store: 'memory',
+    overrides: {
+      'streams.url': redis.url,
+      'streams.lag-cache': '0ms',
+      'membership.heartbeat-interval': '200ms',
+      'membership.assignment-debounce': '20ms',
+    },
+  });
+  streams = new Redis(redis.url);
+});
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close();
+});
+afterAll(async () => {
+  streams?.disconnect();
+  await c?.close();
+  await redis?.stop();
+});
+
+const client = (user: string) => new CoordinatorClient({ baseUrl: c.url, token: c.token(user) });
+
+const admin = (sp: string, action: 'replay' | 'purge') =>
+  `/coord/v1/admin/streams/${sp}/groups/g/dead-letters/${action}`;
+const listPath = (sp: string, query = '') =>
+  `/coord/v1/monitoring/streams/${sp}/groups/g/dead-letters${query}`;
+
+async function createGroup(shardCount: number): Promise<string> {
+  const sp = `dl-${randomBytes(4).toString('hex')}`;
+  const res = await c.call('POST', '/coord/v1/admin/groups', {
+    user: 'writer',
+    body: { streamPrefix: sp, consumerGroup: 'g', shardCount, startAt: 'earliest', ...CHANGE },
+  });
+  expect(res.status).toBe(201);
+  return sp;
+}
+
+async function send(sp: string, key: string, fields: Record<string, string>) {
+  const producer = new Producer({
+    client: client('producer'),
+    redis: redis.url,
+    streamPrefix: sp,
+    consumerGroup: 'g',
+  });
+  try {
+    return await producer.send(key, fields);
+  } finally {
+    await producer.close();
+  }
+}
+
+/** A consumer with dead letters on; `handler` decides, `seen` records each delivery. */
+async function startConsumer(
+  sp: string,
+  handler: (message: ConsumerMessage) => void,
+  options: { maxDeliveries?: number; retryBackoffMs?: number } = {},
+): Promise<{ consumer: Consumer; letters: DeadLetteredEvent[] }> {
+  const consumer = new Consumer({
+    client: client('consumer'),
+    redis: redis.url,
+    streamPrefix: sp,
+    consumerGroup: 'g',
+    memberId: `m-${randomBytes(3).toString('hex')}`,
+    blockMs: 50,
+    maxDeliveries: options.maxDeliveries ?? 3,
+    retryBackoffMs: options.retryBackoffMs ?? 30,
+    handler,
+  });
+  const letters: DeadLetteredEvent[] = [];
+  consumer.on('deadLettered', (letter) => letters.push(letter));
+  consumer.on('error', () => undefined);
+  await consumer.start();
+  closers.push(() => consumer.close());
+  return { consumer, letters };
+}
+
+interface Listing {
+  shards: { shard: number; stream: string; count: number }[];
+  deadLetters: {
+    shard: number;
+    id: string;
+    originalId: string;
+    deliveries: number;
+    error: string;
+    key: string | null;
+    fields: Record<string, string>;
+  }[];
+  more: boolean;
+}
+
+async function list(sp: string, query = ''): Promise<Listing> {
+  const res = await c.call('GET', listPath(sp, query), { user: 'reader' });
+  expect(res.status).toBe(200);
+  return (await res.json()) as Listing;
+}
+
+async function post(sp: string, action: 'replay' | 'purge', body: object, user = 'writer') {
+  const res = await c.call('POST', admin(sp, action), { user, body: { ...body, ...CHANGE } });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+async function auditOf(sp: string): Promise<{ operation: string; status: number }[]> {
+  const res = await c.call('GET', `/coord/v1/monitoring/audit?streamPrefix=${sp}`, {
+    user: 'reader',
+  });
+  return ((await res.json()) as { records: { operation: string; status: number }[] }).records;
+}
+
+async function deadLettersInLag(sp: string): Promise<number[]> {
+  const lag = await client('reader').lag(sp, 'g');
+  return lag.shards.map((s) => s.deadLetters);
+}
+
+describe('the SDK consumer with maxDeliveries', () => {
+  it('moves a message whose handler always throws to <prefix>:<shard>:dead after maxDeliveries', async () => {
+    const sp = await createGroup(2);
+    const sent = await send(sp, 'poison', { amount: '42', note: 'line one' });
+    const deliveries: string[] = [];
+    const { consumer, letters } = await startConsumer(
+      sp,
+      (message) => {
+        deliveries.push(message.id);
+        throw new Error(`cannot bill ${message.fields.amount}\nstack line`);
+      },
+      { maxDeliveries: 3 },
+    );
+    await waitFor(() => letters.length === 1, { what: 'the message dead-lettered' });
+    expect(deliveries).toEqual([sent.id, sent.id, sent.id]);
+    expect(letters[0]).toMatchObject({
+      shard: sent.shard,
+      id: sent.id,
+      deliveries: 3,
+      error: 'cannot bill 42',
+    });
+    const dead = await streams.xrange(`${sp}:${sent.shard}:dead`, '-', '+');
+    expect(dead).toEqual([
+      [
+        letters[0]!.deadLetterId,
+        [
+          'originalId',
+          sent.id,
+          'deliveries',
+          '3',
+          'error',
+          'cannot bill 42',
+          'key',
+          'poison',
+          'amount',
+          '42',
+          'note',
+          'line one',
+        ],
+      ],
+    ]);
+    // Acknowledged on the shard: nothing of the group pending there any more.
+    const pending = (await streams.xpending(`${sp}:${sent.shard}`, 'g')) as [number, ...unknown[]];
+    expect(pending[0]).toBe(0);
+    expect(consumer.stats().totals).toMatchObject({ failed: 3, deadLettered: 1, acked: 0 });
+    // The coordinator's lag reading counts it on its shard.
+    const counts = await deadLettersInLag(sp);
+    expect(counts[sent.shard]).toBe(1);
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(1);
+  });
+
+  it('a message that fails and then succeeds is retried after the backoff and never dead-lettered', async () => {
+    const sp = await createGroup(1);
+    const sent = await send(sp, 'flaky', { n: '1' });
+    let calls = 0;
+    const { consumer, letters } = await startConsumer(
+      sp,
+      () => {
+        if (++calls < 3) throw new Error('not yet');
+      },
+      { maxDeliveries: 3 },
+    );
+    await waitFor(() => consumer.stats().totals.acked === 1, { what: 'handled on the third try' });
+    expect(calls).toBe(3);
+    expect(letters).toEqual([]);
+    expect(await streams.xlen(`${sp}:${sent.shard}:dead`)).toBe(0);
+  });
+});
+
+describe('the dead-letter endpoints', () => {
+  it('list shows it, replay sends it back through routing and a handler that now succeeds handles it', async () => {
+    const sp = await createGroup(3);
+    const sent = await send(sp, 'poison', { amount: '7' });
+    let failing = true;
+    const handled: string[] = [];
+    const { consumer, letters } = await startConsumer(
+      sp,
+      (message) => {
+        if (failing) throw new Error('downstream refused');
+        handled.push(`${message.key}:${message.fields.amount}`);
+      },
+      { maxDeliveries: 2 },
+    );
+    await waitFor(() => letters.length === 1, { what: 'the message dead-lettered' });
+
+    const listing = await list(sp);
+    expect(listing.shards.map((s) => s.count)).toEqual(
+      [0, 1, 2].map((shard) => (shard === sent.shard ? 1 : 0)),
+    );
+    expect(listing.shards[sent.shard]!.stream).toBe(`${sp}:${sent.shard}:dead`);
+    expect(listing.deadLetters).toEqual([
+      {
+        shard: sent.shard,
+        id: letters[0]!.deadLetterId,
+        originalId: sent.id,
+        deliveries: 2,
+        error: 'downstream refused',
+        key: 'poison',
+        fields: { key: 'poison', amount: '7' },
+      },
+    ]);
+    expect(listing.more).toBe(false);
+
+    // A dry run says what and where, and changes nothing.
+    const dry = await post(sp, 'replay', { dryRun: true });
+    expect(dry.status).toBe(200);
+    expect(dry.body).toMatchObject({
+      dryRun: true,
+      shardCount: 3,
+      replayed: [
+        {
+          shard: sent.shard,
+          id: letters[0]!.deadLetterId,
+          originalId: sent.id,
+          key: 'poison',
+          toShard: shardForKey('poison', 3),
+          newId: null,
+        },
+      ],
+      gone: [],
+      more: false,
+    });
+    expect(await streams.xlen(`${sp}:${sent.shard}:dead`)).toBe(1);
+
+    failing = false;
+    const replay = await post(sp, 'replay', { limit: 10 });
+    expect(replay.status).toBe(200);
+    const [replayed] = replay.body.replayed as { toShard: number; newId: string }[];
+    expect(replayed!.toShard).toBe(shardForKey('poison', 3));
+    expect(await streams.xlen(`${sp}:${sent.shard}:dead`)).toBe(0);
+    await waitFor(() => handled.length === 1, { what: 'the replayed message handled' });
+    expect(handled).toEqual(['poison:7']);
+    const back = await streams.xrange(
+      `${sp}:${replayed!.toShard}`,
+      replayed!.newId,
+      replayed!.newId,
+    );
+    expect(back[0]![1]).toEqual(['key', 'poison', 'amount', '7']);
+    expect(consumer.stats().totals.acked).toBe(1);
+    expect((await deadLettersInLag(sp)).every((n) => n === 0)).toBe(true);
+
+    // Replaying again finds nothing: the dead letter went with its replay.
+    const again = await post(sp, 'replay', {});
+    expect(again.body).toMatchObject({ replayed: [], gone: [] });
+
+    const audit = await auditOf(sp);
+    expect(audit.filter((r) => r.operation === 'replayDeadLetters').map((r) => r.status)).toEqual([
+      200, 200, 200,
+    ]);
+  });
+
+  it('replays only the chosen ids and shards, up to limit; a keyless entry goes back to its own shard', async () => {
+    const sp = await createGroup(2);
+    // Dead letters written as the consumer writes them, one keyless.
+    const dead0 = `${sp}:0:dead`;
+    const a = await streams.xadd(
+      dead0,
+      '*',
+      'originalId',
+      '1-1',
+      'deliveries',
+      '3',
+      'error',
+      'e',
+      'key',
+      'a',
+      'n',
+      '1',
+    );
+    const b = await streams.xadd(
+      dead0,
+      '*',
+      'originalId',
+      '1-2',
+      'deliveries',
+      '3',
+      'error',
+      'e',
+      'n',
+      '2',
+    );
+    const c1 = await streams.xadd(
+      `${sp}:1:dead`,
+      '*',
+      'originalId',
+      '1-3',
+      'deliveries',
+      '3',
+      'error',
+      'e',
+      'n',
+      '3',
+    );
+    expect((await list(sp, '?limit=2')).deadLetters.map((d) => d.id)).toEqual([a, b]);
+    expect((await list(sp, '?limit=2')).more).toBe(true);
+    expect((await list(sp, '?shards=1')).deadLetters.map((d) => d.id)).toEqual([c1]);
+
+    // Ids are per stream (shard 1's may equal b): `shards` says whose.
+    const byId = await post(sp, 'replay', { shards: [0], ids: [b, '9-9'] });
+    expect(byId.status).toBe(200);
+    expect(byId.body).toMatchObject({
+      replayed: [{ shard: 0, id: b, key: null, toShard: 0 }],
+      notFound: ['9-9'],
+    });
+    const onShard0 = await streams.xrange(`${sp}:0`, '-', '+');
+    expect(onShard0.map(([, f]) => f)).toEqual([['n', '2']]);
+
+    const limited = await post(sp, 'replay', { shards: [0, 1], limit: 1 });
+    expect(limited.body).toMatchObject({
+      replayed: [{ shard: 0, id: a, key: 'a', toShard: shardForKey('a', 2) }],
+      more: true,
+    });
+    expect((await list(sp)).deadLetters.map((d) => d.id)).toEqual([c1]);
+  });
+
+  it('purge deletes the chosen dead letters or all of them, audited', async () => {
+    const sp = await createGroup(2);
+    const letter = ['originalId', '1-1', 'deliveries', '3', 'error', 'e', 'key', 'k'];
+    const x = await streams.xadd(`${sp}:0:dead`, '*', ...letter);
+    await streams.xadd(`${sp}:0:dead`, '*', ...letter);
+    await streams.xadd(`${sp}:1:dead`, '*', ...letter);
+    // Ids are per stream: `shards` says whose.
+    const one = await post(sp, 'purge', { shards: [0], ids: [x] });
+    expect(one.status).toBe(200);
+    expect(one.body).toMatchObject({ purged: 1, shards: [{ shard: 0, purged: 1 }] });
+    const rest = await post(sp, 'purge', {});
+    expect(rest.body).toMatchObject({ purged: 2 });
+    expect((await list(sp)).shards.map((s) => s.count)).toEqual([0, 0]);
+    expect(await deadLettersInLag(sp)).toEqual([0, 0]);
+    const audit = await auditOf(sp);
+    expect(audit.filter((r) => r.operation === 'purgeDeadLetters')).toHaveLength(2);
+  });
+
+  it('bad input is a 400 with a code, never a 500; roles and frozen groups are enforced', async () => {
+    const sp = await createGroup(2);
+    const code = (r: { body: Record<string, unknown> }) =>
+      (r.body as { error: { code: string } }).error.code;
+    for (const body of [
+      { shards: [2] },
+      { shards: [-1] },
+      { shards: [] },
+      { ids: ['nope'] },
+      { ids: ['1-0', '$'] },
+      { limit: 0 },
+      { limit: 1_001 },
+      { dryRun: 'yes' },
+    ]) {
+      const replay = await post(sp, 'replay', body);
+      expect(replay.status, JSON.stringify(body)).toBe(400);
+      expect(code(replay)).toBe('VALIDATION_FAILED');
+    }
+    const outOfRange = await post(sp, 'purge', { shards: [0, 5] });
+    expect(outOfRange.status).toBe(400);
+    expect((outOfRange.body as { error: { message: string } }).error.message).toContain('5');
+    for (const query of ['?shards=7', '?shards=a', '?limit=0', '?limit=x']) {
+      const res = await c.call('GET', listPath(sp, query), { user: 'reader' });
+      expect(res.status, query).toBe(400);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe(
+        'VALIDATION_FAILED',
+      );
+    }
+    const noRequester = await c.call('POST', admin(sp, 'purge'), { user: 'writer', body: {} });
+    expect(noRequester.status).toBe(400);
+    expect((await post(sp, 'replay', {}, 'reader')).status).toBe(403);
+    expect((await c.call('GET', listPath(sp), { user: 'consumer' })).status).toBe(403);
+    expect((await c.call('GET', listPath('nope'), { user: 'reader' })).status).toBe(404);
+
+    const freeze = await c.call('POST', `/coord/v1/admin/streams/${sp}/groups/g/freeze`, {
+      user: 'writer',
+      body: CHANGE,
+    });
+    expect(freeze.status).toBe(200);
+    const frozen = await post(sp, 'purge', {});
+    expect(frozen.status).toBe(409);
+    expect(code(frozen)).toBe('GROUP_FROZEN');
+  });
+});
