@@ -261,7 +261,7 @@ function hostAndPort(address: string): string {
 }
 
 /** ECONNREFUSED and the like, or the error's message. */
-function causeOf(error: unknown): string {
+export function causeOf(error: unknown): string {
   const e = error as { code?: unknown; message?: unknown } | null;
   if (typeof e?.code === 'string' && /^E[A-Z]+$/.test(e.code)) return e.code;
   const message = typeof e?.message === 'string' ? e.message : String(error);
