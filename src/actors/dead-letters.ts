@@ -1,5 +1,5 @@
 import { CoordinatorError } from '../errors.js';
-import { mutationRefusal } from '../machines/admin.js';
+import { lifecycleRefusal } from '../machines/refusals.js';
 import { allShards } from '../machines/group-state.js';
 import {
   purgeDeadLetters,
@@ -246,7 +246,7 @@ export class GroupDeadLetters {
   }
 
   private assertChangeable(snapshot: GroupSnapshot): void {
-    const refusal = mutationRefusal(snapshot.context.group);
+    const refusal = lifecycleRefusal(snapshot.context.group);
     if (refusal) throw new CoordinatorError(refusal.code, refusal.message);
   }
 

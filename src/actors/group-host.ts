@@ -26,6 +26,7 @@ import {
 } from './dead-letters.js';
 import { PrefixLayouts } from './prefix-layouts.js';
 import { RetiredShards } from './retired-shards.js';
+import { PositionResets, type PositionsRequest, type PositionsView } from './position-resets.js';
 import { statechartView } from './statechart-view.js';
 import { TRANSITIONS_KEPT, type TransitionOrigin } from './publication.js';
 import type {
@@ -69,6 +70,12 @@ const HEARTBEATS = { kind: 'heartbeats' };
 const RETIRED_CAUSE: TransitionCause = {
   kind: 'replica',
   detail: 'retiring shards were read to their end',
+};
+
+/** What moves a reset's shards and resumes them: this replica, having moved their positions. */
+const RESET_CAUSE: TransitionCause = {
+  kind: 'replica',
+  detail: 'consumer group positions were moved',
 };
 
 /** Heartbeats' transitions: each is caused by the member its step was for. */
@@ -134,6 +141,8 @@ export class GroupHost implements GroupCoordinator {
   private readonly lag: GroupLag;
   /** Retiring shards no member reads: sealed, and let go once read to their end. */
   private readonly retired: RetiredShards;
+  /** Position resets: planned, and their shards moved once every member let go of them. */
+  private readonly resets: PositionResets;
   /** The data streams, when the coordinator knows where they are. */
   private readonly reader: StreamsReader | null;
   /** The dead letters of the groups served here. */
@@ -174,6 +183,22 @@ export class GroupHost implements GroupCoordinator {
           parts.committer.dispatch(entry, event),
         ),
     });
+    this.resets = new PositionResets({
+      reader,
+      clock: options.clock,
+      logger: options.logger,
+      entries: () => parts.table.all(),
+      withEntry: (ref, work) => this.withEntry(ref, work),
+      dispatch: (entry, event) =>
+        parts.publication.during(entry.ref, { event: event.type, cause: RESET_CAUSE }, () =>
+          parts.committer.dispatch(entry, event),
+        ),
+    });
+    // A reset whose shards were all given up is moved as soon as the change that did it is
+    // committed (and, should a move fail, at the next sweep).
+    parts.publication.afterChange = (entry) => {
+      if (this.resets.ready(entry)) setImmediate(() => void this.resets.check(entry.ref));
+    };
     this.lag = new GroupLag({
       reader,
       clock: options.clock,
@@ -208,6 +233,7 @@ export class GroupHost implements GroupCoordinator {
     this.stops.push(
       this.options.clock.every(this.options.settings.store['verify-interval'], () => {
         void this.retired.sweep();
+        void this.resets.sweep();
       }),
     );
   }
@@ -476,6 +502,31 @@ export class GroupHost implements GroupCoordinator {
     const outcome = await this.withEntry(ref, (entry) => this.layouts.change(entry, command));
     await this.afterPrefixMove(ref);
     return outcome;
+  }
+
+  /**
+   * Plans a position reset and, unless `dryRun`, starts it (docs/operations.md#replay-or-skip);
+   * `resetId` is the request's id, so a repeat answers the same reset.
+   */
+  async resetPositions(
+    ref: GroupRef,
+    request: PositionsRequest,
+    origin: CommandOrigin,
+  ): Promise<PositionsView> {
+    const view = await this.withEntry(ref, (entry) =>
+      this.resets.request(entry, request, origin.requestId, (event) => {
+        const { type: _type, ...rest } = event;
+        return this.runCommand(entry, { type: 'RESET_POSITIONS', reset: rest.reset, origin });
+      }),
+    );
+    // With no member holding the shards, they can be moved at once.
+    if (view.reset) await this.resets.check(ref);
+    return view;
+  }
+
+  /** One round of position moves (tests; the loop runs it every verify interval). */
+  sweepResets(): Promise<void> {
+    return this.resets.sweep();
   }
 
   steadyTicket(ref: GroupRef, request: HeartbeatRequest): SteadyTicket | null {

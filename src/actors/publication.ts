@@ -105,6 +105,9 @@ export class Publication {
     this.waiters = new VersionWaiters(clock, (open) => metrics.routingLongPolls.set(open));
   }
 
+  /** Told of every committed change of a group's state (the host moves reset shards then). */
+  afterChange: ((entry: GroupEntry, context: GroupContext) => void) | null = null;
+
   /** Keeps the gauges, long polls and event listeners in step with the context. */
   observe(entry: GroupEntry, context: GroupContext): void {
     // What readers see: only states whose write has committed (observe runs after the commit).
@@ -124,6 +127,7 @@ export class Publication {
     this.metrics.members.inc(members - entry.counts.members);
     this.metrics.revokePending.inc(revoking - entry.counts.revoking);
     entry.counts = { members, revoking };
+    this.afterChange?.(entry, context);
   }
 
   /** Follows the group's transitions; returns the unsubscribe function. */

@@ -1,6 +1,7 @@
 import type { GroupContext } from '../machines/context.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../machines/protocol.js';
-import type { GroupRef, LayoutRef, StartAt } from '../machines/types.js';
+import type { GroupRef, LayoutRef, PositionReset, StartAt } from '../machines/types.js';
+import type { PositionsRequest, PositionsView } from './position-resets.js';
 import type {
   DeadLetterSelection,
   DeadLettersView,
@@ -131,7 +132,13 @@ export type AdminCommand =
       readonly migrationId: string;
       readonly layout?: LayoutRef;
     } & ChangeRequest)
-  | { readonly type: 'ADOPT_LAYOUT'; readonly layout: LayoutRef };
+  | { readonly type: 'ADOPT_LAYOUT'; readonly layout: LayoutRef }
+  | {
+      readonly type: 'PAUSE_CONSUMPTION' | 'RESUME_CONSUMPTION';
+      /** Null: every shard of the group. */
+      readonly shards: readonly number[] | null;
+    }
+  | { readonly type: 'RESET_POSITIONS'; readonly reset: PositionReset };
 
 /** What a new group is created with. */
 export interface CreateGroupOptions {
@@ -220,6 +227,15 @@ export interface GroupCoordinator {
     ref: GroupRef,
     select: { readonly shards?: readonly number[] | undefined; readonly ids?: readonly string[] },
   ): Promise<PurgeView>;
+  /**
+   * Plans a position reset of the group and, unless `dryRun`, starts it
+   * (docs/operations.md#replay-or-skip); refused like a reset the chart refuses.
+   */
+  resetPositions(
+    ref: GroupRef,
+    request: PositionsRequest,
+    origin: CommandOrigin,
+  ): Promise<PositionsView>;
   /**
    * Producer routing metadata; `GROUP_FAILED_CLOSED` when the group failed closed. With
    * `wait`, resolves once the metadataVersion exceeds `afterVersion` (or it failed closed), or

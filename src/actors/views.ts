@@ -3,7 +3,8 @@
  * ever sees plain view objects (and a forwarding replica can pass them on as JSON).
  */
 import { migrationView, type MigrationView } from '../machines/migration-view.js';
-import type { MigrationRecord } from '../machines/types.js';
+import type { GroupState, MigrationRecord, PositionReset } from '../machines/types.js';
+import { consumptionPhase } from '../machines/consumption.js';
 import { partitionerName, streamNames } from '../machines/routing.js';
 import { memberState } from '../machines/member-machine.js';
 import type { GroupSnapshot } from './types.js';
@@ -62,6 +63,7 @@ export function groupView(snapshot: GroupSnapshot) {
     createdAt: iso(g.createdAt) ?? '',
     updatedAt: iso(g.updatedAt) ?? '',
     state: snapshot.stateValue,
+    consumption: consumptionView(g),
     rollbackSignals: signals
       ? {
           count: signals.count,
@@ -196,3 +198,39 @@ export type AssignmentsView = ReturnType<typeof assignmentsView>;
 export type MigrationsView = ReturnType<typeof migrationsView>;
 export type RoutingView = ReturnType<typeof routingView>;
 export type { MigrationView };
+
+/**
+ * Consumption control as operators see it (docs/operations.md#pausing-consumption): the region's
+ * state, the paused shards, and the position reset under way with its progress.
+ */
+export function consumptionView(g: GroupState) {
+  const phase = consumptionPhase(g);
+  const reset = g.positionReset ?? null;
+  return {
+    state: phase === 'resetPausing' || phase === 'resetMoving' ? 'resetting' : phase,
+    pausedShards: [...(g.pausedShards ?? [])],
+    reset: reset === null ? null : resetView(reset, phase === 'resetMoving' ? 'moving' : 'pausing'),
+    lastReset: g.lastPositionReset
+      ? {
+          ...resetView(g.lastPositionReset, 'done'),
+          completedAt: iso(g.lastPositionReset.completedAt) ?? '',
+        }
+      : null,
+  };
+}
+
+/** A position reset: what it moves where, and how far it got. */
+export function resetView(reset: PositionReset, stage: 'pausing' | 'moving' | 'done') {
+  return {
+    resetId: reset.resetId,
+    to: reset.to,
+    stage,
+    requestedBy: reset.requestedBy,
+    reason: reset.reason,
+    startedAt: iso(reset.startedAt) ?? '',
+    moves: reset.moves.map((m) => ({
+      ...m,
+      moved: stage === 'done' || reset.moved.includes(m.shard),
+    })),
+  };
+}

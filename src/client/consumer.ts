@@ -201,6 +201,16 @@ export interface StreamsUnreachableEvent {
   readonly cause: string;
 }
 
+/** The paused shards of the group, after a change (see {@link ConsumerEvents.pausedShards}). */
+export interface PausedShardsEvent {
+  /** Every paused shard of the group now, ascending. */
+  readonly paused: readonly number[];
+  /** Shards paused before and not any more. */
+  readonly resumed: readonly number[];
+}
+
+const NO_SHARDS: readonly number[] = Object.freeze([]);
+
 /** Events of a {@link Consumer}. */
 export interface ConsumerEvents {
   /**
@@ -225,6 +235,13 @@ export interface ConsumerEvents {
    * acknowledged on the shard (docs/protocol.md#dead-letters).
    */
   deadLettered: [event: DeadLetteredEvent];
+  /**
+   * The group's paused shards changed (docs/operations.md#pausing-consumption): an operator
+   * paused or resumed consumption, or a position reset holds some shards. The coordinator
+   * revokes paused shards (the consumer finishes what it has in hand, as for any revoke) and
+   * grants them to nobody until resumed; `paused` lists them all now, `resumed` those let go.
+   */
+  pausedShards: [event: PausedShardsEvent];
   /**
    * Emitted only while listened to: a handler's rejection (each one); trouble with the streams
    * Redis or the coordinator (once per episode: the first failure after things worked, not each
@@ -288,6 +305,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private versions: MemberVersions = JOINING;
   /** Where a shard's Redis consumer group starts if it has to be created (the last reply's). */
   private startPositions: Pick<HeartbeatReply, 'startAt' | 'createdAt' | 'startFromMs'> = {};
+  /** The group's paused shards, as the last reply listed them. */
+  private paused: readonly number[] = NO_SHARDS;
   /** The routing of the last reply: a shard retired now is sealed with it. */
   private routing: SealVersion = { lifecycleId: '', metadataVersion: 0 };
   private readonly slots = new Map<number, Slot>();
@@ -616,6 +635,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       createdAt: reply.createdAt,
       startFromMs: reply.startFromMs,
     };
+    this.notePaused(reply.pausedShards ?? NO_SHARDS);
     // SYNC_METADATA is retry-safe and changes nothing about the member but its versions.
     if (reply.outcome === 'SYNC_METADATA') return 0;
     const phases = new Map([...this.slots].map(([shard, slot]) => [shard, slot.phase]));
@@ -662,6 +682,20 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     if (gone.length > 0) this.emit('revoked', gone);
     if (started.length > 0) this.emit('assigned', started, this.shards());
     return reply.heartbeatIntervalMs;
+  }
+
+  /** Tells listeners when the group's paused shards changed. */
+  private notePaused(paused: readonly number[]): void {
+    const before = this.paused;
+    if (before.length === paused.length && before.every((shard, i) => shard === paused[i])) return;
+    this.paused = [...paused];
+    const resumed = before.filter((shard) => !paused.includes(shard));
+    this.emit('pausedShards', { paused: this.paused, resumed });
+  }
+
+  /** The group's paused shards as the coordinator last said (docs/operations.md#pausing-consumption). */
+  pausedShards(): readonly number[] {
+    return this.paused;
   }
 
   private open(shard: number, phase: 'running' | 'retiring'): void {

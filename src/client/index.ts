@@ -25,6 +25,7 @@ export {
   type ShardStats,
   type FencedEvent,
   type HeartbeatTransport,
+  type PausedShardsEvent,
   type StreamsUnreachableEvent,
 } from './consumer.js';
 export {

@@ -74,6 +74,42 @@ export const groupSummarySchema = z.object({
   startAt: z.enum(['earliest', 'latest']),
 });
 
+/** Where a position reset moves the group (docs/operations.md#replay-or-skip). */
+export const resetTargetSchema = z.union([
+  z.enum(['earliest', 'latest']),
+  z.object({ timestamp: z.number().int().min(0) }).strict(),
+  z.object({ ids: z.record(z.string(), z.string().max(64)) }).strict(),
+]);
+
+export const shardMoveSchema = z.object({
+  shard: z.number().int(),
+  from: z.string().nullable(),
+  to: z.string(),
+  redeliver: z.number().int(),
+  skip: z.number().int(),
+  exact: z.boolean(),
+  acknowledge: z.boolean(),
+  moved: z.boolean(),
+});
+
+export const resetSchema = z.object({
+  resetId: z.string(),
+  to: resetTargetSchema,
+  stage: z.enum(['pausing', 'moving', 'done']),
+  requestedBy: z.string(),
+  reason: z.string(),
+  startedAt: z.string(),
+  moves: z.array(shardMoveSchema),
+});
+
+/** Consumption control of a group (docs/operations.md#pausing-consumption). */
+export const consumptionSchema = z.object({
+  state: z.enum(['running', 'pausing', 'paused', 'resetting']),
+  pausedShards: z.array(z.number().int()),
+  reset: resetSchema.nullable(),
+  lastReset: resetSchema.extend({ completedAt: z.string() }).nullable(),
+});
+
 export const groupDetailSchema = groupSummarySchema.extend({
   failureReason: z.string().nullable(),
   producersPaused: z.boolean(),
@@ -86,6 +122,7 @@ export const groupDetailSchema = groupSummarySchema.extend({
   createdAt: z.string(),
   updatedAt: z.string(),
   state: z.unknown(),
+  consumption: consumptionSchema,
   rollbackSignals: rollbackSignalsSchema,
   /** Health hints that are not states, e.g. FALLING_BEHIND (docs/operations.md#lag). */
   hints: z.array(z.string()).optional(),

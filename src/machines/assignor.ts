@@ -21,6 +21,11 @@ export interface AssignInput {
    * not yet done revoking) re-aims only what the new quotas need, not every pending move.
    */
   readonly decided?: ReadonlyMap<number, string | null>;
+  /**
+   * Shards no member may have (paused, docs/operations.md#pausing-consumption): they get no
+   * target, and quotas are counted over the other shards.
+   */
+  readonly excluded?: ReadonlySet<number>;
 }
 
 /** Code-unit order, so the result never depends on the process locale. */
@@ -58,7 +63,13 @@ export function assignTargets(input: AssignInput): Map<number, string> {
   // once per preferred id, not per member: a large group has far more members than holders).
   const wanted = new Map<string, number[]>();
   const free: number[] = [];
+  const excluded = input.excluded;
+  let assignable = shardCount;
   for (let shard = 0; shard < shardCount; shard++) {
+    if (excluded?.has(shard)) {
+      assignable--;
+      continue;
+    }
     const preferred = input.current.get(shard);
     if (preferred == null) {
       free.push(shard);
@@ -82,8 +93,8 @@ export function assignTargets(input: AssignInput): Map<number, string> {
 
   // The larger quota goes to the `extra` members first in (most held, then id) order: those
   // that hold shards, by holdings, then those that hold none, in id order.
-  const base = Math.floor(shardCount / members.length);
-  const extra = shardCount % members.length;
+  const base = Math.floor(assignable / members.length);
+  const extra = assignable % members.length;
   const larger = new Uint8Array(members.length);
   holders.sort((a, b) => held[b]!.length - held[a]!.length || a - b);
   let given = 0;

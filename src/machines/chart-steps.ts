@@ -9,7 +9,21 @@
 import { applyFreeze, applyPauseProducers, applyResumeProducers, applyUnfreeze } from './admin.js';
 import type { GroupContext } from './context.js';
 import { beginEvent, createGroupContext, fail, raise, succeed } from './context.js';
-import type { AdminEvent, ChartEventName, GroupEvent, RecoverEvent } from './events.js';
+import {
+  applyPauseConsumption,
+  applyResetPositions,
+  applyResumeConsumption,
+  applyShardPositionsMoved,
+} from './consumption.js';
+import type {
+  AdminEvent,
+  ChartEventName,
+  ConsumptionEvent,
+  GroupEvent,
+  RecoverEvent,
+  ResetPositionsEvent,
+  ShardPositionsMovedEvent,
+} from './events.js';
 import { ChartEventType } from './events.js';
 import { applyFailClosed } from './fail-closed.js';
 import { guardInvariants } from './invariants.js';
@@ -119,6 +133,10 @@ export const steps = {
   adoptLayout: chartStep<Extract<GroupEvent, { type: 'ADOPT_LAYOUT' }>>(applyAdoptLayout),
   retiredShardsDrained:
     chartStep<Extract<GroupEvent, { type: 'RETIRED_SHARDS_DRAINED' }>>(applyRetiredShardsDrained),
+  pauseConsumption: chartStep<ConsumptionEvent>(applyPauseConsumption),
+  resumeConsumption: chartStep<ConsumptionEvent>(applyResumeConsumption),
+  resetPositions: chartStep<ResetPositionsEvent>(applyResetPositions),
+  shardPositionsMoved: chartStep<ShardPositionsMovedEvent>(applyShardPositionsMoved),
   convergeMigration: chartStep<GroupEvent>((ctx) => convergeMigration(ctx, ctx.lastEventAt)),
   completeMigration: chartStep<GroupEvent>((ctx) => completeMigration(ctx, ctx.lastEventAt)),
 };

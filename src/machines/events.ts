@@ -3,7 +3,7 @@
  * machine never reads a clock, so it is a pure function of (context, event).
  */
 import type { HeartbeatRequest } from './protocol.js';
-import type { FailureReason, GroupState, LayoutRef } from './types.js';
+import type { FailureReason, GroupState, LayoutRef, PositionReset } from './types.js';
 
 /** Event names, as constants. */
 export const GroupEventType = {
@@ -21,6 +21,10 @@ export const GroupEventType = {
   RETIRED_SHARDS_DRAINED: 'RETIRED_SHARDS_DRAINED',
   PERSISTED: 'PERSISTED',
   RECOVER: 'RECOVER',
+  PAUSE_CONSUMPTION: 'PAUSE_CONSUMPTION',
+  RESUME_CONSUMPTION: 'RESUME_CONSUMPTION',
+  RESET_POSITIONS: 'RESET_POSITIONS',
+  SHARD_POSITIONS_MOVED: 'SHARD_POSITIONS_MOVED',
 } as const;
 
 /**
@@ -39,6 +43,8 @@ export const ChartEventType = {
   SHARDS_GRANTED: 'SHARDS_GRANTED',
   MIGRATION_CONVERGED: 'MIGRATION_CONVERGED',
   ROLLBACK_WINDOW_ELAPSED: 'ROLLBACK_WINDOW_ELAPSED',
+  /** The paused shards or the position reset changed (docs/operations.md#pausing-consumption). */
+  CONSUMPTION_CHANGED: 'CONSUMPTION_CHANGED',
   /** After RECOVER: the membership region takes the state of the recovered group. */
   MEMBERSHIP_RESTORED: 'MEMBERSHIP_RESTORED',
 } as const;
@@ -167,6 +173,34 @@ export interface RecoverEvent {
   readonly storeRevision: number;
 }
 
+/**
+ * Pauses or resumes consumption of `shards` (null: every shard of the group)
+ * (docs/operations.md#pausing-consumption).
+ */
+export interface ConsumptionEvent {
+  readonly type: typeof GroupEventType.PAUSE_CONSUMPTION | typeof GroupEventType.RESUME_CONSUMPTION;
+  readonly now: number;
+  readonly shards: readonly number[] | null;
+}
+
+/**
+ * Starts a position reset planned by the host (docs/operations.md#replay-or-skip): its shards
+ * are paused until the host moved each one and said so with SHARD_POSITIONS_MOVED.
+ */
+export interface ResetPositionsEvent {
+  readonly type: typeof GroupEventType.RESET_POSITIONS;
+  readonly now: number;
+  readonly reset: PositionReset;
+}
+
+/** The host moved these shards of reset `resetId` (the last one ends the reset). */
+export interface ShardPositionsMovedEvent {
+  readonly type: typeof GroupEventType.SHARD_POSITIONS_MOVED;
+  readonly now: number;
+  readonly resetId: string;
+  readonly shards: readonly number[];
+}
+
 /** Events that carry a command, reset `result`/`effects` and may change the group. */
 export type CommandEvent =
   | HeartbeatEvent
@@ -178,6 +212,9 @@ export type CommandEvent =
   | ObserveVersionEvent
   | AdoptLayoutEvent
   | RetiredShardsDrainedEvent
-  | RecoverEvent;
+  | RecoverEvent
+  | ConsumptionEvent
+  | ResetPositionsEvent
+  | ShardPositionsMovedEvent;
 
 export type GroupEvent = CommandEvent | PersistedEvent | ChartEvent;

@@ -20,12 +20,13 @@
  * An actor is restored with {@link restoreGroupSnapshot} (`resolveState` from the persisted
  * domain fields), never from XState's persisted snapshots.
  */
-import { and, assign, enqueueActions, setup, stateIn, type SnapshotFrom } from 'xstate';
+import { and, assign, enqueueActions, not, setup, stateIn, type SnapshotFrom } from 'xstate';
 import type { GroupContext } from './context.js';
 import { refuse, steps } from './chart-steps.js';
 import type { ChartEventName, GroupEvent, RecoverEvent } from './events.js';
 import { ChartEventType, GroupEventType } from './events.js';
 import { rollbackRefusal, scaleRefusal, type RefusalReason } from './refusals.js';
+import { consumptionPhase, resetRefusal, shardsRefusal } from './consumption.js';
 import { expectedStateValue, lifecyclePhase, membershipPhase, migrationPhase } from './phases.js';
 import { completeRebalance, startRebalance } from './rebalance.js';
 
@@ -59,6 +60,63 @@ const refused = (reason: RefusalReason) =>
 const recovered = (event: GroupEvent) => (event as RecoverEvent).group;
 const inFailedClosed = stateIn('#group.lifecycle.failedClosed');
 const inActive = stateIn('#group.lifecycle.active');
+const inRunning = stateIn('#group.consumption.running');
+const inMigrating = stateIn('#group.migration.inProgress');
+const shardsExist = ({ context, event }: { context: GroupContext; event: GroupEvent }) =>
+  (event.type === 'PAUSE_CONSUMPTION' || event.type === 'RESUME_CONSUMPTION') &&
+  shardsRefusal(context.group, event.shards) === null;
+
+const { CONSUMPTION_CHANGED } = ChartEventType;
+type ConsumptionTarget =
+  'running' | 'pausing' | 'paused' | 'resetting.pausing' | 'resetting.moving';
+const RESETTING = ['resetting.pausing', 'resetting.moving'] as const;
+const CONSUMPTION_GUARDS = {
+  running: 'consumptionRunning',
+  pausing: 'consumptionPausing',
+  paused: 'consumptionPaused',
+  'resetting.pausing': 'resetPausing',
+  'resetting.moving': 'resetMoving',
+} as const;
+
+/**
+ * Where the consumption region goes on a change: the first of `targets` whose guard holds (the
+ * guards read `consumptionPhase`, so the state always matches the group). Targets are relative
+ * to the region.
+ */
+function consumptionTargets(targets: readonly ConsumptionTarget[]) {
+  return targets.map((target) => ({
+    guard: CONSUMPTION_GUARDS[target],
+    target: `#group.consumption.${target}`,
+  }));
+}
+
+/**
+ * PAUSE_CONSUMPTION, RESUME_CONSUMPTION and RESET_POSITIONS while no reset is under way: run
+ * when the shards they name exist (and, for a reset, none is paused by another request).
+ */
+const controlCommands = {
+  [GroupEventType.PAUSE_CONSUMPTION]: [
+    { guard: 'shardsAccepted', actions: ['pauseConsumption', 'raiseChanges'] },
+    { guard: 'controlOpen', ...refused('shards') },
+  ],
+  // Resuming is never blocked by a migration (nothing is paused while one runs).
+  [GroupEventType.RESUME_CONSUMPTION]: [
+    { guard: 'resumeAccepted', actions: ['resumeConsumption', 'raiseChanges'] },
+    { guard: 'active', ...refused('shards') },
+  ],
+  [GroupEventType.RESET_POSITIONS]: [
+    { guard: 'resetAccepted', actions: ['resetPositions', 'raiseChanges'] },
+    { guard: 'controlOpen', ...refused('reset') },
+  ],
+} as const;
+
+/** SCALE and ROLLBACK while consumption does not run on every shard. */
+function migrationRefused(reason: RefusalReason) {
+  return {
+    [GroupEventType.SCALE]: { guard: 'active', ...refused(reason) },
+    [GroupEventType.ROLLBACK]: { guard: 'active', ...refused(reason) },
+  } as const;
+}
 
 export const groupMachine = setup({
   types: {
@@ -81,6 +139,16 @@ export const groupMachine = setup({
     adoptLayout: assign(({ context, event }) => steps.adoptLayout(context, event as never)),
     retiredShardsDrained: assign(({ context, event }) =>
       steps.retiredShardsDrained(context, event as never),
+    ),
+    pauseConsumption: assign(({ context, event }) =>
+      steps.pauseConsumption(context, event as never),
+    ),
+    resumeConsumption: assign(({ context, event }) =>
+      steps.resumeConsumption(context, event as never),
+    ),
+    resetPositions: assign(({ context, event }) => steps.resetPositions(context, event as never)),
+    shardPositionsMoved: assign(({ context, event }) =>
+      steps.shardPositionsMoved(context, event as never),
     ),
     convergeMigration: assign(({ context, event }) => steps.convergeMigration(context, event)),
     completeMigration: assign(({ context, event }) => steps.completeMigration(context, event)),
@@ -109,18 +177,43 @@ export const groupMachine = setup({
     allShardsSettled: ({ context }) => membershipPhase(context) === 'stable',
     someShardRevoking: ({ context }) => membershipPhase(context) === 'revoking',
     someShardAwaitingGrant: ({ context }) => membershipPhase(context) === 'granting',
-    /** Only an active group takes a migration; a frozen or failed-closed one refuses it itself. */
+    /** Only an active group takes an admin change; a frozen or failed-closed one refuses it. */
     active: inActive,
+    /** A migration also waits for consumption to run on every shard. */
+    migrationOpen: and([inActive, inRunning]),
+    /** Consumption control waits for a migration in progress to end. */
+    controlOpen: and([inActive, not(inMigrating)]),
+    notFailedClosed: not(inFailedClosed),
+    shardsAccepted: and([inActive, not(inMigrating), shardsExist]),
+    resumeAccepted: and([inActive, shardsExist]),
+    resetAccepted: and([
+      inActive,
+      not(inMigrating),
+      ({ context, event }) =>
+        event.type === 'RESET_POSITIONS' &&
+        resetRefusal(
+          context.group,
+          event.reset.moves.map((move) => move.shard),
+        ) === null,
+    ]),
+    consumptionRunning: ({ context }) => consumptionPhase(context.group) === 'running',
+    consumptionPausing: ({ context }) => consumptionPhase(context.group) === 'pausing',
+    consumptionPaused: ({ context }) => consumptionPhase(context.group) === 'paused',
+    resetPausing: ({ context }) => consumptionPhase(context.group) === 'resetPausing',
+    resetMoving: ({ context }) => consumptionPhase(context.group) === 'resetMoving',
     scaleAccepted: and([
       inActive,
+      inRunning,
       ({ context, event }) => event.type === 'SCALE' && scaleRefusal(context, event) === null,
     ]),
     scaleRefused: and([
       inActive,
+      inRunning,
       ({ context, event }) => event.type === 'SCALE' && scaleRefusal(context, event) !== null,
     ]),
     rollbackAccepted: and([
       inActive,
+      inRunning,
       ({ context, event }) => event.type === 'ROLLBACK' && rollbackRefusal(context, event) === null,
     ]),
     recoveredFrozen: ({ event }) => lifecyclePhase(recovered(event)) === 'frozen',
@@ -166,6 +259,9 @@ export const groupMachine = setup({
             [GroupEventType.RESUME_PRODUCERS]: refused('frozen'),
             [GroupEventType.SCALE]: refused('frozen'),
             [GroupEventType.ROLLBACK]: refused('frozen'),
+            [GroupEventType.PAUSE_CONSUMPTION]: refused('frozen'),
+            [GroupEventType.RESUME_CONSUMPTION]: refused('frozen'),
+            [GroupEventType.RESET_POSITIONS]: refused('frozen'),
             // Its shards stay as they are: a frozen group follows its prefix's layout too.
             [GroupEventType.ADOPT_LAYOUT]: { actions: ['adoptLayout', 'raiseChanges'] },
             [GroupEventType.FAIL_CLOSED]: {
@@ -194,6 +290,10 @@ export const groupMachine = setup({
             [GroupEventType.ADOPT_LAYOUT]: refused('failedClosed'),
             [GroupEventType.SCALE]: refused('failedClosed'),
             [GroupEventType.ROLLBACK]: refused('failedClosed'),
+            [GroupEventType.PAUSE_CONSUMPTION]: refused('failedClosed'),
+            [GroupEventType.RESUME_CONSUMPTION]: refused('failedClosed'),
+            [GroupEventType.RESET_POSITIONS]: refused('failedClosed'),
+            [GroupEventType.SHARD_POSITIONS_MOVED]: refused('failedClosed'),
           },
         },
       },
@@ -258,6 +358,62 @@ export const groupMachine = setup({
         },
       },
     },
+    consumption: {
+      initial: 'running',
+      on: {
+        // After RECOVER the region takes whatever state the recovered group is in.
+        [ChartEventType.MEMBERSHIP_RESTORED]: [
+          { guard: 'consumptionPausing', target: '.pausing' },
+          { guard: 'consumptionPaused', target: '.paused' },
+          { guard: 'resetPausing', target: '.resetting.pausing' },
+          { guard: 'resetMoving', target: '.resetting.moving' },
+          { target: '.running' },
+        ],
+      },
+      states: {
+        running: {
+          on: {
+            ...controlCommands,
+            [CONSUMPTION_CHANGED]: consumptionTargets(['pausing', 'paused', ...RESETTING]),
+          },
+        },
+        pausing: {
+          on: {
+            ...controlCommands,
+            ...migrationRefused('consumptionPaused'),
+            [CONSUMPTION_CHANGED]: consumptionTargets(['running', 'paused', ...RESETTING]),
+            [SHARDS_RELEASED]: consumptionTargets(['paused']),
+          },
+        },
+        paused: {
+          on: {
+            ...controlCommands,
+            ...migrationRefused('consumptionPaused'),
+            [CONSUMPTION_CHANGED]: consumptionTargets(['running', 'pausing', ...RESETTING]),
+          },
+        },
+        resetting: {
+          initial: 'pausing',
+          on: {
+            [GroupEventType.PAUSE_CONSUMPTION]: { guard: 'active', ...refused('resetInProgress') },
+            [GroupEventType.RESUME_CONSUMPTION]: { guard: 'active', ...refused('resetInProgress') },
+            [GroupEventType.RESET_POSITIONS]: { guard: 'active', ...refused('resetInProgress') },
+            ...migrationRefused('resetInProgress'),
+            [GroupEventType.SHARD_POSITIONS_MOVED]: {
+              guard: 'notFailedClosed',
+              actions: ['shardPositionsMoved', 'raiseChanges'],
+            },
+            [CONSUMPTION_CHANGED]: consumptionTargets(['running', 'pausing', 'paused']),
+          },
+          states: {
+            // Its shards are revoked from their members like a rebalance.
+            pausing: { on: { [SHARDS_RELEASED]: consumptionTargets(['resetting.moving']) } },
+            // The host moves each shard's Redis consumer group and reports it.
+            moving: {},
+          },
+        },
+      },
+    },
     migration: {
       initial: 'idle',
       on: {
@@ -277,9 +433,9 @@ export const groupMachine = setup({
                 target: 'inProgress',
                 actions: ['scale', 'raiseChanges'],
               },
-              { guard: 'active', ...refused('scale') },
+              { guard: 'migrationOpen', ...refused('scale') },
             ],
-            [GroupEventType.ROLLBACK]: { guard: 'active', ...refused('rollback') },
+            [GroupEventType.ROLLBACK]: { guard: 'migrationOpen', ...refused('rollback') },
           },
         },
         inProgress: {
@@ -287,8 +443,17 @@ export const groupMachine = setup({
             // One migration at a time: a valid SCALE now is refused (MIGRATION_IN_PROGRESS).
             [GroupEventType.SCALE]: [
               { guard: 'scaleRefused', ...refused('scale') },
-              { guard: 'active', ...refused('migrationInProgress') },
+              { guard: 'migrationOpen', ...refused('migrationInProgress') },
             ],
+            // Consumption is controlled again once the migration converged.
+            [GroupEventType.PAUSE_CONSUMPTION]: {
+              guard: 'active',
+              ...refused('migrationInProgress'),
+            },
+            [GroupEventType.RESET_POSITIONS]: {
+              guard: 'active',
+              ...refused('migrationInProgress'),
+            },
             [GroupEventType.ROLLBACK]: [
               {
                 guard: 'rollbackAccepted',
@@ -296,7 +461,7 @@ export const groupMachine = setup({
                 reenter: true,
                 actions: ['rollback', 'raiseChanges'],
               },
-              { guard: 'active', ...refused('rollback') },
+              { guard: 'migrationOpen', ...refused('rollback') },
             ],
             [ChartEventType.MIGRATION_CONVERGED]: {
               target: 'converged',
@@ -313,7 +478,7 @@ export const groupMachine = setup({
                 target: 'inProgress',
                 actions: ['scale', 'raiseChanges'],
               },
-              { guard: 'active', ...refused('scale') },
+              { guard: 'migrationOpen', ...refused('scale') },
             ],
             [GroupEventType.ROLLBACK]: [
               {
@@ -321,7 +486,7 @@ export const groupMachine = setup({
                 target: 'inProgress',
                 actions: ['rollback', 'raiseChanges'],
               },
-              { guard: 'active', ...refused('rollback') },
+              { guard: 'migrationOpen', ...refused('rollback') },
             ],
             [ChartEventType.ROLLBACK_WINDOW_ELAPSED]: {
               target: 'idle',

@@ -24,6 +24,7 @@ import {
   shardAt,
 } from './group-state.js';
 import { changeShards, releaseShardsOf } from './shard-changes.js';
+import { haltedShards } from './halted.js';
 import { recompute, removeMember } from './member-changes.js';
 import type { HeartbeatOutcome, HeartbeatReply, HeartbeatRequest } from './protocol.js';
 import { rollbackAllowed } from './migration-view.js';
@@ -504,9 +505,12 @@ function planMemberStep(
       }
     }
   }
+  // A shard is revoked when it targets another member, or nobody because it is paused.
+  const halted = haltedShards(group);
   for (const shard of view.assigned) {
     const record = shardAt(group, shard);
-    if (record.target !== null && record.target !== memberId) {
+    const elsewhere = record.target !== null && record.target !== memberId;
+    if (elsewhere || (record.target === null && halted.includes(shard))) {
       (changes ??= new Map()).set(record.shard, { ...record, state: 'revoking', since: now });
     }
   }
@@ -642,6 +646,7 @@ function replyOf(
     group.initialShardCount,
     group.createdAt,
     group.startFrom,
+    haltedShards(group),
   );
 }
 
@@ -671,6 +676,7 @@ class Reply implements HeartbeatReply {
     readonly initialShardCount: number,
     readonly createdAt: number,
     readonly startFromMs: number,
+    readonly pausedShards: readonly number[],
   ) {}
 }
 

@@ -5,6 +5,7 @@
 import type { Effect, GroupContext } from './context.js';
 import { compareIds } from './assignor.js';
 import { allShards, isMember, memberCount, memberIds, memberOf, shardAt } from './group-state.js';
+import { haltedShards, isHalted } from './halted.js';
 import { keep, kept } from './kept.js';
 import { PersistentMap } from '../collections/persistent-map.js';
 import type { GroupState } from './types.js';
@@ -15,7 +16,8 @@ export type InvariantName =
   | 'TARGET_COVERAGE'
   | 'RELEASE_BEFORE_GRANT'
   | 'NO_RELEASED_TO_REVOKING'
-  | 'SHARDS_WITHIN_COUNT';
+  | 'SHARDS_WITHIN_COUNT'
+  | 'PAUSED_NOT_GRANTED';
 
 export interface Violation {
   readonly invariant: InvariantName;
@@ -82,8 +84,21 @@ function computeGroupStateViolations(ctx: GroupContext): Violation[] {
     if (Number(key) !== record.shard)
       single(`shard record under key ${key} says shard ${record.shard}`);
   }
+  const halted = haltedShards(group);
+  if (ctx.recomputeAt === null) {
+    for (const shard of halted) {
+      const { target } = shardAt(group, shard);
+      if (target !== null) {
+        violations.push({
+          invariant: 'TARGET_COVERAGE',
+          detail: `shard ${shard} is paused but targets ${target}`,
+        });
+      }
+    }
+  }
   if (hasMembers && ctx.recomputeAt === null) {
     for (let shard = 0; shard < group.shardCount; shard++) {
+      if (halted.includes(shard)) continue;
       const { target } = shardAt(group, shard);
       if (!isMember(group, target)) {
         violations.push({
@@ -218,7 +233,7 @@ function stepViolations(before: GroupState, after: GroupState): Violation[] {
   return violations;
 }
 
-/** RELEASE_BEFORE_GRANT and NO_RELEASED_TO_REVOKING of one shard over a step. */
+/** RELEASE_BEFORE_GRANT, NO_RELEASED_TO_REVOKING and PAUSED_NOT_GRANTED of one shard over a step. */
 function shardStepViolations(before: GroupState, after: GroupState, shard: number): Violation[] {
   const violations: Violation[] = [];
   const was = shardAt(before, shard);
@@ -239,6 +254,12 @@ function shardStepViolations(before: GroupState, after: GroupState, shard: numbe
     violations.push({
       invariant: 'NO_RELEASED_TO_REVOKING',
       detail: `shard ${shard} went released → revoking within assignment epoch ${after.assignmentEpoch}`,
+    });
+  }
+  if (is.state === 'assigned' && was.state !== 'assigned' && isHalted(after, shard)) {
+    violations.push({
+      invariant: 'PAUSED_NOT_GRANTED',
+      detail: `shard ${shard} is paused but was granted to ${is.owner}`,
     });
   }
   return violations;

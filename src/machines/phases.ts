@@ -6,6 +6,7 @@
 import type { GroupContext } from './context.js';
 import { allShards, memberCount, shardsDerived, type ShardPhase } from './group-state.js';
 import type { GroupState } from './types.js';
+import { consumptionPhase } from './consumption.js';
 
 export type LifecyclePhase = 'active' | 'frozen' | 'failedClosed';
 
@@ -19,6 +20,8 @@ export type MigrationPhase = 'idle' | 'inProgress' | 'converged';
 export interface GroupStateValue {
   readonly lifecycle: LifecyclePhase;
   readonly membership: 'empty' | 'stable' | { readonly rebalancing: 'revoking' | 'granting' };
+  readonly consumption:
+    'running' | 'pausing' | 'paused' | { readonly resetting: 'pausing' | 'moving' };
   readonly migration: MigrationPhase;
 }
 
@@ -79,6 +82,15 @@ export function expectedStateValue(ctx: GroupContext): GroupStateValue {
   return {
     lifecycle: lifecyclePhase(ctx.group),
     membership: phase === 'empty' || phase === 'stable' ? phase : { rebalancing: phase },
+    consumption: consumptionValue(ctx.group),
     migration: migrationPhase(ctx.group),
   };
+}
+
+/** The consumption region's value, from `consumptionPhase` (`consumption.ts`). */
+function consumptionValue(group: GroupState): GroupStateValue['consumption'] {
+  const phase = consumptionPhase(group);
+  if (phase === 'resetPausing') return { resetting: 'pausing' };
+  if (phase === 'resetMoving') return { resetting: 'moving' };
+  return phase;
 }

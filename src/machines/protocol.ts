@@ -92,6 +92,12 @@ export interface HeartbeatReply {
    * and the stream's last entry. Absent from older coordinators: `createdAt` less a margin.
    */
   readonly startFromMs?: number;
+  /**
+   * Shards of the group an operator paused or a position reset holds, ascending: nobody is
+   * granted them until they are resumed (docs/operations.md#pausing-consumption). Absent from
+   * older coordinators: none.
+   */
+  readonly pausedShards?: readonly number[];
 }
 
 /**

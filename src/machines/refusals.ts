@@ -4,13 +4,21 @@
  * WHEN a command is refused is decided by the chart alone (`group-machine.ts`): each state lists
  * the commands it refuses and names the reason on the transition, so the chart is where an
  * operator reads which command is accepted in which state. The reducers that run for accepted
- * commands check nothing again. This module phrases each reason once; the two reasons that
- * depend on the command's data (a scale's shard count, the migration a rollback names) are
- * decided by {@link scaleRefusal} and {@link rollbackRefusal}, which the chart's guards ask.
+ * commands check nothing again. This module phrases each reason once; the reasons that depend
+ * on the command's data (a scale's shard count, the migration a rollback names, the shards a
+ * pause or reset names) are decided by {@link scaleRefusal}, {@link rollbackRefusal} and
+ * `consumption.ts`'s `shardsRefusal` and `resetRefusal`, which the chart's guards ask.
  */
 import type { ErrorCode } from '../errors.js';
 import type { GroupContext } from './context.js';
-import type { GroupEvent, RollbackEvent, ScaleEvent } from './events.js';
+import { resetRefusal, shardsRefusal } from './consumption.js';
+import type {
+  ConsumptionEvent,
+  GroupEvent,
+  ResetPositionsEvent,
+  RollbackEvent,
+  ScaleEvent,
+} from './events.js';
 import { rollbackAllowed } from './migration-view.js';
 import type { GroupState } from './types.js';
 import { groupId } from './types.js';
@@ -31,7 +39,11 @@ export type RefusalReason =
   | 'notFailedClosed'
   | 'migrationInProgress'
   | 'scale'
-  | 'rollback';
+  | 'rollback'
+  | 'shards'
+  | 'reset'
+  | 'consumptionPaused'
+  | 'resetInProgress';
 
 /** The refusal for `reason`, phrased for `ctx`'s group and the refused `event`. */
 export function refusalFor(reason: RefusalReason, ctx: GroupContext, event: GroupEvent): Refusal {
@@ -62,6 +74,28 @@ export function refusalFor(reason: RefusalReason, ctx: GroupContext, event: Grou
       return scaleRefusal(ctx, event as ScaleEvent) ?? unexplained(event);
     case 'rollback':
       return rollbackRefusal(ctx, event as RollbackEvent) ?? unexplained(event);
+    case 'shards':
+      return shardsRefusal(group, (event as ConsumptionEvent).shards) ?? unexplained(event);
+    case 'reset': {
+      const shards = (event as ResetPositionsEvent).reset.moves.map((move) => move.shard);
+      return resetRefusal(group, shards) ?? unexplained(event);
+    }
+    case 'consumptionPaused': {
+      const paused = group.pausedShards ?? [];
+      return {
+        code: 'CONSUMPTION_PAUSED',
+        message: `group ${groupId(group)} has paused shards (${paused.join(', ')}); resume them first`,
+        details: { pausedShards: paused },
+      };
+    }
+    case 'resetInProgress': {
+      const reset = group.positionReset!;
+      return {
+        code: 'RESET_IN_PROGRESS',
+        message: `a position reset of group ${groupId(group)} is under way (${reset.resetId}); wait for it to end`,
+        details: { resetId: reset.resetId },
+      };
+    }
   }
 }
 

@@ -3,6 +3,7 @@
  * when membership or the shard count changes (docs/protocol.md#assignment), never per heartbeat.
  */
 import { assignTargets } from './assignor.js';
+import { haltedShards } from './halted.js';
 import { isMember, memberIds, shardAt, withShards } from './group-state.js';
 import type { GroupState, ShardRecord } from './types.js';
 
@@ -29,16 +30,19 @@ export function stickyPreferences(group: GroupState): {
 }
 
 /**
- * Sets every shard's target from the assignor (null for all when there are no members) and
+ * Sets every shard's target from the assignor (null for all when there are no members, and for
+ * paused shards, see `consumption.ts`) and
  * bumps `assignmentEpoch` when any target changed. Returns `group` itself when nothing did.
  * Retiring shards are not below `shardCount` and so never take part.
  */
 export function recomputeTargets(group: GroupState): GroupState {
   const members = memberIds(group);
+  const halted = haltedShards(group);
   const targets = assignTargets({
     shardCount: group.shardCount,
     members,
     ...stickyPreferences(group),
+    ...(halted.length > 0 ? { excluded: new Set(halted) } : {}),
   });
   const changes = new Map<number, ShardRecord>();
   for (let shard = 0; shard < group.shardCount; shard++) {
@@ -52,14 +56,19 @@ export function recomputeTargets(group: GroupState): GroupState {
 
 /**
  * Whether the persisted targets cannot be the assignor's answer for the current members: a
- * shard without a live target, targets when nobody is left, or per-member target counts outside
+ * paused shard with a target, another shard without a live target, targets when nobody is left, or per-member target counts outside
  * ±1 of each other (a member joined and the debounced recompute never ran before a restart).
  */
 export function targetsAreStale(group: GroupState): boolean {
   const members = memberIds(group);
   const counts = new Map<string, number>(members.map((id) => [id, 0]));
+  const halted = haltedShards(group);
   for (let shard = 0; shard < group.shardCount; shard++) {
     const { target } = shardAt(group, shard);
+    if (halted.includes(shard)) {
+      if (target !== null) return true;
+      continue;
+    }
     if (members.length === 0) {
       if (target !== null) return true;
       continue;

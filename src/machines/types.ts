@@ -127,6 +127,61 @@ export interface GroupState {
    * group was created, or the coordinator's less a margin when it could not read that clock.
    */
   readonly startFrom: number;
+  /**
+   * Shards an operator paused, ascending (docs/operations.md#pausing-consumption): granted to
+   * nobody until resumed. Absent on groups that never paused any.
+   */
+  readonly pausedShards?: readonly number[];
+  /** The position reset under way (docs/operations.md#replay-or-skip), or null/absent. */
+  readonly positionReset?: PositionReset | null;
+  /** The last position reset that ended (a repeat of its request is answered with it). */
+  readonly lastPositionReset?: CompletedReset | null;
+}
+
+/** Where a reset moves the group's consumer groups, as the operator asked for it. */
+export type ResetTarget =
+  | 'earliest'
+  | 'latest'
+  | { readonly timestamp: number }
+  | { readonly ids: Readonly<Record<string, string>> };
+
+/** One shard's move in a position reset, planned when the reset was asked for. */
+export interface ShardMove {
+  readonly shard: number;
+  /** The Redis consumer group's last-delivered-id when planned; null when it had none. */
+  readonly from: string | null;
+  /** The new last-delivered-id. */
+  readonly to: string;
+  /** Entries delivered again (a replay) or skipped; `exact` false: a lower bound. */
+  readonly redeliver: number;
+  readonly skip: number;
+  readonly exact: boolean;
+  /**
+   * A skip (the position moves forward): entries up to `to` still pending are acknowledged, so
+   * they do not come back from the pending list.
+   */
+  readonly acknowledge: boolean;
+}
+
+/**
+ * A position reset under way: its shards are paused (revoked from their members) until each
+ * has been moved, then resumed. Persisted with the group, so a new owner finishes it.
+ */
+export interface PositionReset {
+  /** The request's `X-Request-Id` (or a drawn id). */
+  readonly resetId: string;
+  readonly to: ResetTarget;
+  readonly moves: readonly ShardMove[];
+  /** Shards moved so far, ascending. */
+  readonly moved: readonly number[];
+  readonly requestedBy: string;
+  readonly reason: string;
+  readonly startedAt: number;
+}
+
+/** A position reset that ended, all of its shards moved. */
+export interface CompletedReset extends PositionReset {
+  readonly completedAt: number;
 }
 
 /** Identity of a group. */

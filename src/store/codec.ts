@@ -1,10 +1,12 @@
 import { PersistentMap } from '../collections/persistent-map.js';
 import type {
+  CompletedReset,
   FailureReason,
   GroupState,
   GroupStatus,
   MemberRecord,
   MigrationRecord,
+  PositionReset,
   ShardRecord,
 } from '../machines/types.js';
 
@@ -66,6 +68,11 @@ function encodeHeader(state: GroupState): Record<string, string> {
   };
   if (state.failureReason) fields.failureReason = state.failureReason;
   if (state.activeMigration) fields['migration:active'] = JSON.stringify(state.activeMigration);
+  // Consumption control (docs/operations.md#pausing-consumption): present only while in use.
+  if (state.pausedShards && state.pausedShards.length > 0)
+    fields.pausedShards = JSON.stringify(state.pausedShards);
+  if (state.positionReset) fields.positionReset = JSON.stringify(state.positionReset);
+  if (state.lastPositionReset) fields.lastPositionReset = JSON.stringify(state.lastPositionReset);
   return fields;
 }
 
@@ -199,6 +206,13 @@ export function decodeGroup(fields: GroupFields): GroupState {
         ? num(fields, 'shardCount')
         : num(fields, 'initialShardCount'),
     startFrom: fields.startFrom === undefined ? num(fields, 'createdAt') : num(fields, 'startFrom'),
+    ...(fields.pausedShards ? { pausedShards: JSON.parse(fields.pausedShards) as number[] } : {}),
+    ...(fields.positionReset
+      ? { positionReset: JSON.parse(fields.positionReset) as PositionReset }
+      : {}),
+    ...(fields.lastPositionReset
+      ? { lastPositionReset: JSON.parse(fields.lastPositionReset) as CompletedReset }
+      : {}),
   };
 }
 

@@ -37,6 +37,8 @@ const REQUESTS: Record<string, { body: Record<string, unknown>; query?: string }
   resumeProducers: { body: CHANGE },
   replayDeadLetters: { body: { limit: 10, ...CHANGE } },
   purgeDeadLetters: { body: CHANGE },
+  consumption: { body: { action: 'PAUSE', shards: [0], ...CHANGE } },
+  resetPositions: { body: { to: 'earliest', dryRun: true, ...CHANGE } },
 };
 
 /**

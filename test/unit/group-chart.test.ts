@@ -115,7 +115,12 @@ describe('lifecycle region: moves on FREEZE, UNFREEZE, FAIL_CLOSED, RECOVER and 
     expect(actor.getSnapshot().context.group.failureReason).toBe('METADATA_LOST');
     const restored = newGroupState(REF, { shardCount: 6, lifecycleId: 'l-2', now: T0 });
     send({ type: 'RECOVER', now: T0, group: restored, storeRevision: 7 });
-    expect(value(actor)).toEqual({ lifecycle: 'active', membership: 'empty', migration: 'idle' });
+    expect(value(actor)).toEqual({
+      lifecycle: 'active',
+      membership: 'empty',
+      consumption: 'running',
+      migration: 'idle',
+    });
     expect(actor.getSnapshot().context).toMatchObject({
       storeRevision: 7,
       group: { lifecycleId: 'l-2' },

@@ -36,7 +36,7 @@ describe('toMermaid renders the group statechart as stateDiagram-v2', () => {
   });
 
   it('separates the parallel regions with `--`', () => {
-    expect(text.match(/^\s*--$/gm)).toHaveLength(2);
+    expect(text.match(/^\s*--$/gm)).toHaveLength(3);
   });
 
   it('marks the initial state of every compound state with [*]', () => {

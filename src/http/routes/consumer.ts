@@ -53,6 +53,7 @@ export const heartbeatReplySchema = z.object({
   initialShardCount: z.number().int(),
   createdAt: z.number().int(),
   startFromMs: z.number().int(),
+  pausedShards: z.array(z.number().int()),
 });
 
 export const HEARTBEAT_PATH = '/coord/v1/consumer/streams/:stream/groups/:group/heartbeat';

@@ -3,6 +3,7 @@ import type { RouteSpec } from '../route.js';
 import { adminRoutes } from './admin.js';
 import { authRoutes } from './auth.js';
 import { consumerRoutes } from './consumer.js';
+import { consumptionRoutes } from './consumption.js';
 import { deadLetterRoutes } from './dead-letters.js';
 import { lagRoutes } from './lag.js';
 import { metaRoutes } from './meta.js';
@@ -20,6 +21,7 @@ export function allRoutes(settings: Settings, version: string): RouteSpec[] {
     ...consumerRoutes,
     ...adminRoutes(settings),
     ...deadLetterRoutes,
+    ...consumptionRoutes(settings),
     ...metaRoutes(() => routes, version),
   );
   return routes;

@@ -348,10 +348,16 @@ describe('deadline sweep: an idle group holds no actor', () => {
     expect(rig.entry.parked).toBe(false);
     expect(groupOf(rig.entry).members.keys().sort()).toEqual(['m1', 'm2']);
     // Restored, the chart was where the parked snapshot said, and moved on from there.
-    expect(parked.value).toEqual({ lifecycle: 'active', membership: 'stable', migration: 'idle' });
+    expect(parked.value).toEqual({
+      lifecycle: 'active',
+      membership: 'stable',
+      consumption: 'running',
+      migration: 'idle',
+    });
     expect(rig.entry.snapshot().value).toEqual({
       lifecycle: 'active',
       membership: { rebalancing: 'granting' },
+      consumption: 'running',
       migration: 'idle',
     });
   });

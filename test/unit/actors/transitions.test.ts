@@ -36,6 +36,7 @@ describe("a group's recent transitions, kept by its owner", () => {
       cause: { kind: 'admin', requestId: 'req-1', principal: 'alice' },
     });
     expect(created?.changes.map((c) => c.region).sort()).toEqual([
+      'consumption',
       'lifecycle',
       'membership',
       'migration',

@@ -1,0 +1,265 @@
+import { CoordinatorError } from '../errors.js';
+import type { Clock } from '../machines/clock.js';
+import { consumptionPhase, shardsRefusal } from '../machines/consumption.js';
+import type { ResetPositionsEvent } from '../machines/events.js';
+import { refusedByChart } from '../machines/group-machine.js';
+import {
+  groupId,
+  type GroupRef,
+  type GroupState,
+  type PositionReset,
+  type ShardMove,
+} from '../machines/types.js';
+import {
+  compareStreamIds,
+  moveShardPosition,
+  planPositions,
+  validateResetTo,
+  type ShardPositionPlan,
+} from '../streams/positions.js';
+import type { StreamsReader } from '../streams/streams-reader.js';
+import { resetView } from './views.js';
+import { groupLogFields, type Logger } from '../observability/logger.js';
+import { groupOf, isFailedClosed, type GroupEntry, type GroupEvent } from './group-entry.js';
+
+export interface PositionResetsOptions {
+  /** Null when the coordinator does not know where the streams are. */
+  readonly reader: StreamsReader | null;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly entries: () => readonly GroupEntry[];
+  /** Runs `work` on the group's entry with its mailbox held; `GROUP_MOVED` when owned elsewhere. */
+  readonly withEntry: <T>(ref: GroupRef, work: (entry: GroupEntry) => Promise<T>) => Promise<T>;
+  /** Sends an event through the group's chart and commits what it changed. */
+  readonly dispatch: (entry: GroupEntry, event: GroupEvent) => Promise<unknown>;
+}
+
+/**
+ * The host's half of a position reset (docs/operations.md#replay-or-skip): once the chart shows
+ * a reset whose shards every member gave up (`resetting.moving`), each shard's Redis consumer
+ * group is moved (XGROUP SETID; a skip also acknowledges what it skips) and the moves are
+ * reported with SHARD_POSITIONS_MOVED; the last report ends the reset and resumes the shards.
+ * A move is idempotent, so a new owner after a failover simply moves what the persisted reset
+ * does not list as moved yet. A move that fails (streams Redis down) is tried again at the next
+ * sweep; the shards stay paused meanwhile, never resumed unmoved.
+ */
+export class PositionResets {
+  /** Groups being moved now: a sweep does not start a second move of the same group. */
+  private readonly moving = new Set<string>();
+
+  constructor(private readonly options: PositionResetsOptions) {}
+
+  /**
+   * A reset asked for by an operator, run with the group's mailbox held: the plan (per shard
+   * the current position, the new one and how many entries are delivered again or skipped),
+   * and, unless `dryRun`, the reset started through the chart. Whether the chart takes it
+   * (frozen, failed closed, a migration or another reset under way, shards that do not exist
+   * or are paused) is asked before the streams are read; a refused one goes through the chart,
+   * which answers it. A repeat of the request that started the reset under way, or the last one,
+   * answers that reset again.
+   */
+  async request(
+    entry: GroupEntry,
+    request: PositionsRequest,
+    resetId: string,
+    run: (event: ResetPositionsEvent) => Promise<unknown>,
+  ): Promise<PositionsView> {
+    const { clock } = this.options;
+    const group = groupOf(entry);
+    const repeat = [group.positionReset, group.lastPositionReset].find(
+      (reset) => reset && reset.resetId === resetId,
+    );
+    if (!request.dryRun && repeat) return startedView(group, repeat);
+    const shards = request.shards ?? range(group.shardCount);
+    const now = clock.now();
+    const probe = resetEvent(now, {
+      resetId,
+      to: 'earliest',
+      moves: shards.map((shard) => ({ ...NO_MOVE, shard })),
+      moved: [],
+      requestedBy: request.requestedBy,
+      reason: request.reason,
+      startedAt: now,
+    });
+    if (request.dryRun) {
+      const refusal = shardsRefusal(group, shards);
+      if (refusal) {
+        throw new CoordinatorError(refusal.code, refusal.message, {
+          ...(refusal.details ? { details: refusal.details } : {}),
+        });
+      }
+    } else if (refusedByChart(entry.snapshot(), probe)) {
+      await run(probe);
+      throw new CoordinatorError('INTERNAL', 'the chart refused the reset without an answer');
+    }
+    const reader = this.streams();
+    const to = validateResetTo(request.to, group.shardCount, await reader.time());
+    const plan = await reader.use((client) =>
+      planPositions(client, {
+        streamPrefix: group.streamPrefix,
+        consumerGroup: group.consumerGroup,
+        shards,
+        to,
+      }),
+    );
+    const changes = plan.filter((p) => p.from !== p.to).length;
+    if (request.dryRun || changes === 0)
+      return { dryRun: request.dryRun, plan, changes, reset: null };
+    const reset: PositionReset = {
+      ...probe.reset,
+      to,
+      moves: plan
+        .filter((p) => p.from !== p.to)
+        .map((p) => ({
+          shard: p.shard,
+          from: p.from,
+          to: p.to,
+          redeliver: p.redeliver,
+          skip: p.skip,
+          exact: p.exact,
+          acknowledge: p.from !== null && compareStreamIds(p.to, p.from) > 0,
+        })),
+    };
+    await run(resetEvent(clock.now(), reset));
+    return { dryRun: false, plan, changes, reset: resetView(reset, 'pausing') };
+  }
+
+  /** Moves the shards of every group served here whose reset is ready for it. */
+  async sweep(): Promise<void> {
+    if (this.options.reader === null) return;
+    for (const entry of this.options.entries()) {
+      if (readyToMove(entry)) await this.check(entry.ref);
+    }
+  }
+
+  /** Whether `entry`'s group has a reset ready to move (cheap; for the host's change hook). */
+  ready(entry: GroupEntry): boolean {
+    return this.options.reader !== null && readyToMove(entry);
+  }
+
+  /** Moves the reset's shards of `ref` not moved yet and reports them. Never throws. */
+  async check(ref: GroupRef): Promise<void> {
+    const { reader, withEntry, dispatch, clock, logger } = this.options;
+    const id = groupId(ref);
+    if (reader === null || this.moving.has(id)) return;
+    this.moving.add(id);
+    try {
+      await withEntry(ref, async (entry) => {
+        if (!readyToMove(entry)) return;
+        const group = groupOf(entry);
+        const reset = group.positionReset!;
+        const moved: number[] = [];
+        let acknowledged = 0;
+        try {
+          for (const step of pending(reset)) {
+            const result = await reader.use((client) =>
+              moveShardPosition(client, {
+                stream: `${group.streamPrefix}:${step.shard}`,
+                consumerGroup: group.consumerGroup,
+                to: step.to,
+                acknowledgeUpTo: step.acknowledge,
+              }),
+            );
+            acknowledged += result.acknowledged;
+            moved.push(step.shard);
+          }
+        } finally {
+          // What was moved is reported even when a later shard failed: it is not moved twice.
+          if (moved.length > 0) {
+            await dispatch(entry, {
+              type: 'SHARD_POSITIONS_MOVED',
+              now: clock.now(),
+              resetId: reset.resetId,
+              shards: moved,
+            });
+            logger.info('consumer group positions moved', {
+              ...groupLogFields(ref),
+              resetId: reset.resetId,
+              shards: moved,
+              acknowledged,
+            });
+          }
+        }
+      });
+    } catch (error) {
+      logger.warn('consumer group positions not moved now; trying again at the next sweep', {
+        ...groupLogFields(ref),
+        reason: error instanceof Error ? error.message : String(error),
+      });
+    } finally {
+      this.moving.delete(id);
+    }
+  }
+
+  private streams(): StreamsReader {
+    const { reader } = this.options;
+    if (reader !== null) return reader;
+    throw new CoordinatorError(
+      'STREAMS_UNAVAILABLE',
+      'the coordinator does not know where the streams are: set coordinator.streams.url (COORDINATOR_STREAMS_URL)',
+    );
+  }
+}
+
+/** What an operator asks of a reset (docs/operations.md#replay-or-skip). */
+export interface PositionsRequest {
+  readonly to: unknown;
+  /** Null: every shard of the group. */
+  readonly shards: readonly number[] | null;
+  readonly dryRun: boolean;
+  readonly requestedBy: string;
+  readonly reason: string;
+}
+
+/** The answer: the plan, how many shards it changes, and the reset it started (if any). */
+export interface PositionsView {
+  readonly dryRun: boolean;
+  readonly plan: readonly ShardPositionPlan[];
+  readonly changes: number;
+  readonly reset: ReturnType<typeof resetView> | null;
+}
+
+const NO_MOVE: ShardMove = {
+  shard: 0,
+  from: null,
+  to: '0-0',
+  redeliver: 0,
+  skip: 0,
+  exact: true,
+  acknowledge: false,
+};
+
+function resetEvent(now: number, reset: PositionReset): ResetPositionsEvent {
+  return { type: 'RESET_POSITIONS', now, reset };
+}
+
+function range(count: number): number[] {
+  return Array.from({ length: count }, (_, shard) => shard);
+}
+
+/** A repeated request: the reset it started, as it stands (or as it ended). */
+function startedView(group: GroupState, reset: PositionReset): PositionsView {
+  const done = group.positionReset?.resetId !== reset.resetId;
+  const plan = reset.moves.map((m) => ({
+    shard: m.shard,
+    stream: `${group.streamPrefix}:${m.shard}`,
+    from: m.from,
+    to: m.to,
+    redeliver: m.redeliver,
+    skip: m.skip,
+    exact: m.exact,
+    pendingSkipped: 0,
+  }));
+  const stage = done ? 'done' : consumptionPhase(group) === 'resetMoving' ? 'moving' : 'pausing';
+  return { dryRun: false, plan, changes: plan.length, reset: resetView(reset, stage) };
+}
+
+function readyToMove(entry: GroupEntry): boolean {
+  if (isFailedClosed(entry)) return false;
+  return consumptionPhase(groupOf(entry)) === 'resetMoving';
+}
+
+/** The reset's moves not reported as done yet. */
+function pending(reset: PositionReset) {
+  return reset.moves.filter((m) => !reset.moved.includes(m.shard));
+}

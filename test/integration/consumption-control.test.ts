@@ -1,0 +1,306 @@
+/**
+ * Pausing consumption and resetting positions end to end (docs/operations.md#pausing-consumption,
+ * docs/operations.md#replay-or-skip), with the SDK on a real Redis and a real coordinator over
+ * HTTP: a paused shard is revoked and read by nobody until resumed; a replay to the beginning
+ * delivers exactly what was there again; a skip to the end delivers none of what it skipped;
+ * bad input and conflicting requests are refused with a code and change nothing.
+ */
+import { randomBytes } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  Consumer,
+  CoordinatorClient,
+  Producer,
+  type ConsumerMessage,
+  type PausedShardsEvent,
+} from '../../src/client/index.js';
+import { shardForKey } from '../../src/machines/routing.js';
+import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+
+let redis: RedisServerHandle;
+let c: TestCoordinator;
+const closers: (() => Promise<void>)[] = [];
+
+beforeAll(async () => {
+  redis = await startRedisServer();
+  c = await startTestCoordinator({
+    store: 'memory',
+    overrides: {
+      'streams.url': redis.url,
+      'streams.lag-cache': '0ms',
+      'membership.heartbeat-interval': '200ms',
+      'membership.assignment-debounce': '20ms',
+    },
+  });
+});
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close();
+});
+afterAll(async () => {
+  await c?.close();
+  await redis?.stop();
+});
+
+const client = (user: string) => new CoordinatorClient({ baseUrl: c.url, token: c.token(user) });
+const groupPath = (sp: string) => `/coord/v1/admin/streams/${sp}/groups/g`;
+
+async function createGroup(shardCount: number): Promise<string> {
+  const sp = `cc-${randomBytes(4).toString('hex')}`;
+  const res = await c.call('POST', '/coord/v1/admin/groups', {
+    user: 'writer',
+    body: { streamPrefix: sp, consumerGroup: 'g', shardCount, startAt: 'earliest', ...CHANGE },
+  });
+  expect(res.status).toBe(201);
+  return sp;
+}
+
+/** A key that routes to `shard` of a group with `count` shards. */
+function keyFor(shard: number, count: number, salt = ''): string {
+  for (let i = 0; ; i++) {
+    const key = `k${salt}-${i}`;
+    if (shardForKey(key, count) === shard) return key;
+  }
+}
+
+async function send(sp: string, entries: Array<[key: string, body: string]>): Promise<void> {
+  const producer = new Producer({
+    client: client('producer'),
+    redis: redis.url,
+    streamPrefix: sp,
+    consumerGroup: 'g',
+  });
+  try {
+    for (const [key, body] of entries) await producer.send(key, { body });
+  } finally {
+    await producer.close();
+  }
+}
+
+interface Started {
+  consumer: Consumer;
+  /** `shard:body` of every delivery, in order. */
+  seen: string[];
+  paused: PausedShardsEvent[];
+}
+
+async function startConsumer(sp: string): Promise<Started> {
+  const seen: string[] = [];
+  const paused: PausedShardsEvent[] = [];
+  const consumer = new Consumer({
+    client: client('consumer'),
+    redis: redis.url,
+    streamPrefix: sp,
+    consumerGroup: 'g',
+    memberId: `m-${randomBytes(3).toString('hex')}`,
+    blockMs: 50,
+    handler: (message: ConsumerMessage) => {
+      seen.push(`${message.shard}:${message.fields.body}`);
+    },
+  });
+  consumer.on('pausedShards', (event) => paused.push(event));
+  consumer.on('error', () => undefined);
+  await consumer.start();
+  closers.push(() => consumer.close());
+  return { consumer, seen, paused };
+}
+
+async function view(sp: string) {
+  const res = await c.call('GET', `/coord/v1/monitoring/streams/${sp}/groups/g`, {
+    user: 'reader',
+  });
+  expect(res.status).toBe(200);
+  return (await res.json()) as {
+    metadataVersion: number;
+    consumption: {
+      state: string;
+      pausedShards: number[];
+      reset: { stage: string; moves: { shard: number; moved: boolean }[] } | null;
+      lastReset: { resetId: string } | null;
+    };
+    state: { consumption: unknown };
+  };
+}
+
+async function consumption(sp: string, body: Record<string, unknown>) {
+  return c.call('POST', `${groupPath(sp)}/consumption`, {
+    user: 'writer',
+    body: { ...CHANGE, ...body },
+  });
+}
+
+async function positions(sp: string, body: Record<string, unknown>, requestId?: string) {
+  return c.call('POST', `${groupPath(sp)}/positions`, {
+    user: 'writer',
+    body: { ...CHANGE, ...body },
+    ...(requestId ? { headers: { 'x-request-id': requestId } } : {}),
+  });
+}
+
+async function lagOf(sp: string, shard: number): Promise<number> {
+  const res = await c.call('GET', `/coord/v1/monitoring/streams/${sp}/groups/g/lag`, {
+    user: 'reader',
+  });
+  const lag = (await res.json()) as { shards: { shard: number; lagEntries: number }[] };
+  return lag.shards.find((s) => s.shard === shard)!.lagEntries;
+}
+
+describe('pause and resume consumption', () => {
+  it('revokes a paused shard, delivers nothing of it until resumed, then delivers it', async () => {
+    const sp = await createGroup(2);
+    const { consumer, seen, paused } = await startConsumer(sp);
+    await send(sp, [
+      [keyFor(0, 2), 'a0'],
+      [keyFor(1, 2), 'a1'],
+    ]);
+    await waitFor(() => seen.length === 2, { what: 'both shards delivered' });
+
+    const res = await consumption(sp, { action: 'PAUSE', shards: [1] });
+    expect(res.status).toBe(200);
+    await waitFor(async () => (await view(sp)).consumption.state === 'paused', {
+      what: 'the pause to end in paused',
+    });
+    expect((await view(sp)).consumption.pausedShards).toEqual([1]);
+    expect((await view(sp)).state.consumption).toBe('paused');
+    await waitFor(() => !consumer.shards().includes(1), { what: 'shard 1 revoked' });
+    expect(consumer.pausedShards()).toEqual([1]);
+    expect(paused[0]).toEqual({ paused: [1], resumed: [] });
+
+    await send(sp, [
+      [keyFor(1, 2, 'x'), 'b1'],
+      [keyFor(0, 2, 'x'), 'b0'],
+    ]);
+    await waitFor(() => seen.includes('0:b0'), { what: 'shard 0 still delivered' });
+    // Written before b0, and nobody read it: it waits on the paused shard.
+    expect(seen).not.toContain('1:b1');
+    expect(await lagOf(sp, 1)).toBe(1);
+
+    expect((await consumption(sp, { action: 'RESUME', shards: [1] })).status).toBe(200);
+    await waitFor(() => seen.includes('1:b1'), { what: 'shard 1 delivered after resume' });
+    expect((await view(sp)).consumption).toMatchObject({ state: 'running', pausedShards: [] });
+    expect(paused.at(-1)).toEqual({ paused: [], resumed: [1] });
+  });
+
+  it('refuses a shard the group does not have and a scale while paused, changing nothing', async () => {
+    const sp = await createGroup(2);
+    const before = await view(sp);
+    const outside = await consumption(sp, { action: 'PAUSE', shards: [2] });
+    expect(outside.status).toBe(400);
+    expect(await outside.json()).toMatchObject({ error: { code: 'SHARD_OUT_OF_RANGE' } });
+    expect((await view(sp)).metadataVersion).toBe(before.metadataVersion);
+
+    expect((await consumption(sp, { action: 'PAUSE' })).status).toBe(200);
+    const scale = await c.call('POST', `${groupPath(sp)}/scale`, {
+      user: 'writer',
+      body: { shardCount: 3, ...CHANGE },
+    });
+    expect(scale.status).toBe(409);
+    expect(await scale.json()).toMatchObject({ error: { code: 'CONSUMPTION_PAUSED' } });
+    const reset = await positions(sp, { to: 'earliest', shards: [0], dryRun: false });
+    expect(reset.status).toBe(409);
+    expect(await reset.json()).toMatchObject({ error: { code: 'CONSUMPTION_PAUSED' } });
+    expect((await view(sp)).consumption).toMatchObject({ state: 'paused', pausedShards: [0, 1] });
+  });
+
+  it('is refused while frozen', async () => {
+    const sp = await createGroup(1);
+    expect(
+      (await c.call('POST', `${groupPath(sp)}/freeze`, { user: 'writer', body: CHANGE })).status,
+    ).toBe(200);
+    const res = await consumption(sp, { action: 'PAUSE' });
+    expect(res.status).toBe(409);
+    expect(await res.json()).toMatchObject({ error: { code: 'GROUP_FROZEN' } });
+  });
+});
+
+describe('reset positions', () => {
+  it('plans a replay without changing anything, then delivers exactly those entries again', async () => {
+    const sp = await createGroup(1);
+    const { seen } = await startConsumer(sp);
+    await send(
+      sp,
+      [1, 2, 3, 4, 5].map((n) => [`k${n}`, `e${n}`]),
+    );
+    await waitFor(() => seen.length === 5, { what: 'five delivered' });
+
+    const plan = await positions(sp, { to: 'earliest' });
+    expect(plan.status).toBe(200);
+    const planned = (await plan.json()) as {
+      dryRun: boolean;
+      changes: number;
+      plan: { shard: number; redeliver: number; skip: number; to: string }[];
+      reset: unknown;
+    };
+    expect(planned).toMatchObject({ dryRun: true, changes: 1, reset: null });
+    expect(planned.plan).toEqual([
+      expect.objectContaining({ shard: 0, redeliver: 5, skip: 0, to: '0-0' }),
+    ]);
+    expect((await view(sp)).consumption.state).toBe('running');
+
+    const run = await positions(sp, { to: 'earliest', dryRun: false }, 'replay-1');
+    expect(run.status).toBe(202);
+    await waitFor(async () => (await view(sp)).consumption.lastReset?.resetId === 'replay-1', {
+      what: 'the reset to end',
+    });
+    await waitFor(() => seen.length === 10, { what: 'five delivered again' });
+    await waitFor(async () => (await lagOf(sp, 0)) === 0, { what: 'caught up' });
+    expect(seen).toEqual([
+      '0:e1',
+      '0:e2',
+      '0:e3',
+      '0:e4',
+      '0:e5',
+      '0:e1',
+      '0:e2',
+      '0:e3',
+      '0:e4',
+      '0:e5',
+    ]);
+
+    // The same request again answers the reset it started; nothing is replayed twice.
+    const again = await positions(sp, { to: 'earliest', dryRun: false }, 'replay-1');
+    expect(again.status).toBe(202);
+    expect(await again.json()).toMatchObject({ reset: { resetId: 'replay-1', stage: 'done' } });
+    expect((await view(sp)).consumption.state).toBe('running');
+    expect(seen).toHaveLength(10);
+  });
+
+  it('skips to the end: none of the skipped entries is delivered, later ones are', async () => {
+    const sp = await createGroup(1);
+    const first = await startConsumer(sp);
+    await send(sp, [['k0', 'before']]);
+    await waitFor(() => first.seen.length === 1, { what: 'first delivered' });
+    await first.consumer.close();
+    await send(
+      sp,
+      [1, 2, 3, 4].map((n) => [`k${n}`, `skipped${n}`]),
+    );
+
+    const run = await positions(sp, { to: 'latest', dryRun: false }, 'skip-1');
+    expect(run.status).toBe(202);
+    const started = (await run.json()) as { plan: { skip: number }[] };
+    expect(started.plan[0]!.skip).toBe(4);
+    await waitFor(async () => (await view(sp)).consumption.lastReset?.resetId === 'skip-1', {
+      what: 'the reset to end',
+    });
+
+    const second = await startConsumer(sp);
+    await send(sp, [['k9', 'after']]);
+    await waitFor(() => second.seen.includes('0:after'), { what: 'the entry after the skip' });
+    expect(second.seen).toEqual(['0:after']);
+  });
+
+  it('refuses a future time, a bad id and a shard out of range with a code', async () => {
+    const sp = await createGroup(2);
+    const future = await positions(sp, { to: { timestamp: Date.now() + 3_600_000 } });
+    expect(future.status).toBe(400);
+    expect(await future.json()).toMatchObject({ error: { code: 'TIMESTAMP_IN_FUTURE' } });
+    const badId = await positions(sp, { to: { ids: { '0': 'not-an-id' } }, shards: [0] });
+    expect(badId.status).toBe(400);
+    expect(await badId.json()).toMatchObject({ error: { code: 'INVALID_STREAM_ID' } });
+    const outside = await positions(sp, { to: 'earliest', shards: [5], dryRun: false });
+    expect(outside.status).toBe(400);
+    expect(await outside.json()).toMatchObject({ error: { code: 'SHARD_OUT_OF_RANGE' } });
+    expect((await view(sp)).consumption).toMatchObject({ state: 'running', reset: null });
+  });
+});
