@@ -399,17 +399,21 @@ export const groupMachine = setup({
             [GroupEventType.RESUME_CONSUMPTION]: { guard: 'active', ...refused('resetInProgress') },
             [GroupEventType.RESET_POSITIONS]: { guard: 'active', ...refused('resetInProgress') },
             ...migrationRefused('resetInProgress'),
-            [GroupEventType.SHARD_POSITIONS_MOVED]: {
-              guard: 'notFailedClosed',
-              actions: ['shardPositionsMoved', 'raiseChanges'],
-            },
             [CONSUMPTION_CHANGED]: consumptionTargets(['running', 'pausing', 'paused']),
           },
           states: {
             // Its shards are revoked from their members like a rebalance.
             pausing: { on: { [SHARDS_RELEASED]: consumptionTargets(['resetting.moving']) } },
-            // The host moves each shard's Redis consumer group and reports it.
-            moving: {},
+            // The host moves each shard's Redis consumer group and reports it; only now, when
+            // no member reads them, are moves taken.
+            moving: {
+              on: {
+                [GroupEventType.SHARD_POSITIONS_MOVED]: {
+                  guard: 'notFailedClosed',
+                  actions: ['shardPositionsMoved', 'raiseChanges'],
+                },
+              },
+            },
           },
         },
       },

@@ -28,6 +28,7 @@ import {
   guardInvariants,
 } from '../../src/machines/invariants.js';
 import { newGroupState } from '../../src/machines/new-group.js';
+import { haltedShards } from '../../src/machines/halted.js';
 import { expectedStateValue, membershipPhase } from '../../src/machines/phases.js';
 import type { HeartbeatReply, HeartbeatRequest } from '../../src/machines/protocol.js';
 import type {
@@ -68,7 +69,10 @@ type Command =
   | { kind: 'scale'; shardCount: number; layout: boolean }
   | { kind: 'rollback' }
   | { kind: 'adoptLayout'; version: number }
-  | { kind: 'drained'; shards: number[] };
+  | { kind: 'drained'; shards: number[] }
+  | { kind: 'consumption'; action: 'PAUSE' | 'RESUME'; shards: number[] | null }
+  | { kind: 'reset'; shards: number[] | null }
+  | { kind: 'moved'; shards: number[] | null };
 
 /**
  * Steady decisions whose horizon was finite (a recompute waiting, a rollback window open), kept
@@ -93,6 +97,7 @@ class Simulation {
   /** Heartbeats the hot path's O(1) check called steady (the chart agreed, see `heartbeat`). */
   steadyBeats = 0;
   private migrations = 0;
+  private resets = 0;
   /** Versions of the stream prefix layout handed to layout-carrying scales. */
   private layoutVersion = 0;
   /** Steady decisions by the request they decided (JSON), as the fast path keeps them. */
@@ -332,6 +337,51 @@ class Simulation {
           layout: { id: 'layout', version: command.version },
         });
         return;
+      case 'consumption':
+        this.send({
+          type: command.action === 'PAUSE' ? 'PAUSE_CONSUMPTION' : 'RESUME_CONSUMPTION',
+          now: this.now,
+          shards: command.shards,
+        });
+        return;
+      case 'reset': {
+        const count = this.ctx.group.shardCount;
+        const shards = command.shards ?? Array.from({ length: count }, (_, shard) => shard);
+        this.send({
+          type: 'RESET_POSITIONS',
+          now: this.now,
+          reset: {
+            resetId: `reset-${++this.resets}`,
+            to: 'earliest',
+            moves: shards.map((shard) => ({
+              shard,
+              from: '5-0',
+              to: '0-0',
+              redeliver: 5,
+              skip: 0,
+              exact: true,
+              acknowledge: false,
+            })),
+            moved: [],
+            requestedBy: 'ops',
+            reason: 'property',
+            startedAt: this.now,
+          },
+        });
+        return;
+      }
+      case 'moved': {
+        // The host reports moves only once no member holds the reset's shards; a report at
+        // any other time (a stale one after a failover) must change nothing it should not.
+        const reset = this.ctx.group.positionReset;
+        this.send({
+          type: 'SHARD_POSITIONS_MOVED',
+          now: this.now,
+          resetId: reset?.resetId ?? 'none',
+          shards: command.shards ?? reset?.moves.map((m) => m.shard) ?? [],
+        });
+        return;
+      }
       case 'rollback':
         this.send({
           type: 'ROLLBACK',
@@ -517,6 +567,34 @@ function commandArb(memberCount: number, shardCount: number): fc.Arbitrary<Comma
         version: fc.integer({ min: 1, max: 20 }),
       }),
     },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant('consumption' as const),
+        action: fc.constantFrom('PAUSE' as const, 'RESUME' as const),
+        shards: fc.option(fc.uniqueArray(shardNo, { minLength: 1, maxLength: 4 }), {
+          nil: null,
+        }),
+      }),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant('reset' as const),
+        shards: fc.option(fc.uniqueArray(shardNo, { minLength: 1, maxLength: 3 }), {
+          nil: null,
+        }),
+      }),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant('moved' as const),
+        shards: fc.option(fc.uniqueArray(shardNo, { minLength: 1, maxLength: 3 }), {
+          nil: null,
+        }),
+      }),
+    },
   );
 }
 
@@ -585,9 +663,11 @@ describe('property: invariants hold after every step, and honest members converg
               owners.set(shard, member.id);
             }
           }
+          // Paused shards (and those of a reset waiting for its moves) are held by nobody.
+          const halted = haltedShards(sim.ctx.group);
           for (let shard = 0; shard < shardCount; shard++) {
             const record = sim.ctx.group.shards[shard];
-            if (running.length === 0) {
+            if (running.length === 0 || halted.includes(shard)) {
               expect(record).toMatchObject({ state: 'released', owner: null, target: null });
               continue;
             }
