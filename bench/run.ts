@@ -7,6 +7,7 @@ import { capacity } from './capacity.js';
 import { capacityEmbedded, scaling } from './in-process.js';
 import { joins } from './joins.js';
 import { lag } from './lag.js';
+import { routing } from './routing.js';
 import { cleanup, here, type Row } from './support.js';
 import { throughput } from './throughput.js';
 
@@ -26,6 +27,7 @@ const BENCHMARKS: Record<string, Benchmark> = {
   'capacity-embedded': capacityEmbedded,
   handoff,
   replica: replicaKill,
+  routing,
   lag,
 };
 /** The whole run must end within this; past it everything is stopped. */
