@@ -9,7 +9,13 @@ import type { GroupRef, MigrationRecord, StartAt } from '../machines/types.js';
 import { commandEvent, unwrap } from './commands.js';
 import { composeHost, type GroupHostOptions, type HostParts } from './compose-host.js';
 import { failedClosedAdminError } from './fail-closed.js';
-import { contextOf, groupOf, isFailedClosed, type GroupEntry } from './group-entry.js';
+import {
+  contextOf,
+  groupOf,
+  isFailedClosed,
+  type GroupEntry,
+  type GroupEvent,
+} from './group-entry.js';
 import { failedShell } from './group-loader.js';
 import type { ClientClaim, LostSource } from './lost-groups.js';
 import type { HoldEnd, TakenHold } from './held-heartbeats.js';
@@ -171,29 +177,22 @@ export class GroupHost implements GroupCoordinator {
     const reader = options.streams ?? (target ? new StreamsReader(target) : null);
     this.reader = reader;
     this.deadLetters = new GroupDeadLetters(reader);
-    this.retired = new RetiredShards({
+    /** What the replica does to the groups it serves on its own, and why (kept per transition). */
+    const replicaWork = (cause: TransitionCause) => ({
       reader,
       clock: options.clock,
       logger: options.logger,
       entries: () => parts.table.all(),
-      withEntry: (ref, work) => this.withEntry(ref, work),
+      withEntry: <T>(ref: GroupRef, work: (entry: GroupEntry) => Promise<T>) =>
+        this.withEntry(ref, work),
       // Kept with the group's transitions as the replica's doing (not a deadline's).
-      dispatch: (entry, event) =>
-        parts.publication.during(entry.ref, { event: event.type, cause: RETIRED_CAUSE }, () =>
+      dispatch: (entry: GroupEntry, event: GroupEvent) =>
+        parts.publication.during(entry.ref, { event: event.type, cause }, () =>
           parts.committer.dispatch(entry, event),
         ),
     });
-    this.resets = new PositionResets({
-      reader,
-      clock: options.clock,
-      logger: options.logger,
-      entries: () => parts.table.all(),
-      withEntry: (ref, work) => this.withEntry(ref, work),
-      dispatch: (entry, event) =>
-        parts.publication.during(entry.ref, { event: event.type, cause: RESET_CAUSE }, () =>
-          parts.committer.dispatch(entry, event),
-        ),
-    });
+    this.retired = new RetiredShards(replicaWork(RETIRED_CAUSE));
+    this.resets = new PositionResets(replicaWork(RESET_CAUSE));
     // A reset whose shards were all given up is moved as soon as the change that did it is
     // committed (and, should a move fail, at the next sweep).
     parts.publication.afterChange = (entry) => {

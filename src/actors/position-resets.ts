@@ -1,5 +1,5 @@
 import { CoordinatorError } from '../errors.js';
-import type { Clock } from '../machines/clock.js';
+
 import { consumptionPhase, shardsRefusal } from '../machines/consumption.js';
 import type { ResetPositionsEvent } from '../machines/events.js';
 import { refusedByChart } from '../machines/group-machine.js';
@@ -19,20 +19,11 @@ import {
 } from '../streams/positions.js';
 import type { StreamsReader } from '../streams/streams-reader.js';
 import { resetView } from './views.js';
-import { groupLogFields, type Logger } from '../observability/logger.js';
-import { groupOf, isFailedClosed, type GroupEntry, type GroupEvent } from './group-entry.js';
+import { groupLogFields } from '../observability/logger.js';
+import { groupOf, isFailedClosed, type GroupEntry } from './group-entry.js';
+import type { ReplicaWorkOptions } from './replica-work.js';
 
-export interface PositionResetsOptions {
-  /** Null when the coordinator does not know where the streams are. */
-  readonly reader: StreamsReader | null;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly entries: () => readonly GroupEntry[];
-  /** Runs `work` on the group's entry with its mailbox held; `GROUP_MOVED` when owned elsewhere. */
-  readonly withEntry: <T>(ref: GroupRef, work: (entry: GroupEntry) => Promise<T>) => Promise<T>;
-  /** Sends an event through the group's chart and commits what it changed. */
-  readonly dispatch: (entry: GroupEntry, event: GroupEvent) => Promise<unknown>;
-}
+export type PositionResetsOptions = ReplicaWorkOptions;
 
 /**
  * The host's half of a position reset (docs/operations.md#replay-or-skip): once the chart shows

@@ -1,21 +1,10 @@
-import type { Clock } from '../machines/clock.js';
 import { retiringRecords } from '../machines/group-state.js';
 import { groupId, type GroupRef, type GroupState } from '../machines/types.js';
-import { groupLogFields, type Logger } from '../observability/logger.js';
-import type { StreamsReader } from '../streams/streams-reader.js';
-import { groupOf, isFailedClosed, type GroupEntry, type GroupEvent } from './group-entry.js';
+import { groupLogFields } from '../observability/logger.js';
+import { groupOf, isFailedClosed } from './group-entry.js';
+import type { ReplicaWorkOptions } from './replica-work.js';
 
-export interface RetiredShardsOptions {
-  /** Null when the coordinator does not know where the streams are. */
-  readonly reader: StreamsReader | null;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly entries: () => readonly GroupEntry[];
-  /** Runs `work` on the group's entry with its mailbox held; `GROUP_MOVED` when owned elsewhere. */
-  readonly withEntry: <T>(ref: GroupRef, work: (entry: GroupEntry) => Promise<T>) => Promise<T>;
-  /** Sends an event through the group's chart and commits what it changed. */
-  readonly dispatch: (entry: GroupEntry, event: GroupEvent) => Promise<unknown>;
-}
+export type RetiredShardsOptions = ReplicaWorkOptions;
 
 /**
  * Retiring shards that no member reads (a scale-in of a group without members, or whose last
