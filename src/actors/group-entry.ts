@@ -51,7 +51,7 @@ export interface GroupEntry {
   readonly mailbox: Mailbox;
   /** The group object `observe` last looked at. */
   observed: GroupContext['group'] | null;
-  counts: { members: number; revoking: number };
+  counts: { members: number; revoking: number; paused: number };
   /** JSON of the last state value, to tell transitions from steady events. */
   lastValue: string;
   /** The last snapshot whose state is committed: what monitoring and replies show. */
@@ -137,7 +137,7 @@ class Entry implements GroupEntry {
   fence: number;
   readonly mailbox = new Mailbox();
   observed: GroupContext['group'] | null = null;
-  counts = { members: 0, revoking: 0 };
+  counts = { members: 0, revoking: 0, paused: 0 };
   lastValue = '';
   published: ActorSnapshot | null = null;
   unrecorded: GroupEntry['unrecorded'] = null;

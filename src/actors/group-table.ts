@@ -14,7 +14,10 @@ export class GroupTable {
   readonly loading = new Map<string, Promise<GroupEntry>>();
 
   constructor(
-    private readonly metrics: Pick<Metrics, 'groupsOwned' | 'members' | 'revokePending'>,
+    private readonly metrics: Pick<
+      Metrics,
+      'groupsOwned' | 'members' | 'revokePending' | 'pausedShards'
+    >,
     /**
      * Called when an entry stops taking new work (released, dropped, cleared): whatever waits
      * on it (its deadline timers, held heartbeats) must stop waiting.
@@ -68,6 +71,7 @@ export class GroupTable {
     this.metrics.groupsOwned.set(this.entries.size);
     this.metrics.members.dec(entry.counts.members);
     this.metrics.revokePending.dec(entry.counts.revoking);
+    this.metrics.pausedShards.dec(entry.counts.paused);
     this.onLeave(entry);
   }
 

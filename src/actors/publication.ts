@@ -1,4 +1,5 @@
 import type { Effect, GroupContext } from '../machines/context.js';
+import { haltedShards } from '../machines/halted.js';
 import type { Clock } from '../machines/clock.js';
 import { memberCount, revokePendingCount } from '../machines/group-state.js';
 import { groupId, type GroupRef } from '../machines/types.js';
@@ -98,7 +99,10 @@ export class Publication {
 
   constructor(
     clock: Clock,
-    private readonly metrics: Pick<Metrics, 'members' | 'revokePending' | 'routingLongPolls'>,
+    private readonly metrics: Pick<
+      Metrics,
+      'members' | 'revokePending' | 'pausedShards' | 'routingLongPolls'
+    >,
     /** The held heartbeats, told of every committed change of a group. */
     private readonly holds?: Pick<HeldHeartbeats, 'changed'>,
   ) {
@@ -126,7 +130,9 @@ export class Publication {
     const revoking = revokePendingCount(context.group);
     this.metrics.members.inc(members - entry.counts.members);
     this.metrics.revokePending.inc(revoking - entry.counts.revoking);
-    entry.counts = { members, revoking };
+    const paused = haltedShards(context.group).length;
+    this.metrics.pausedShards.inc(paused - entry.counts.paused);
+    entry.counts = { members, revoking, paused };
     this.afterChange?.(entry, context);
   }
 

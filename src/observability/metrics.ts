@@ -76,6 +76,11 @@ export class Metrics {
     help: 'Groups whose actor runs on this replica',
     registers: [this.registry],
   });
+  readonly pausedShards = new Gauge({
+    name: 'coord_paused_shards',
+    help: 'Shards paused by an operator or held by a position reset, over all owned groups',
+    registers: [this.registry],
+  });
   readonly members = new Gauge({
     name: 'coord_members',
     help: 'Live members over all owned groups',

@@ -17,6 +17,7 @@ import {
 import { shardForKey } from '../../src/machines/routing.js';
 import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+import { metricSum } from '../support/replica-processes.js';
 
 let redis: RedisServerHandle;
 let c: TestCoordinator;
@@ -137,6 +138,12 @@ async function positions(sp: string, body: Record<string, unknown>, requestId?: 
   });
 }
 
+/** `coord_paused_shards` of the replica (every other test's group is resumed or gone by then). */
+async function pausedGauge(): Promise<number> {
+  const text = await (await c.call('GET', '/metrics')).text();
+  return metricSum(text, 'coord_paused_shards');
+}
+
 async function lagOf(sp: string, shard: number): Promise<number> {
   const res = await c.call('GET', `/coord/v1/monitoring/streams/${sp}/groups/g/lag`, {
     user: 'reader',
@@ -162,6 +169,7 @@ describe('pause and resume consumption', () => {
     });
     expect((await view(sp)).consumption.pausedShards).toEqual([1]);
     expect((await view(sp)).state.consumption).toBe('paused');
+    expect(await pausedGauge()).toBe(1);
     await waitFor(() => !consumer.shards().includes(1), { what: 'shard 1 revoked' });
     expect(consumer.pausedShards()).toEqual([1]);
     expect(paused[0]).toEqual({ paused: [1], resumed: [] });
@@ -179,6 +187,7 @@ describe('pause and resume consumption', () => {
     await waitFor(() => seen.includes('1:b1'), { what: 'shard 1 delivered after resume' });
     expect((await view(sp)).consumption).toMatchObject({ state: 'running', pausedShards: [] });
     expect(paused.at(-1)).toEqual({ paused: [], resumed: [1] });
+    expect(await pausedGauge()).toBe(0);
   });
 
   it('refuses a shard the group does not have and a scale while paused, changing nothing', async () => {
