@@ -60,7 +60,7 @@ export async function appendSeal(redis: Redis, stream: string, seal: SealVersion
   return id!;
 }
 
-/** Orders two stream entry ids (`<ms>-<seq>`). */
+/** Orders two stream entry ids (`<ms>-<seq>`, or `<ms>` alone as `<ms>-0`) by number. */
 export function compareStreamIds(a: string, b: string): number {
   const [aMs = '0', aSeq = '0'] = a.split('-');
   const [bMs = '0', bSeq = '0'] = b.split('-');

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
+import { compareStreamIds } from '../client/stream-seal.js';
 import { CoordinatorError } from '../errors.js';
 import { causeOf } from './streams-reader.js';
 
@@ -96,15 +97,8 @@ export function isStreamId(value: string): boolean {
   return match !== null && BigInt(match[1]!) <= MAX_U64 && BigInt(match[2]!) <= MAX_U64;
 }
 
-/** Orders two stream ids (`<ms>-<seq>`, or `<ms>` alone as `<ms>-0`) by number. */
-export function compareStreamIds(a: string, b: string): number {
-  const [aMs = '0', aSeq = '0'] = a.split('-');
-  const [bMs = '0', bSeq = '0'] = b.split('-');
-  const ms = BigInt(aMs) - BigInt(bMs);
-  if (ms !== 0n) return ms < 0n ? -1 : 1;
-  const seq = BigInt(aSeq) - BigInt(bSeq);
-  return seq === 0n ? 0 : seq < 0n ? -1 : 1;
-}
+/** Orders two stream ids by number (the SDK's comparison, one for both sides). */
+export { compareStreamIds };
 
 /**
  * Checks where a move should go, without I/O, and returns it as a fresh value. `nowMs` is the

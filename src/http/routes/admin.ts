@@ -25,7 +25,7 @@ const toRef = (p: { stream: string; group: string }) => ({
  * `X-Observed-Metadata-Version`: reported before a mutation, so that a group whose metadata is
  * missing is failed closed rather than read as unknown (docs/operations.md#lost-metadata).
  */
-async function reportObserved(
+export async function reportObserved(
   services: Services,
   req: { get(name: string): string | undefined },
   ref: { streamPrefix: string; consumerGroup: string },
@@ -41,7 +41,7 @@ async function reportObserved(
 }
 
 /** Who asked (kept with the transitions the command causes, shown in the group's timeline). */
-function originOf(
+export function originOf(
   requestId: string,
   principal: { readonly name: string } | null,
   requestedBy: string,

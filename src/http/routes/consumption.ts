@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Settings } from '../../config/settings.js';
 import { route, type RouteSpec } from '../route.js';
+import { originOf, reportObserved } from './admin.js';
 import {
   changeMetaSchema,
   errorSchema,
@@ -11,6 +12,10 @@ import {
 } from '../schemas.js';
 
 const WRITE = ['WRITE'] as const;
+const toRef = (p: { stream: string; group: string }) => ({
+  streamPrefix: p.stream,
+  consumerGroup: p.group,
+});
 const groupPath = '/coord/v1/admin/streams/:stream/groups/:group';
 
 const errors = {
@@ -71,15 +76,16 @@ export function consumptionRoutes(settings: Settings): RouteSpec[] {
         },
         ...errors,
       },
-      async handler({ params, body, services, requestId, principal }) {
-        const ref = { streamPrefix: params.stream, consumerGroup: params.group };
+      async handler({ params, body, services, req, requestId, principal }) {
+        const ref = toRef(params);
+        await reportObserved(services, req, ref);
         const { group } = await services.coordinator.command(
           ref,
           {
             type: body.action === 'PAUSE' ? 'PAUSE_CONSUMPTION' : 'RESUME_CONSUMPTION',
             shards: body.shards ?? null,
           },
-          { requestId, principal: principal?.name ?? null, requestedBy: body.requestedBy },
+          originOf(requestId, principal, body.requestedBy),
         );
         return { status: 200, body: group };
       },
@@ -109,8 +115,9 @@ export function consumptionRoutes(settings: Settings): RouteSpec[] {
         },
         ...errors,
       },
-      async handler({ params, body, services, requestId, principal }) {
-        const ref = { streamPrefix: params.stream, consumerGroup: params.group };
+      async handler({ params, body, services, req, requestId, principal }) {
+        const ref = toRef(params);
+        await reportObserved(services, req, ref);
         const view = await services.coordinator.resetPositions(
           ref,
           {
@@ -120,7 +127,7 @@ export function consumptionRoutes(settings: Settings): RouteSpec[] {
             requestedBy: body.requestedBy,
             reason: body.reason,
           },
-          { requestId, principal: principal?.name ?? null, requestedBy: body.requestedBy },
+          originOf(requestId, principal, body.requestedBy),
         );
         return { status: view.reset === null ? 200 : 202, body: view };
       },
