@@ -195,12 +195,14 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
     },
     {
       bench: 'joins',
-      metric: 'other group heartbeat p99 ms, joins as fast as they go (worst window)',
+      metric: `other group heartbeat p99 ms, unpaced flood, 64 in flight (worst window; ${joinedOf(fast)} at ${fmt(fast.rate)}/s)`,
       value: fmt(fastWorst, 1),
       baseline: `quiet ${fmt(quietP99, 1)}`,
       ratio: `${(fastWorst / quietP99).toFixed(1)} x`,
-      goal: '-',
-      verdict: '-',
+      goal: '<= 10 ms, <= 3 x quiet',
+      verdict: verdict(
+        all(fast) && fast.rate >= 1000 && fastWorst <= 10 && fastWorst <= 3 * quietP99,
+      ),
     },
   ];
 }

@@ -42,6 +42,7 @@ const ANY_BODY = {
   ...CHANGE,
   shardCount: 2,
   action: 'RESUME',
+  to: 'earliest',
   memberId: 'scope-member',
   memberEpoch: 0,
   assignmentEpoch: 0,
