@@ -1638,14 +1638,16 @@ async function route() {
 }
 
 // Edge labels get a margin of their own: mermaid lays labels out by their boxes, and without
-// it two long labels of opposite edges can end up touching. The Fit zoom then scales the
-// regions to their columns.
+// it two long labels of opposite edges can end up touching; a little more room between ranks
+// keeps the labels of the consumption region's edges, which join every state to every other,
+// apart. The Fit zoom then scales the regions to their columns.
 window.mermaid.initialize({
   startOnLoad: false,
   securityLevel: 'strict',
   theme: 'neutral',
   themeVariables: { fontSize: '14px' },
   themeCSS: '.edgeLabel p { padding: 4px 8px; }',
+  state: { rankSpacing: 60 },
 });
 document.getElementById('logout').addEventListener('click', () => {
   session.clear();
