@@ -1,8 +1,11 @@
-import type {
-  ChangeMeta,
-  CoordinatorClient,
-  RequestOptions,
-  RoutingMetadata,
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  CoordinatorApiError,
+  CoordinatorUnreachableError,
+  type ChangeMeta,
+  type CoordinatorClient,
+  type RequestOptions,
+  type RoutingMetadata,
 } from '../client/index.js';
 import type { GroupName } from './options.js';
 import { RequestError } from './request-error.js';
@@ -45,6 +48,35 @@ export class CliApi {
   /** A group mutation under `/admin/`, with `requestedBy` and `reason`. */
   admin<T>(group: GroupName, suffix: string, change: ChangeMeta, extra: object = {}): Promise<T> {
     return this.call<T>('POST', this.groupPath('admin', group, suffix), { ...extra, ...change });
+  }
+
+  /**
+   * A group mutation under `/admin/` sent with `X-Request-Id: requestId`, which the coordinator
+   * answers the same way however often it comes: so it is sent again (up to `attempts` times in
+   * all) when no answer came or the coordinator could not serve it then (503), which for another
+   * POST could make the change twice.
+   */
+  async adminOnce<T>(
+    group: GroupName,
+    suffix: string,
+    body: object,
+    requestId: string,
+    { attempts = 3, pauseMs = 500 }: { attempts?: number; pauseMs?: number } = {},
+  ): Promise<T> {
+    const path = this.groupPath('admin', group, suffix);
+    const options = { headers: { 'x-request-id': requestId }, retry: false } as const;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.call<T>('POST', path, body, options);
+      } catch (error) {
+        const cause = (error as RequestError).cause;
+        const again =
+          cause instanceof CoordinatorUnreachableError ||
+          (cause instanceof CoordinatorApiError && cause.status === 503);
+        if (!again || attempt >= attempts) throw error;
+        await sleep(pauseMs * attempt);
+      }
+    }
   }
 
   /** The SDK's admin calls, with their failures named as every CLI call's are. */

@@ -41,6 +41,18 @@ const ADVICE: Readonly<Record<string, string>> = {
   STALE_REVISION: 'the group changed meanwhile: try again',
   FENCED_WRITE: 'the group moved to another replica meanwhile: try again',
   VALIDATION_FAILED: 'fix the request as the message says',
+  SHARD_OUT_OF_RANGE:
+    'the group has no such shard: shards are numbered from 0 to its shard count less one (`coordctl describe <group>`)',
+  TIMESTAMP_IN_FUTURE:
+    "give a time before now (the streams Redis's clock): a group moved ahead of entries written later would never see them",
+  INVALID_STREAM_ID:
+    "give each id as <ms>-<seq> (e.g. 1700000000000-0), not after the streams Redis's clock: `coordctl reset-positions <group> --to-ids 0=<ms>-<seq>,…`",
+  CONSUMPTION_PAUSED:
+    'shards of the group are paused: see which with `coordctl describe <group>`, then resume them (`coordctl resume <group> --shards …`) first',
+  RESET_IN_PROGRESS:
+    'a position reset is under way: wait for it to end (`coordctl describe <group>` shows its progress), then try again',
+  STREAMS_UNAVAILABLE:
+    'the coordinator cannot read the streams Redis (coordinator.streams.url): check it, then try again',
 };
 
 /** Advice by HTTP status, for codes without their own. */

@@ -16,6 +16,44 @@ export interface GroupSummary extends GroupName {
   readonly owner: string | null;
 }
 
+/** Where a position reset moves a group: `earliest`, `latest`, a time or an id per shard. */
+export type ResetTarget =
+  | 'earliest'
+  | 'latest'
+  | { readonly timestamp: number }
+  | { readonly ids: Readonly<Record<string, string>> };
+
+/** One shard of a position reset: where from, where to, what is delivered again or skipped. */
+export interface ShardMove {
+  readonly shard: number;
+  readonly from: string | null;
+  readonly to: string;
+  readonly redeliver: number;
+  readonly skip: number;
+  readonly exact: boolean;
+  readonly acknowledge: boolean;
+  readonly moved: boolean;
+}
+
+/** A position reset (docs/operations.md#replay-or-skip). */
+export interface PositionReset {
+  readonly resetId: string;
+  readonly to: ResetTarget;
+  readonly stage: 'pausing' | 'moving' | 'done';
+  readonly requestedBy: string;
+  readonly reason: string;
+  readonly startedAt: string;
+  readonly moves: readonly ShardMove[];
+}
+
+/** Consumption control of a group (docs/operations.md#pausing-consumption). */
+export interface Consumption {
+  readonly state: 'running' | 'pausing' | 'paused' | 'resetting';
+  readonly pausedShards: readonly number[];
+  readonly reset: PositionReset | null;
+  readonly lastReset: (PositionReset & { readonly completedAt: string }) | null;
+}
+
 export interface GroupDetail extends GroupSummary {
   readonly failureReason: string | null;
   readonly producersPaused: boolean;
@@ -24,6 +62,7 @@ export interface GroupDetail extends GroupSummary {
   readonly createdAt: string;
   readonly updatedAt: string;
   readonly state: unknown;
+  readonly consumption: Consumption;
   readonly rollbackSignals: {
     readonly count: number;
     readonly lastAt: string;

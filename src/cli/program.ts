@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { VERSION } from '../version.js';
 import { registerAdminCommands } from './commands/admin.js';
 import { registerBackupCommands } from './commands/backup.js';
+import { registerConsumptionCommands } from './commands/consumption.js';
 import { registerDeadLetterCommands } from './commands/dead-letters.js';
 import { registerGitOpsCommands } from './commands/gitops.js';
 import { registerHashPasswordCommand } from './commands/hash-password.js';
@@ -29,6 +30,7 @@ export function buildProgram(): Command {
   registerLagCommands(program);
   registerScaleCommands(program);
   registerAdminCommands(program);
+  registerConsumptionCommands(program);
   registerDeadLetterCommands(program);
   registerGitOpsCommands(program);
   registerBackupCommands(program);

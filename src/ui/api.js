@@ -31,8 +31,8 @@ export const session = {
   },
 };
 
-async function call(method, path, body) {
-  const headers = { accept: 'application/json' };
+async function call(method, path, body, extraHeaders = {}) {
+  const headers = { accept: 'application/json', ...extraHeaders };
   if (session.token) headers.authorization = `Bearer ${session.token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(BASE + path, {
@@ -56,7 +56,13 @@ async function call(method, path, body) {
 }
 
 export const get = (path) => call('GET', path);
-export const post = (path, body) => call('POST', path, body);
+/** A POST; `headers` adds headers, e.g. the `x-request-id` that makes a repeat answer the same. */
+export const post = (path, body, headers) => call('POST', path, body, headers);
+
+/** A new request id (`X-Request-Id`): a change sent again with it is not made twice. */
+export const newRequestId = () =>
+  globalThis.crypto?.randomUUID?.() ??
+  `ui-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`;
 
 export async function login(username, password) {
   const reply = await post('/auth/login', { username, password });

@@ -1,7 +1,7 @@
 // The operator's web UI: a hash-routed single page on the coordinator's own API. Everything it
 // shows comes from the monitoring endpoints; every change goes through the admin API (and so is
 // audited) with the `requestedBy` and `reason` the operator types in.
-import { ApiError, follow, get, groupPath, login, post, session } from './api.js';
+import { ApiError, follow, get, groupPath, login, newRequestId, post, session } from './api.js';
 
 const main = document.getElementById('main');
 let leave = () => {}; // stops the timers and streams of the page being left
@@ -107,6 +107,28 @@ const errorText = (error) =>
 
 function showError(error, where = main) {
   where.prepend(h('p', { class: 'error', role: 'alert' }, errorText(error)));
+}
+
+/** Why the page offers no change to this login: changes need the role WRITE. */
+const NEEDS_WRITE = 'Needs the WRITE role: log in as a user who has it to change anything.';
+
+/** Whether the logged-in token may change things (role WRITE); the page offers changes only then. */
+const canWrite = () => (session.user?.roles ?? []).includes('WRITE');
+
+/** A button that makes a change: disabled, saying why, for a token without WRITE. */
+function changeButton(attrs, label) {
+  const allowed = canWrite();
+  return h(
+    'button',
+    {
+      type: 'button',
+      ...attrs,
+      disabled: !allowed || attrs.disabled,
+      title: allowed ? attrs.title : NEEDS_WRITE,
+      dataset: { ...attrs.dataset, change: '' },
+    },
+    label,
+  );
 }
 
 /**
@@ -408,8 +430,8 @@ function zoomStep(holder, direction) {
 }
 
 /**
- * Draws the statechart one region at a time (lifecycle, membership, migration), each a diagram
- * legible in its column, with the group's current states marked.
+ * Draws the statechart one region at a time (lifecycle, membership, consumption, migration),
+ * each a diagram legible in its column, with the group's current states marked.
  */
 async function drawStatechart(holder, chart) {
   const active = activeStateIds(chart.machineId, chart.value);
@@ -766,7 +788,12 @@ function memberState(m) {
   return 'stable';
 }
 
-function shardGrid(assignments) {
+/**
+ * The shards as tiles: state, owner and target; a paused one is marked, and each has a small
+ * control to pause or resume it (`onToggle(shard, pause)`).
+ */
+function shardGrid(assignments, pausedShards, onToggle) {
+  const paused = new Set(pausedShards);
   return h(
     'div',
     { class: 'shard-grid', id: 'shard-grid' },
@@ -774,16 +801,268 @@ function shardGrid(assignments) {
       h(
         'div',
         {
-          class: `shard ${s.state}`,
-          dataset: { shard: s.shard, state: s.state, owner: s.owner ?? '' },
-          title: `shard ${s.shard}: ${s.state}, owner ${s.owner ?? 'none'}, target ${s.target ?? 'none'}`,
+          class: `shard ${s.state}${paused.has(s.shard) ? ' paused' : ''}`,
+          dataset: {
+            shard: s.shard,
+            state: s.state,
+            owner: s.owner ?? '',
+            paused: paused.has(s.shard),
+          },
+          title: `shard ${s.shard}: ${s.state}${paused.has(s.shard) ? ', paused' : ''}, owner ${s.owner ?? 'none'}, target ${s.target ?? 'none'}`,
         },
-        h('b', {}, s.shard),
+        h(
+          'span',
+          { class: 'shard-head' },
+          h('b', {}, s.shard),
+          paused.has(s.shard) ? h('small', { class: 'paused-mark' }, 'paused') : null,
+          changeButton(
+            {
+              class: 'shard-toggle',
+              dataset: { action: paused.has(s.shard) ? 'resume' : 'pause' },
+              'aria-label': `${paused.has(s.shard) ? 'Resume' : 'Pause'} shard ${s.shard}`,
+              title: `${paused.has(s.shard) ? 'Resume' : 'Pause'} consumption of shard ${s.shard}…`,
+              onclick: () => onToggle(s.shard, !paused.has(s.shard)),
+            },
+            paused.has(s.shard) ? '▶' : '⏸',
+          ),
+        ),
         h('small', {}, s.owner ?? '—'),
         s.target && s.target !== s.owner ? h('small', { class: 'target' }, `→ ${s.target}`) : null,
       ),
     ),
   );
+}
+
+// Consumption control (docs/operations.md#pausing-consumption, docs/operations.md#replay-or-skip)
+
+/** Where a position reset moves the group, in words. */
+function targetText(to) {
+  if (typeof to === 'string') return to;
+  if (to && 'timestamp' in to) return when(new Date(to.timestamp).toISOString());
+  return Object.entries(to?.ids ?? {})
+    .map(([shard, id]) => `${shard}=${id}`)
+    .join(', ');
+}
+
+const sum = (items, field) => items.reduce((n, item) => n + item[field], 0);
+/** A count, with `+` when counting stopped at its bound. */
+const counted = (n, exact) => `${count(n)}${exact ? '' : '+'}`;
+
+/** The consumption state, the paused shards, a reset under way with its progress, the last one. */
+function consumptionStatus(c) {
+  const reset = c.reset;
+  const moved = reset ? reset.moves.filter((m) => m.moved).length : 0;
+  const last = c.lastReset;
+  return [
+    h(
+      'p',
+      {},
+      'State ',
+      h(
+        'b',
+        {
+          id: 'consumption-state',
+          class: `consumption-state ${c.state}`,
+          dataset: { state: c.state },
+        },
+        c.state,
+      ),
+      ' · paused shards ',
+      h('span', { id: 'paused-shards' }, list(c.pausedShards)),
+    ),
+    reset
+      ? h(
+          'div',
+          { id: 'reset-progress', class: 'reset', dataset: { stage: reset.stage, moved } },
+          h(
+            'p',
+            {},
+            `Reset ${reset.resetId} to ${targetText(reset.to)}: `,
+            h('b', { class: 'reset-stage' }, reset.stage),
+            reset.stage === 'pausing' ? ' (waiting for members to give the shards up)' : '',
+            `, ${moved} of ${reset.moves.length} shards moved`,
+          ),
+          h('progress', { max: reset.moves.length, value: moved }),
+          h(
+            'p',
+            { class: 'hint-text' },
+            `Requested by ${reset.requestedBy}: ${reset.reason}; started `,
+            time(reset.startedAt),
+          ),
+        )
+      : null,
+    last
+      ? h(
+          'p',
+          { id: 'last-reset', dataset: { resetId: last.resetId } },
+          `Last reset ${last.resetId} to ${targetText(last.to)}: done `,
+          time(last.completedAt),
+          `, ${last.moves.length} shard(s) moved: ${count(sum(last.moves, 'redeliver'))} entries delivered again, ${count(sum(last.moves, 'skip'))} skipped (requested by ${last.requestedBy}: ${last.reason})`,
+        )
+      : null,
+  ].filter(Boolean);
+}
+
+/** A plan of a reset: per shard the position now and the new one, entries again and skipped. */
+function planView(reply) {
+  const changing = reply.plan.filter((p) => p.from !== p.to);
+  return [
+    table(
+      [
+        ['Shard', (p) => p.shard],
+        ['From', (p) => p.from ?? '(no consumer group)'],
+        ['To', (p) => p.to],
+        ['Redeliver', (p) => counted(p.redeliver, p.exact)],
+        ['Skip', (p) => counted(p.skip, p.exact)],
+        ['Pending skipped', (p) => count(p.pendingSkipped)],
+      ],
+      reply.plan,
+      { id: 'reset-plan-table' },
+      (p) => ({ dataset: { shard: p.shard, changes: p.from !== p.to } }),
+    ),
+    h(
+      'p',
+      { id: 'reset-plan-summary' },
+      reply.changes === 0
+        ? 'Nothing to change: every shard is at that position.'
+        : `${reply.changes} of ${reply.plan.length} shard(s) change: ${count(sum(changing, 'redeliver'))} entries delivered again, ${count(sum(changing, 'skip'))} skipped.`,
+    ),
+  ];
+}
+
+/**
+ * The "Reset positions" dialog: where to and which shards, then Plan (a dry run that changes
+ * nothing) and only then Execute, which asks once more and starts the reset with the plan's
+ * request id (a second click answers the same reset). `onStarted` gets the API's answer.
+ */
+function openResetDialog({ label, admin, onStarted }) {
+  let dialog = document.getElementById('reset-dialog');
+  if (!dialog) {
+    dialog = h('dialog', { id: 'reset-dialog' });
+    document.body.append(dialog);
+  }
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  const to = h(
+    'select',
+    { name: 'to' },
+    h('option', { value: 'earliest' }, 'earliest: every entry again'),
+    h('option', { value: 'latest' }, 'latest: skip every entry there now'),
+    h('option', { value: 'datetime' }, 'a date and time: from the first entry at or after it'),
+  );
+  const at = h('input', { name: 'at', type: 'datetime-local', step: 1, disabled: true });
+  const shards = h('input', { name: 'shards', placeholder: 'every shard, or e.g. 0,2' });
+  const requestedBy = h('input', {
+    name: 'requestedBy',
+    required: true,
+    value: session.user?.username ?? '',
+  });
+  const reason = h('input', { name: 'reason', required: true });
+  const result = h('div', { id: 'reset-plan-result' });
+  const planButton = h('button', { type: 'button', id: 'reset-plan' }, 'Plan');
+  const executeButton = h(
+    'button',
+    { type: 'button', id: 'reset-execute', disabled: true },
+    'Execute…',
+  );
+  const form = h(
+    'form',
+    { method: 'dialog', id: 'reset-form' },
+    h('h3', {}, `Reset positions of ${label}`),
+    h(
+      'p',
+      { class: 'hint-text' },
+      'Moving back delivers entries again, moving forward skips them. Plan first: it changes nothing.',
+    ),
+    h('label', {}, 'To', to),
+    h('label', {}, `Date and time (${zone})`, at),
+    h('label', {}, 'Shards', shards),
+    h('label', {}, 'Requested by', requestedBy),
+    h('label', {}, 'Reason', reason),
+    result,
+    h(
+      'menu',
+      {},
+      h('button', { value: 'cancel', formnovalidate: true }, 'Close'),
+      planButton,
+      executeButton,
+    ),
+  );
+  dialog.replaceChildren(form);
+  let plan = null; // the plan shown: { body, reply, requestId }
+  const say = (error) =>
+    result.replaceChildren(
+      h(
+        'p',
+        { class: 'error', role: 'alert' },
+        typeof error === 'string' ? error : errorText(error),
+      ),
+    );
+  form.addEventListener('input', (event) => {
+    at.disabled = to.value !== 'datetime';
+    at.required = to.value === 'datetime';
+    // Who and why may change after the plan; where to and which shards may not.
+    if (event.target === reason || event.target === requestedBy) return;
+    plan = null;
+    executeButton.disabled = true;
+    result.replaceChildren();
+  });
+  const bodyOf = () => {
+    const target = to.value === 'datetime' ? { timestamp: new Date(at.value).getTime() } : to.value;
+    if (typeof target === 'object' && !Number.isFinite(target.timestamp))
+      return 'Choose the date and time.';
+    const text = shards.value.trim();
+    const parts = text === '' ? null : text.split(',').map((part) => part.trim());
+    if (parts && parts.some((part) => !/^\d{1,7}$/.test(part)))
+      return 'Shards: shard numbers separated by commas, e.g. 0,2 (or empty for every shard).';
+    return { to: target, ...(parts ? { shards: parts.map(Number) } : {}) };
+  };
+  const who = () => ({ requestedBy: requestedBy.value, reason: reason.value });
+  planButton.addEventListener('click', async () => {
+    if (!form.reportValidity()) return;
+    const body = bodyOf();
+    if (typeof body === 'string') return say(body);
+    planButton.disabled = true;
+    try {
+      const reply = await post(`${admin}/positions`, { ...body, ...who(), dryRun: true });
+      result.replaceChildren(...planView(reply));
+      plan = reply.changes > 0 ? { body, reply, requestId: newRequestId() } : null;
+      executeButton.disabled = plan === null;
+    } catch (error) {
+      plan = null;
+      executeButton.disabled = true;
+      say(error);
+    } finally {
+      planButton.disabled = false;
+    }
+  });
+  executeButton.addEventListener('click', async () => {
+    if (!plan || !form.reportValidity()) return;
+    const changing = plan.reply.plan.filter((p) => p.from !== p.to);
+    const question =
+      `Move ${changing.length} shard(s) of ${label}? ${count(sum(changing, 'redeliver'))} entries ` +
+      `will be delivered again and ${count(sum(changing, 'skip'))} skipped; the shards are ` +
+      'paused while they move.';
+    if (!window.confirm(question)) return;
+    executeButton.disabled = true;
+    try {
+      const reply = await post(
+        `${admin}/positions`,
+        { ...plan.body, ...who(), dryRun: false },
+        { 'x-request-id': plan.requestId },
+      );
+      if (reply.reset === null) {
+        result.replaceChildren(...planView(reply));
+        return;
+      }
+      dialog.close();
+      onStarted(reply);
+    } catch (error) {
+      executeButton.disabled = false;
+      say(error);
+    }
+  });
+  dialog.returnValue = '';
+  dialog.showModal();
 }
 
 function migrationsPanel(migrations, onRollback) {
@@ -825,11 +1104,7 @@ function migrationsPanel(migrations, onRollback) {
               )
             : null,
           active.rollbackAllowed
-            ? h(
-                'button',
-                { type: 'button', id: 'rollback', onclick: () => onRollback(active) },
-                'Roll back',
-              )
+            ? changeButton({ id: 'rollback', onclick: () => onRollback(active) }, 'Roll back')
             : null,
         )
       : h('p', {}, 'No active migration.'),
@@ -857,6 +1132,7 @@ async function renderGroup(sp, cg) {
     hints: h('span', { class: 'hints', id: 'hints' }),
     summary: h('section', { id: 'summary' }),
     actions: h('div', { class: 'actions' }),
+    consumption: h('section', { id: 'consumption' }),
     members: h('section', { id: 'members' }),
     shards: h('section', { id: 'shards' }),
     lag: h('div', { id: 'lag-panel' }),
@@ -874,6 +1150,7 @@ async function renderGroup(sp, cg) {
     h('h2', {}, `${sp}:${cg} `, parts.hints),
     parts.summary,
     parts.actions,
+    parts.consumption,
     h(
       'section',
       { id: 'what-happened' },
@@ -915,6 +1192,7 @@ async function renderGroup(sp, cg) {
   let gone = false;
 
   const change = async (title, call, fields) => {
+    if (!canWrite()) return showError(new ApiError(403, 'FORBIDDEN', NEEDS_WRITE));
     const values = await ask(title, fields);
     if (!values) return;
     try {
@@ -924,6 +1202,59 @@ async function renderGroup(sp, cg) {
       showError(error);
     }
   };
+
+  // Consumption: the state is drawn at each load; the buttons are made once (a click is never
+  // lost to a refresh), each asking for the reason the audit records.
+  const consumption = (title, body) =>
+    change(title, (v) =>
+      post(`${admin}/consumption`, { ...body, requestedBy: v.requestedBy, reason: v.reason }),
+    );
+  const toggleShard = (shard, pause) =>
+    consumption(`${pause ? 'Pause' : 'Resume'} consumption of shard ${shard}`, {
+      action: pause ? 'PAUSE' : 'RESUME',
+      shards: [shard],
+    });
+  const consumptionState = h('div', { id: 'consumption-status' });
+  parts.consumption.append(
+    h('h3', {}, 'Consumption'),
+    consumptionState,
+    h(
+      'div',
+      { class: 'actions' },
+      changeButton(
+        {
+          id: 'pause-all',
+          onclick: () => consumption('Pause consumption of every shard', { action: 'PAUSE' }),
+        },
+        'Pause all…',
+      ),
+      changeButton(
+        {
+          id: 'resume-all',
+          onclick: () => consumption('Resume consumption of every shard', { action: 'RESUME' }),
+        },
+        'Resume all…',
+      ),
+      changeButton(
+        {
+          id: 'reset-positions',
+          onclick: () =>
+            openResetDialog({
+              label: `${sp}:${cg}`,
+              admin,
+              onStarted: () => refresh().catch((error) => showError(error)),
+            }),
+        },
+        'Reset positions…',
+      ),
+    ),
+    h(
+      'p',
+      { class: 'hint-text' },
+      'A paused shard is taken from its member (which finishes what it has in hand) and read by ' +
+        'nobody until resumed; pause or resume one shard with its control in the shard grid.',
+    ),
+  );
 
   const load = async () => {
     const [group, members, assignments, migrations, chart, lag] = await Promise.all([
@@ -987,10 +1318,8 @@ async function renderGroup(sp, cg) {
       parts.actions.dataset.offer = offer;
       parts.actions.replaceChildren(
         failed
-          ? h(
-              'button',
+          ? changeButton(
               {
-                type: 'button',
                 id: 'recover',
                 onclick: () =>
                   change(
@@ -1016,10 +1345,8 @@ async function renderGroup(sp, cg) {
               },
               'Recover…',
             )
-          : h(
-              'button',
+          : changeButton(
               {
-                type: 'button',
                 id: 'scale',
                 onclick: () =>
                   change('Scale the group', (v) => post(`${admin}/scale`, v), [
@@ -1037,20 +1364,16 @@ async function renderGroup(sp, cg) {
         failed
           ? null
           : group.status === 'FROZEN'
-            ? h(
-                'button',
+            ? changeButton(
                 {
-                  type: 'button',
                   id: 'unfreeze',
                   onclick: () =>
                     change('Unfreeze admin changes', (v) => post(`${admin}/unfreeze`, v)),
                 },
                 'Unfreeze…',
               )
-            : h(
-                'button',
+            : changeButton(
                 {
-                  type: 'button',
                   id: 'freeze',
                   onclick: () => change('Freeze admin changes', (v) => post(`${admin}/freeze`, v)),
                 },
@@ -1077,17 +1400,24 @@ async function renderGroup(sp, cg) {
         { id: 'members-table' },
       ),
     );
-    parts.shards.replaceChildren(
-      h('h3', {}, 'Shards'),
-      h(
-        'p',
-        { class: 'legend' },
-        ['assigned', 'revoking', 'released', 'retiring'].map((s) =>
-          h('span', { class: `shard ${s}` }, s),
+    consumptionState.replaceChildren(...consumptionStatus(group.consumption));
+    // Drawn again only when it changed, so a click on a shard's control is not lost.
+    const grid = JSON.stringify([assignments.shards, group.consumption.pausedShards]);
+    if (parts.shards.dataset.grid !== grid) {
+      parts.shards.dataset.grid = grid;
+      parts.shards.replaceChildren(
+        h('h3', {}, 'Shards'),
+        h(
+          'p',
+          { class: 'legend' },
+          ['assigned', 'revoking', 'released', 'retiring'].map((s) =>
+            h('span', { class: `shard ${s}` }, s),
+          ),
+          h('span', { class: 'shard released paused' }, 'paused'),
         ),
-      ),
-      shardGrid(assignments),
-    );
+        shardGrid(assignments, group.consumption.pausedShards, toggleShard),
+      );
+    }
     parts.migrations.replaceChildren(
       migrationsPanel(migrations, (active) =>
         change(`Roll back ${active.kind} ${active.fromShardCount} → ${active.toShardCount}`, (v) =>
@@ -1308,14 +1638,16 @@ async function route() {
 }
 
 // Edge labels get a margin of their own: mermaid lays labels out by their boxes, and without
-// it two long labels of opposite edges can end up touching. The Fit zoom then scales the
-// regions to their columns.
+// it two long labels of opposite edges can end up touching; a little more room between ranks
+// keeps the labels of the consumption region's edges, which join every state to every other,
+// apart. The Fit zoom then scales the regions to their columns.
 window.mermaid.initialize({
   startOnLoad: false,
   securityLevel: 'strict',
   theme: 'neutral',
   themeVariables: { fontSize: '14px' },
   themeCSS: '.edgeLabel p { padding: 4px 8px; }',
+  state: { rankSpacing: 60 },
 });
 document.getElementById('logout').addEventListener('click', () => {
   session.clear();

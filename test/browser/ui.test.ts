@@ -318,10 +318,10 @@ describe('the web UI at /coord/ui/, in a real browser', () => {
 
   it('draws the statechart legibly: one diagram per region, no label over another', async () => {
     const regions = page.locator('#statechart figure.region');
-    await waitFor(async () => (await page.locator('#statechart figure.region svg').count()) === 3);
+    await waitFor(async () => (await page.locator('#statechart figure.region svg').count()) === 4);
     expect(
       await regions.evaluateAll((fs: DomElement[]) => fs.map((f) => f.dataset.region)),
-    ).toEqual(['lifecycle', 'membership', 'migration']);
+    ).toEqual(['lifecycle', 'membership', 'consumption', 'migration']);
     for (const region of await regions.all()) {
       const { labels, nodes } = await region.evaluate((figure: DomElement) => {
         const box = (el: DomElement) => {
@@ -583,6 +583,185 @@ describe('the web UI at /coord/ui/, in a real browser', () => {
     } finally {
       await Promise.all(coordinators.map((x) => x.close()));
     }
+  });
+
+  describe('consumption control', () => {
+    /**
+     * refunds:ops on three shards, held by one simulated member: its consumer group has read
+     * and acknowledged the four entries of shard 0; shard 1 has a dead letter.
+     */
+    // `c` is started by the outer beforeAll: the member calls it through this.
+    const coordinator = { call: (...args: Parameters<TestCoordinator['call']>) => c.call(...args) };
+    const member = new SimulatedMember(coordinator, 'm-refunds', 'refunds', 'ops');
+    const ids: string[] = [];
+    const consumptionPath = '/coord/v1/monitoring/streams/refunds/groups/ops';
+    const holdAll = () =>
+      waitFor(
+        async () => {
+          await member.beat();
+          return member.owned.length === 3;
+        },
+        { what: 'the member to hold every shard', intervalMs: 100 },
+      );
+    const stateShown = (p: Page, state: string) =>
+      waitFor(async () => (await p.textContent('#consumption-state')) === state, {
+        what: `the page to show ${state}`,
+        timeoutMs: 10_000,
+      });
+
+    beforeAll(async () => {
+      const res = await c.call('POST', '/coord/v1/admin/groups', {
+        user: 'writer',
+        body: { streamPrefix: 'refunds', consumerGroup: 'ops', shardCount: 3, ...CHANGE },
+      });
+      expect(res.status).toBe(201);
+      const streams = redis.client();
+      for (let i = 0; i < 4; i++) ids.push((await streams.xadd('refunds:0', '*', 'n', String(i)))!);
+      await streams.xgroup('CREATE', 'refunds:0', 'ops', '0');
+      await streams.xreadgroup('GROUP', 'ops', 'c1', 'COUNT', 10, 'STREAMS', 'refunds:0', '>');
+      await streams.xack('refunds:0', 'ops', ...ids);
+      await streams.xadd('refunds:1:dead', '*', 'n', 'poison');
+      await holdAll();
+    });
+
+    it('pauses a shard from the UI with a reason: pausing, then paused, and audited', async () => {
+      await holdAll();
+      await page.goto(`${c.url}/coord/ui/#/groups/refunds/ops`);
+      await page.waitForSelector('#shard-grid .shard[data-shard="1"] .shard-toggle');
+      expect(await page.textContent('#consumption-state')).toBe('running');
+      // The dead letters of each shard stay in view next to the controls.
+      await page.waitForSelector('#lag-table tr[data-shard="1"]');
+      expect(await page.textContent('#lag-table tr[data-shard="1"] td:nth-child(6)')).toBe('1');
+
+      await page.click('#shard-grid .shard[data-shard="1"] .shard-toggle');
+      expect(await page.textContent('#ask-title')).toBe('Pause consumption of shard 1');
+      await page.fill('#ask-fields input[name=reason]', 'poison message on shard 1');
+      await page.click('#ask-ok');
+      // The member still holds it, so the group is pausing until the member gives it up.
+      await stateShown(page, 'pausing');
+      expect(await page.textContent('#paused-shards')).toBe('1');
+      await waitFor(
+        async () => {
+          await member.beat();
+          return (await page.textContent('#consumption-state')) === 'paused';
+        },
+        { what: 'paused once the member gave shard 1 up', timeoutMs: 10_000, intervalMs: 200 },
+      );
+      expect(member.owned).toEqual([0, 2]);
+      await waitFor(
+        async () =>
+          (await page.getAttribute('#shard-grid .shard[data-shard="1"]', 'data-paused')) === 'true',
+      );
+      expect(
+        await page.getAttribute('#shard-grid .shard[data-shard="1"] .shard-toggle', 'data-action'),
+      ).toBe('resume');
+      await page.locator('#consumption').screenshot({ path: `${SCREENSHOTS}consumption.png` });
+
+      const audit = await c.call(
+        'GET',
+        '/coord/v1/monitoring/audit?streamPrefix=refunds&consumerGroup=ops',
+        { user: 'reader' },
+      );
+      const { records } = (await audit.json()) as {
+        records: Array<{ operation: string; requestedBy: string; reason: string; status: number }>;
+      };
+      expect(records[0]).toMatchObject({
+        operation: 'consumption',
+        requestedBy: 'admin',
+        reason: 'poison message on shard 1',
+        status: 200,
+      });
+
+      await page.click('#resume-all');
+      await page.fill('#ask-fields input[name=reason]', 'poison message removed');
+      await page.click('#ask-ok');
+      await stateShown(page, 'running');
+      expect(await page.textContent('#paused-shards')).toBe('–');
+    });
+
+    it('the reset dialog shows the plan before it executes, then the reset until it ends', async () => {
+      await holdAll();
+      await page.click('#reset-positions');
+      await page.waitForSelector('#reset-dialog[open]');
+      expect(await page.isDisabled('#reset-execute')).toBe(true);
+      await page.selectOption('#reset-form select[name=to]', 'earliest');
+      await page.fill('#reset-form input[name=shards]', '0');
+      await page.fill('#reset-form input[name=reason]', 'replay refunds from the UI');
+      await page.click('#reset-plan');
+      await page.waitForSelector('#reset-plan-table tbody tr[data-shard="0"]');
+      const cells = await page
+        .locator('#reset-plan-table tbody tr[data-shard="0"] td')
+        .allTextContents();
+      expect(cells).toEqual(['0', ids[3], '0-0', '4', '0', '0']);
+      expect(await page.textContent('#reset-plan-summary')).toBe(
+        '1 of 1 shard(s) change: 4 entries delivered again, 0 skipped.',
+      );
+      // Planning changed nothing.
+      const before = (await (await c.call('GET', consumptionPath, { user: 'reader' })).json()) as {
+        consumption: { state: string; lastReset: unknown };
+      };
+      expect(before.consumption).toMatchObject({ state: 'running', lastReset: null });
+
+      let asked = '';
+      page.once('dialog', (dialog) => {
+        asked = dialog.message();
+        void dialog.accept();
+      });
+      expect(await page.isDisabled('#reset-execute')).toBe(false);
+      await page.click('#reset-execute');
+      expect(asked).toContain('Move 1 shard(s) of refunds:ops? 4 entries will be delivered again');
+      // The member holds shard 0: the reset waits for it to give the shard up, and says so.
+      await page.waitForSelector('#reset-progress[data-stage="pausing"]');
+      expect(await page.textContent('#reset-progress')).toContain('0 of 1 shards moved');
+      expect(await page.textContent('#consumption-state')).toBe('resetting');
+      await waitFor(
+        async () => {
+          await member.beat();
+          return (await page.locator('#last-reset').count()) === 1;
+        },
+        { what: 'the reset to end', timeoutMs: 10_000, intervalMs: 200 },
+      );
+      expect(await page.textContent('#last-reset')).toContain(
+        '1 shard(s) moved: 4 entries delivered again, 0 skipped (requested by admin: replay refunds from the UI)',
+      );
+      await stateShown(page, 'running');
+      expect(await page.locator('#reset-progress').count()).toBe(0);
+      // The consumer group's position moved back: a new reader gets the four entries again.
+      const reply = (await redis
+        .client()
+        .xreadgroup('GROUP', 'ops', 'c2', 'COUNT', 10, 'STREAMS', 'refunds:0', '>')) as
+        [string, [string, string[]][]][] | null;
+      expect((reply?.[0]?.[1] ?? []).map(([id]) => id)).toEqual(ids);
+    });
+
+    it('offers no change to a token without WRITE: the controls are disabled', async () => {
+      const other = await browser.newContext({ timezoneId: ZONE });
+      const reader = await other.newPage();
+      await logIn(reader, c.url, 'reader');
+      await reader.waitForSelector('#groups-table');
+      await reader.goto(`${c.url}/coord/ui/#/groups/refunds/ops`);
+      await reader.waitForSelector('#shard-grid .shard-toggle');
+      expect(await reader.textContent('#consumption-state')).toBe('running');
+      for (const control of [
+        '#pause-all',
+        '#resume-all',
+        '#reset-positions',
+        '#scale',
+        '#freeze',
+      ]) {
+        expect(await reader.isDisabled(control), control).toBe(true);
+        expect(await reader.getAttribute(control, 'title')).toContain('WRITE role');
+      }
+      const toggles = reader.locator('#shard-grid .shard-toggle');
+      expect(await toggles.count()).toBe(3);
+      for (let i = 0; i < 3; i++) expect(await toggles.nth(i).isDisabled()).toBe(true);
+      // The admin's page offers them.
+      await page.goto(`${c.url}/coord/ui/#/groups/refunds/ops`);
+      await page.waitForSelector('#shard-grid .shard-toggle');
+      expect(await page.isDisabled('#pause-all')).toBe(false);
+      expect(await page.locator('#shard-grid .shard-toggle').nth(0).isDisabled()).toBe(false);
+      await other.close();
+    });
   });
 
   it('serves mermaid locally and answers unknown UI files with 404', async () => {

@@ -8,6 +8,8 @@ import {
   progressLine,
   type Migration,
   type Migrations,
+  type PositionReset,
+  type ResetTarget,
 } from '../monitoring.js';
 import { groupLabel, parseGroup, positiveInt, type GroupName } from '../options.js';
 import { outputOption, print, renderFields, renderTable, type OutputFormat } from '../output.js';
@@ -60,6 +62,23 @@ interface AuditRecord {
   consumerGroup: string | null;
   requestedBy: string | null;
   reason: string | null;
+}
+
+/** Where a reset moves a group, in words. */
+function targetText(to: ResetTarget): string {
+  if (typeof to === 'string') return to;
+  if ('timestamp' in to) return new Date(to.timestamp).toISOString();
+  return Object.entries(to.ids)
+    .map(([shard, id]) => `${shard}=${id}`)
+    .join(',');
+}
+
+/** A position reset on one line: id, target, stage and how many shards moved. */
+function resetLine(reset: (PositionReset & { completedAt?: string }) | null): string {
+  if (!reset) return 'none';
+  const moved = reset.moves.filter((m) => m.moved).length;
+  const when = reset.completedAt ? `, ended ${reset.completedAt}` : '';
+  return `${reset.resetId} to ${targetText(reset.to)}: ${reset.stage}, ${moved} of ${reset.moves.length} shards moved (by ${reset.requestedBy}: ${reset.reason}${when})`;
 }
 
 function migrationRows(migrations: readonly Migration[]) {
@@ -151,6 +170,10 @@ export function registerReadCommands(program: Command): void {
             ['members', detail.memberCount],
             ['owner', detail.owner],
             ['producers paused', detail.producersPaused],
+            ['consumption', detail.consumption.state],
+            ['paused shards', detail.consumption.pausedShards],
+            ['position reset', resetLine(detail.consumption.reset)],
+            ['last reset', resetLine(detail.consumption.lastReset)],
             ['store revision', detail.storeRevision],
             ['highest version seen', detail.highestVersionSeen],
             [
