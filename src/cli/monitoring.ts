@@ -2,6 +2,8 @@
  * The monitoring reads of the CLI (`GET /coord/v1/monitoring/…`), typed as far as the CLI
  * reads them. Fields the CLI does not print are passed through untouched by `-o json`.
  */
+import type { z } from 'zod';
+import type { consumptionSchema } from '../http/schemas.js';
 import type { CliApi } from './api.js';
 import type { GroupName } from './options.js';
 
@@ -16,43 +18,17 @@ export interface GroupSummary extends GroupName {
   readonly owner: string | null;
 }
 
-/** Where a position reset moves a group: `earliest`, `latest`, a time or an id per shard. */
-export type ResetTarget =
-  | 'earliest'
-  | 'latest'
-  | { readonly timestamp: number }
-  | { readonly ids: Readonly<Record<string, string>> };
-
-/** One shard of a position reset: where from, where to, what is delivered again or skipped. */
-export interface ShardMove {
-  readonly shard: number;
-  readonly from: string | null;
-  readonly to: string;
-  readonly redeliver: number;
-  readonly skip: number;
-  readonly exact: boolean;
-  readonly acknowledge: boolean;
-  readonly moved: boolean;
-}
+/** Consumption control of a group, as the API answers it (docs/operations.md#pausing-consumption). */
+export type Consumption = z.infer<typeof consumptionSchema>;
 
 /** A position reset (docs/operations.md#replay-or-skip). */
-export interface PositionReset {
-  readonly resetId: string;
-  readonly to: ResetTarget;
-  readonly stage: 'pausing' | 'moving' | 'done';
-  readonly requestedBy: string;
-  readonly reason: string;
-  readonly startedAt: string;
-  readonly moves: readonly ShardMove[];
-}
+export type PositionReset = NonNullable<Consumption['reset']>;
 
-/** Consumption control of a group (docs/operations.md#pausing-consumption). */
-export interface Consumption {
-  readonly state: 'running' | 'pausing' | 'paused' | 'resetting';
-  readonly pausedShards: readonly number[];
-  readonly reset: PositionReset | null;
-  readonly lastReset: (PositionReset & { readonly completedAt: string }) | null;
-}
+/** One shard of a position reset: where from, where to, what is delivered again or skipped. */
+export type ShardMove = PositionReset['moves'][number];
+
+/** Where a position reset moves a group: `earliest`, `latest`, a time or an id per shard. */
+export type ResetTarget = PositionReset['to'];
 
 export interface GroupDetail extends GroupSummary {
   readonly failureReason: string | null;
