@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { CoordinatorError, GroupMovedError, RevisionMismatchError } from '../errors.js';
 import type { Clock } from '../machines/clock.js';
 import { layoutStep, type LayoutTarget } from '../machines/layout-follow.js';
-import { lifecycleRefusal } from '../machines/refusals.js';
+import { migrationBlocker } from '../machines/refusals.js';
 import { refusedByChart } from '../machines/group-machine.js';
 import { groupId, type GroupRef, type LayoutRef } from '../machines/types.js';
 import { groupLogFields, type Logger } from '../observability/logger.js';
@@ -230,7 +230,7 @@ export class PrefixLayouts {
 
   /**
    * Checks every other group on the prefix, read from the store: with `movable`, none may be
-   * frozen or failed closed (it could not follow the move); with `followed`, each must have
+   * frozen, failed closed, paused or being reset (it could not follow the move); with `followed`, each must have
    * followed the layout's last move and have no migration in progress.
    */
   private async assertSiblings(
@@ -259,7 +259,7 @@ export class PrefixLayouts {
       // failure record says once a replica noticed): nothing to wait for.
       if (!stored) continue;
       const group = stored.state;
-      const blocked = check.movable ? lifecycleRefusal(group) : null;
+      const blocked = check.movable ? migrationBlocker(group) : null;
       if (blocked) {
         throw new CoordinatorError(blocked.code, `${blocked.message} (${why})`, { details });
       }

@@ -80,22 +80,10 @@ export function refusalFor(reason: RefusalReason, ctx: GroupContext, event: Grou
       const shards = (event as ResetPositionsEvent).reset.moves.map((move) => move.shard);
       return resetRefusal(group, shards) ?? unexplained(event);
     }
-    case 'consumptionPaused': {
-      const paused = group.pausedShards ?? [];
-      return {
-        code: 'CONSUMPTION_PAUSED',
-        message: `group ${groupId(group)} has paused shards (${paused.join(', ')}); resume them first`,
-        details: { pausedShards: paused },
-      };
-    }
-    case 'resetInProgress': {
-      const reset = group.positionReset!;
-      return {
-        code: 'RESET_IN_PROGRESS',
-        message: `a position reset of group ${groupId(group)} is under way (${reset.resetId}); wait for it to end`,
-        details: { resetId: reset.resetId },
-      };
-    }
+    case 'consumptionPaused':
+      return pausedRefusal(group);
+    case 'resetInProgress':
+      return resetUnderWayRefusal(group);
   }
 }
 
@@ -118,6 +106,38 @@ export function lifecycleRefusal(group: GroupState): Refusal | null {
     };
   }
   return null;
+}
+
+/**
+ * Why the group could not take a migration now for its state, or null: its lifecycle, or
+ * consumption not running on every shard (a migration waits for paused shards to be resumed and
+ * a position reset to end). Also asked for the other groups of a stream prefix before the
+ * prefix's layout moves, since each of them must follow it.
+ */
+export function migrationBlocker(group: GroupState): Refusal | null {
+  const lifecycle = lifecycleRefusal(group);
+  if (lifecycle) return lifecycle;
+  if (group.positionReset) return resetUnderWayRefusal(group);
+  if ((group.pausedShards ?? []).length > 0) return pausedRefusal(group);
+  return null;
+}
+
+function pausedRefusal(group: GroupState): Refusal {
+  const paused = group.pausedShards ?? [];
+  return {
+    code: 'CONSUMPTION_PAUSED',
+    message: `group ${groupId(group)} has paused shards (${paused.join(', ')}); resume them first`,
+    details: { pausedShards: paused },
+  };
+}
+
+function resetUnderWayRefusal(group: GroupState): Refusal {
+  const resetId = group.positionReset?.resetId ?? null;
+  return {
+    code: 'RESET_IN_PROGRESS',
+    message: `a position reset of group ${groupId(group)} is under way (${resetId}); wait for it to end`,
+    details: { resetId },
+  };
 }
 
 /**

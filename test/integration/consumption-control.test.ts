@@ -211,6 +211,30 @@ describe('pause and resume consumption', () => {
     expect((await view(sp)).consumption).toMatchObject({ state: 'paused', pausedShards: [0, 1] });
   });
 
+  it('keeps the stream prefix from moving while another group on it is paused', async () => {
+    const sp = await createGroup(2);
+    const other = await c.call('POST', '/coord/v1/admin/groups', {
+      user: 'writer',
+      body: { streamPrefix: sp, consumerGroup: 'other', ...CHANGE },
+    });
+    expect(other.status).toBe(201);
+    expect((await consumption(sp, { action: 'PAUSE', shards: [0] })).status).toBe(200);
+    const scale = await c.call('POST', `/coord/v1/admin/streams/${sp}/groups/other/scale`, {
+      user: 'writer',
+      body: { shardCount: 4, ...CHANGE },
+    });
+    expect(scale.status).toBe(409);
+    const refused = (await scale.json()) as { error: { code: string; message: string } };
+    expect(refused.error.code).toBe('CONSUMPTION_PAUSED');
+    expect(refused.error.message).toContain(`${sp}:g`);
+    expect((await consumption(sp, { action: 'RESUME' })).status).toBe(200);
+    const again = await c.call('POST', `/coord/v1/admin/streams/${sp}/groups/other/scale`, {
+      user: 'writer',
+      body: { shardCount: 4, ...CHANGE },
+    });
+    expect(again.status).toBe(202);
+  });
+
   it('is refused while frozen', async () => {
     const sp = await createGroup(1);
     expect(
