@@ -61,7 +61,8 @@ export class PositionResets {
       (reset) => reset && reset.resetId === resetId,
     );
     if (!request.dryRun && repeat) return startedView(group, repeat);
-    const shards = request.shards ?? range(group.shardCount);
+    const shards = request.shards ?? idsShards(request.to) ?? range(group.shardCount);
+    unmatchedIds(request.to, shards);
     const now = clock.now();
     const probe = resetEvent(now, {
       resetId,
@@ -96,20 +97,20 @@ export class PositionResets {
     const changes = plan.filter((p) => p.from !== p.to).length;
     if (request.dryRun || changes === 0)
       return { dryRun: request.dryRun, plan, changes, reset: null };
+    // Every shard asked for is paused and moved: members read on until they let go, so a shard
+    // at its target now may not be by then (each move is worked out again when it is made).
     const reset: PositionReset = {
       ...probe.reset,
       to,
-      moves: plan
-        .filter((p) => p.from !== p.to)
-        .map((p) => ({
-          shard: p.shard,
-          from: p.from,
-          to: p.to,
-          redeliver: p.redeliver,
-          skip: p.skip,
-          exact: p.exact,
-          acknowledge: p.from !== null && compareStreamIds(p.to, p.from) > 0,
-        })),
+      moves: plan.map((p) => ({
+        shard: p.shard,
+        from: p.from,
+        to: p.to,
+        redeliver: p.redeliver,
+        skip: p.skip,
+        exact: p.exact,
+        acknowledge: p.from !== null && compareStreamIds(p.to, p.from) > 0,
+      })),
     };
     await run(resetEvent(clock.now(), reset));
     return { dryRun: false, plan, changes, reset: resetView(reset, 'pausing') };
@@ -143,14 +144,25 @@ export class PositionResets {
         let acknowledged = 0;
         try {
           for (const step of pending(reset)) {
-            const result = await reader.use((client) =>
-              moveShardPosition(client, {
+            const result = await reader.use(async (client) => {
+              // Worked out against the position as it is now, after the members let go: `latest`
+              // is the stream's end now, and a move forward (a skip) acknowledges what it skips.
+              const [now] = await planPositions(client, {
+                streamPrefix: group.streamPrefix,
+                consumerGroup: group.consumerGroup,
+                shards: [step.shard],
+                to: reset.to === 'latest' ? 'latest' : { ids: { [step.shard]: step.to } },
+                countBound: 1,
+              });
+              const to = now?.to ?? step.to;
+              const from = now?.from ?? null;
+              return moveShardPosition(client, {
                 stream: `${group.streamPrefix}:${step.shard}`,
                 consumerGroup: group.consumerGroup,
-                to: step.to,
-                acknowledgeUpTo: step.acknowledge,
-              }),
-            );
+                to,
+                acknowledgeUpTo: from !== null && compareStreamIds(to, from) > 0,
+              });
+            });
             acknowledged += result.acknowledged;
             moved.push(step.shard);
           }
@@ -222,6 +234,28 @@ const NO_MOVE: ShardMove = {
 
 function resetEvent(now: number, reset: PositionReset): ResetPositionsEvent {
   return { type: 'RESET_POSITIONS', now, reset };
+}
+
+/** The shards an `ids` target names, when the request names none itself. */
+function idsShards(to: unknown): number[] | null {
+  if (typeof to !== 'object' || to === null || !('ids' in to)) return null;
+  const ids = to.ids;
+  if (typeof ids !== 'object' || ids === null) return null;
+  return Object.keys(ids)
+    .map(Number)
+    .sort((a, b) => a - b);
+}
+
+/** An `ids` target that names a shard the request does not reset is a mistake: 400. */
+function unmatchedIds(to: unknown, shards: readonly number[]): void {
+  const named = idsShards(to);
+  const extra = named?.filter((shard) => !shards.includes(shard)) ?? [];
+  if (extra.length === 0) return;
+  throw new CoordinatorError(
+    'VALIDATION_FAILED',
+    `to.ids names shards ${extra.join(', ')}, which shards does not list`,
+    { details: { shards: extra } },
+  );
 }
 
 function range(count: number): number[] {

@@ -331,6 +331,17 @@ describe('reset positions', () => {
     const badId = await positions(sp, { to: { ids: { '0': 'not-an-id' } }, shards: [0] });
     expect(badId.status).toBe(400);
     expect(await badId.json()).toMatchObject({ error: { code: 'INVALID_STREAM_ID' } });
+    const unlisted = await positions(sp, { to: { ids: { '0': '1-0', '1': '1-0' } }, shards: [0] });
+    expect(unlisted.status).toBe(400);
+    expect(await unlisted.json()).toMatchObject({
+      error: { code: 'VALIDATION_FAILED', details: { shards: [1] } },
+    });
+    // Without `shards`, an `ids` target resets the shards it names.
+    const named = await positions(sp, { to: { ids: { '1': '1-0' } } });
+    expect(named.status).toBe(200);
+    expect(
+      ((await named.json()) as { plan: { shard: number }[] }).plan.map((p) => p.shard),
+    ).toEqual([1]);
     const outside = await positions(sp, { to: 'earliest', shards: [5], dryRun: false });
     expect(outside.status).toBe(400);
     expect(await outside.json()).toMatchObject({ error: { code: 'SHARD_OUT_OF_RANGE' } });
