@@ -512,11 +512,13 @@ export class GroupHost implements GroupCoordinator {
     request: PositionsRequest,
     origin: CommandOrigin,
   ): Promise<PositionsView> {
-    const view = await this.withEntry(ref, (entry) =>
-      this.resets.request(entry, request, origin.requestId, (event) => {
-        const { type: _type, ...rest } = event;
-        return this.runCommand(entry, { type: 'RESET_POSITIONS', reset: rest.reset, origin });
-      }),
+    const view = await this.resets.request(
+      await this.entry(ref),
+      request,
+      origin.requestId,
+      (work) => this.withEntry(ref, work),
+      (entry, event) =>
+        this.runCommand(entry, { type: 'RESET_POSITIONS', reset: event.reset, origin }),
     );
     // With no member holding the shards, they can be moved at once.
     if (view.reset) await this.resets.check(ref);

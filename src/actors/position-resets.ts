@@ -41,9 +41,10 @@ export class PositionResets {
   constructor(private readonly options: PositionResetsOptions) {}
 
   /**
-   * A reset asked for by an operator, run with the group's mailbox held: the plan (per shard
-   * the current position, the new one and how many entries are delivered again or skipped),
-   * and, unless `dryRun`, the reset started through the chart. Whether the chart takes it
+   * A reset asked for by an operator: the plan (per shard the current position, the new one and
+   * how many entries are delivered again or skipped), read from the streams without holding the
+   * group's mailbox, so the group goes on serving meanwhile; and, unless `dryRun`, the reset
+   * started through the chart with the mailbox held. Whether the chart takes it
    * (frozen, failed closed, a migration or another reset under way, shards that do not exist
    * or are paused) is asked before the streams are read; a refused one goes through the chart,
    * which answers it. A repeat of the request that started the reset under way, or the last one,
@@ -53,7 +54,8 @@ export class PositionResets {
     entry: GroupEntry,
     request: PositionsRequest,
     resetId: string,
-    run: (event: ResetPositionsEvent) => Promise<unknown>,
+    withMailbox: <T>(work: (entry: GroupEntry) => Promise<T>) => Promise<T>,
+    run: (entry: GroupEntry, event: ResetPositionsEvent) => Promise<unknown>,
   ): Promise<PositionsView> {
     const { clock } = this.options;
     const group = groupOf(entry);
@@ -81,7 +83,7 @@ export class PositionResets {
         });
       }
     } else if (refusedByChart(entry.snapshot(), probe)) {
-      await run(probe);
+      await withMailbox((held) => run(held, probe));
       throw new CoordinatorError('INTERNAL', 'the chart refused the reset without an answer');
     }
     const reader = this.streams();
@@ -112,8 +114,17 @@ export class PositionResets {
         acknowledge: p.from !== null && compareStreamIds(p.to, p.from) > 0,
       })),
     };
-    await run(resetEvent(clock.now(), reset));
-    return { dryRun: false, plan, changes, reset: resetView(reset, 'pausing') };
+    return withMailbox(async (held) => {
+      // The same request may have started its reset meanwhile (a retry that overtook it).
+      const now = groupOf(held);
+      const started = [now.positionReset, now.lastPositionReset].find(
+        (r) => r && r.resetId === resetId,
+      );
+      if (started) return startedView(now, started);
+      // The chart decides again on the group as it is now: it may have changed since the plan.
+      await run(held, resetEvent(clock.now(), reset));
+      return { dryRun: false, plan, changes, reset: resetView(reset, 'pausing') };
+    });
   }
 
   /** Moves the shards of every group served here whose reset is ready for it. */
@@ -136,54 +147,58 @@ export class PositionResets {
     if (reader === null || this.moving.has(id)) return;
     this.moving.add(id);
     try {
-      await withEntry(ref, async (entry) => {
-        if (!readyToMove(entry)) return;
-        const group = groupOf(entry);
-        const reset = group.positionReset!;
-        const moved: number[] = [];
-        let acknowledged = 0;
-        try {
-          for (const step of pending(reset)) {
-            const result = await reader.use(async (client) => {
-              // Worked out against the position as it is now, after the members let go: `latest`
-              // is the stream's end now, and a move forward (a skip) acknowledges what it skips.
-              const [now] = await planPositions(client, {
-                streamPrefix: group.streamPrefix,
-                consumerGroup: group.consumerGroup,
-                shards: [step.shard],
-                to: reset.to === 'latest' ? 'latest' : { ids: { [step.shard]: step.to } },
-                countBound: 1,
-              });
-              const to = now?.to ?? step.to;
-              const from = now?.from ?? null;
-              return moveShardPosition(client, {
-                stream: `${group.streamPrefix}:${step.shard}`,
-                consumerGroup: group.consumerGroup,
-                to,
-                acknowledgeUpTo: from !== null && compareStreamIds(to, from) > 0,
-              });
+      // The mailbox is held only to read the reset and to record the moves: nobody reads the
+      // paused shards, so the streams are moved while the group goes on serving.
+      const found = await withEntry(ref, (entry) =>
+        Promise.resolve(readyToMove(entry) ? groupOf(entry) : null),
+      );
+      if (found === null) return;
+      const reset = found.positionReset!;
+      const moved: number[] = [];
+      let acknowledged = 0;
+      try {
+        for (const step of pending(reset)) {
+          const result = await reader.use(async (client) => {
+            // Worked out against the position as it is now, after the members let go: `latest`
+            // is the stream's end now, and a move forward (a skip) acknowledges what it skips.
+            const [now] = await planPositions(client, {
+              streamPrefix: found.streamPrefix,
+              consumerGroup: found.consumerGroup,
+              shards: [step.shard],
+              to: reset.to === 'latest' ? 'latest' : { ids: { [step.shard]: step.to } },
+              countBound: 1,
             });
-            acknowledged += result.acknowledged;
-            moved.push(step.shard);
-          }
-        } finally {
-          // What was moved is reported even when a later shard failed: it is not moved twice.
-          if (moved.length > 0) {
-            await dispatch(entry, {
+            const to = now?.to ?? step.to;
+            const from = now?.from ?? null;
+            return moveShardPosition(client, {
+              stream: `${found.streamPrefix}:${step.shard}`,
+              consumerGroup: found.consumerGroup,
+              to,
+              acknowledgeUpTo: from !== null && compareStreamIds(to, from) > 0,
+            });
+          });
+          acknowledged += result.acknowledged;
+          moved.push(step.shard);
+        }
+      } finally {
+        // What was moved is reported even when a later shard failed: it is not moved twice.
+        if (moved.length > 0) {
+          await withEntry(ref, (entry) =>
+            dispatch(entry, {
               type: 'SHARD_POSITIONS_MOVED',
               now: clock.now(),
               resetId: reset.resetId,
               shards: moved,
-            });
-            logger.info('consumer group positions moved', {
-              ...groupLogFields(ref),
-              resetId: reset.resetId,
-              shards: moved,
-              acknowledged,
-            });
-          }
+            }),
+          );
+          logger.info('consumer group positions moved', {
+            ...groupLogFields(ref),
+            resetId: reset.resetId,
+            shards: moved,
+            acknowledged,
+          });
         }
-      });
+      }
     } catch (error) {
       logger.warn('consumer group positions not moved now; trying again at the next sweep', {
         ...groupLogFields(ref),

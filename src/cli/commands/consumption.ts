@@ -170,7 +170,9 @@ async function waitPaused(
       );
     const line = `pausing: ${released(assignments, shards).length} of ${shards.length} shards released`;
     say(line);
-    if (released(assignments, shards).length === shards.length) return consumption;
+    // The two reads run side by side: the view is read again, after the assignments said so.
+    if (released(assignments, shards).length === shards.length)
+      return (await getGroup(api, group)).consumption;
     await nextRead(w, 'the pause', label, line);
   }
 }
