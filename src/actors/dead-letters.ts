@@ -17,18 +17,13 @@ import type { GroupSnapshot } from './types.js';
  * to reach the streams Redis by hand.
  */
 
-/** One dead letter as the API shows it. */
-export interface DeadLetterView {
-  readonly shard: number;
-  /** Its id in `<streamPrefix>:<shard>:dead`: what `ids` of a replay or purge name. */
-  readonly id: string;
-  readonly originalId: string;
-  readonly deliveries: number;
-  readonly error: string;
-  readonly key: string | null;
-  /** The message's own fields (a name given twice shows its last value). */
+/**
+ * One dead letter as the API shows it: as it is stored, its fields as an object (a name given
+ * twice shows its last value).
+ */
+export type DeadLetterView = Omit<DeadLetter, 'fields'> & {
   readonly fields: Readonly<Record<string, string>>;
-}
+};
 
 /** One shard's dead-letter stream. */
 export interface DeadLetterShardView {
