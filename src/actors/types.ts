@@ -138,7 +138,8 @@ export type AdminCommand =
       /** Null: every shard of the group. */
       readonly shards: readonly number[] | null;
     }
-  | { readonly type: 'RESET_POSITIONS'; readonly reset: PositionReset };
+  | { readonly type: 'RESET_POSITIONS'; readonly reset: PositionReset }
+  | { readonly type: 'CANCEL_RESET' };
 
 /** What a new group is created with. */
 export interface CreateGroupOptions {

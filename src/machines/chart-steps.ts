@@ -10,6 +10,7 @@ import { applyFreeze, applyPauseProducers, applyResumeProducers, applyUnfreeze }
 import type { GroupContext } from './context.js';
 import { beginEvent, createGroupContext, fail, raise, succeed } from './context.js';
 import {
+  applyCancelReset,
   applyPauseConsumption,
   applyResetPositions,
   applyResumeConsumption,
@@ -17,6 +18,7 @@ import {
 } from './consumption.js';
 import type {
   AdminEvent,
+  CancelResetEvent,
   ChartEventName,
   ConsumptionEvent,
   GroupEvent,
@@ -137,6 +139,7 @@ export const steps = {
   resumeConsumption: chartStep<ConsumptionEvent>(applyResumeConsumption),
   resetPositions: chartStep<ResetPositionsEvent>(applyResetPositions),
   shardPositionsMoved: chartStep<ShardPositionsMovedEvent>(applyShardPositionsMoved),
+  cancelReset: chartStep<CancelResetEvent>(applyCancelReset),
   convergeMigration: chartStep<GroupEvent>((ctx) => convergeMigration(ctx, ctx.lastEventAt)),
   completeMigration: chartStep<GroupEvent>((ctx) => completeMigration(ctx, ctx.lastEventAt)),
 };

@@ -10,12 +10,17 @@
  */
 import type { GroupContext } from './context.js';
 import { beginEvent, raise, succeed, touched } from './context.js';
-import type { ConsumptionEvent, ResetPositionsEvent, ShardPositionsMovedEvent } from './events.js';
+import type {
+  CancelResetEvent,
+  ConsumptionEvent,
+  ResetPositionsEvent,
+  ShardPositionsMovedEvent,
+} from './events.js';
 import { ChartEventType } from './events.js';
 import { shardAt } from './group-state.js';
 import { recompute } from './member-changes.js';
 import type { Refusal } from './refusals.js';
-import type { GroupState, PositionReset } from './types.js';
+import type { CompletedReset, GroupState, PositionReset } from './types.js';
 import { groupId } from './types.js';
 import { sortedUnion } from './halted.js';
 
@@ -147,6 +152,18 @@ export function applyShardPositionsMoved(
     succeed(next, { reset: done ? null : updated, completed: done }),
     event.now,
   );
+}
+
+/**
+ * CANCEL_RESET: the reset ends where it got to (shards moved so far stay moved, the others keep
+ * their positions) and its shards are granted again.
+ */
+export function applyCancelReset(ctx: GroupContext, event: CancelResetEvent): GroupContext {
+  const start = beginEvent(ctx, event.now);
+  const reset = start.group.positionReset!;
+  const ended: CompletedReset = { ...reset, completedAt: event.now, cancelled: true };
+  const next = halt(start, { ...start.group, positionReset: null, lastPositionReset: ended });
+  return touched(start, succeed(next, { reset: ended }), event.now);
 }
 
 function withPaused(start: GroupContext, paused: readonly number[], now: number): GroupContext {

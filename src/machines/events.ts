@@ -25,6 +25,7 @@ export const GroupEventType = {
   RESUME_CONSUMPTION: 'RESUME_CONSUMPTION',
   RESET_POSITIONS: 'RESET_POSITIONS',
   SHARD_POSITIONS_MOVED: 'SHARD_POSITIONS_MOVED',
+  CANCEL_RESET: 'CANCEL_RESET',
 } as const;
 
 /**
@@ -201,6 +202,15 @@ export interface ShardPositionsMovedEvent {
   readonly shards: readonly number[];
 }
 
+/**
+ * Ends the position reset under way without moving the shards not moved yet, and resumes its
+ * shards (docs/operations.md#replay-or-skip): the way out of a reset whose moves keep failing.
+ */
+export interface CancelResetEvent {
+  readonly type: typeof GroupEventType.CANCEL_RESET;
+  readonly now: number;
+}
+
 /** Events that carry a command, reset `result`/`effects` and may change the group. */
 export type CommandEvent =
   | HeartbeatEvent
@@ -215,6 +225,7 @@ export type CommandEvent =
   | RecoverEvent
   | ConsumptionEvent
   | ResetPositionsEvent
-  | ShardPositionsMovedEvent;
+  | ShardPositionsMovedEvent
+  | CancelResetEvent;
 
 export type GroupEvent = CommandEvent | PersistedEvent | ChartEvent;

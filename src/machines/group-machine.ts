@@ -108,6 +108,7 @@ const controlCommands = {
     { guard: 'resetAccepted', actions: ['resetPositions', 'raiseChanges'] },
     { guard: 'controlOpen', ...refused('reset') },
   ],
+  [GroupEventType.CANCEL_RESET]: { guard: 'active', ...refused('noReset') },
 } as const;
 
 /** SCALE and ROLLBACK while consumption does not run on every shard. */
@@ -147,6 +148,7 @@ export const groupMachine = setup({
       steps.resumeConsumption(context, event as never),
     ),
     resetPositions: assign(({ context, event }) => steps.resetPositions(context, event as never)),
+    cancelReset: assign(({ context, event }) => steps.cancelReset(context, event as never)),
     shardPositionsMoved: assign(({ context, event }) =>
       steps.shardPositionsMoved(context, event as never),
     ),
@@ -262,6 +264,7 @@ export const groupMachine = setup({
             [GroupEventType.PAUSE_CONSUMPTION]: refused('frozen'),
             [GroupEventType.RESUME_CONSUMPTION]: refused('frozen'),
             [GroupEventType.RESET_POSITIONS]: refused('frozen'),
+            [GroupEventType.CANCEL_RESET]: refused('frozen'),
             // Its shards stay as they are: a frozen group follows its prefix's layout too.
             [GroupEventType.ADOPT_LAYOUT]: { actions: ['adoptLayout', 'raiseChanges'] },
             [GroupEventType.FAIL_CLOSED]: {
@@ -293,6 +296,7 @@ export const groupMachine = setup({
             [GroupEventType.PAUSE_CONSUMPTION]: refused('failedClosed'),
             [GroupEventType.RESUME_CONSUMPTION]: refused('failedClosed'),
             [GroupEventType.RESET_POSITIONS]: refused('failedClosed'),
+            [GroupEventType.CANCEL_RESET]: refused('failedClosed'),
             [GroupEventType.SHARD_POSITIONS_MOVED]: refused('failedClosed'),
           },
         },
@@ -398,6 +402,11 @@ export const groupMachine = setup({
             [GroupEventType.PAUSE_CONSUMPTION]: { guard: 'active', ...refused('resetInProgress') },
             [GroupEventType.RESUME_CONSUMPTION]: { guard: 'active', ...refused('resetInProgress') },
             [GroupEventType.RESET_POSITIONS]: { guard: 'active', ...refused('resetInProgress') },
+            // The way out of a reset whose moves keep failing.
+            [GroupEventType.CANCEL_RESET]: {
+              guard: 'active',
+              actions: ['cancelReset', 'raiseChanges'],
+            },
             ...migrationRefused('resetInProgress'),
             [CONSUMPTION_CHANGED]: consumptionTargets(['running', 'pausing', 'paused']),
           },

@@ -43,7 +43,8 @@ export type RefusalReason =
   | 'shards'
   | 'reset'
   | 'consumptionPaused'
-  | 'resetInProgress';
+  | 'resetInProgress'
+  | 'noReset';
 
 /** The refusal for `reason`, phrased for `ctx`'s group and the refused `event`. */
 export function refusalFor(reason: RefusalReason, ctx: GroupContext, event: GroupEvent): Refusal {
@@ -84,6 +85,11 @@ export function refusalFor(reason: RefusalReason, ctx: GroupContext, event: Grou
       return pausedRefusal(group);
     case 'resetInProgress':
       return resetUnderWayRefusal(group);
+    case 'noReset':
+      return {
+        code: 'NO_RESET_IN_PROGRESS',
+        message: `group ${groupId(group)} has no position reset under way`,
+      };
   }
 }
 

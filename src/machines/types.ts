@@ -182,6 +182,8 @@ export interface PositionReset {
 /** A position reset that ended, all of its shards moved. */
 export interface CompletedReset extends PositionReset {
   readonly completedAt: number;
+  /** True when an operator cancelled it: the shards not in `moved` kept their positions. */
+  readonly cancelled?: boolean;
 }
 
 /** Identity of a group. */

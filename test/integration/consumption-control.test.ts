@@ -346,5 +346,31 @@ describe('reset positions', () => {
     expect(outside.status).toBe(400);
     expect(await outside.json()).toMatchObject({ error: { code: 'SHARD_OUT_OF_RANGE' } });
     expect((await view(sp)).consumption).toMatchObject({ state: 'running', reset: null });
+    const cancel = await consumption(sp, { action: 'CANCEL_RESET' });
+    expect(cancel.status).toBe(409);
+    expect(await cancel.json()).toMatchObject({ error: { code: 'NO_RESET_IN_PROGRESS' } });
+  });
+
+  it('cancels a reset its member still holds: nothing moves, the shard is given back', async () => {
+    const sp = await createGroup(1);
+    const { seen } = await startConsumer(sp);
+    await send(sp, [['k1', 'e1']]);
+    await waitFor(() => seen.length === 1, { what: 'delivered' });
+    // Started, then cancelled at once: usually while its member still holds the shard.
+    const run = await positions(sp, { to: 'earliest', dryRun: false }, 'cancel-1');
+    expect(run.status).toBe(202);
+    const cancel = await consumption(sp, { action: 'CANCEL_RESET' });
+    if (cancel.status === 409) {
+      // The member let go and the move was made first: the reset ended on its own.
+      expect(await cancel.json()).toMatchObject({ error: { code: 'NO_RESET_IN_PROGRESS' } });
+    } else {
+      expect(cancel.status).toBe(200);
+      expect((await view(sp)).consumption.lastReset).toMatchObject({ resetId: 'cancel-1' });
+    }
+    await waitFor(async () => (await view(sp)).consumption.state === 'running', {
+      what: 'consumption running again',
+    });
+    await send(sp, [['k2', 'e2']]);
+    await waitFor(() => seen.includes('0:e2'), { what: 'delivered after the cancel' });
   });
 });

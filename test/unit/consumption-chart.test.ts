@@ -133,6 +133,34 @@ describe('reset', () => {
   });
 });
 
+describe('cancelling a reset', () => {
+  it('ends it where it got to and gives its shards back; without one it is refused', () => {
+    const h = holding();
+    expect(send(h, { type: 'CANCEL_RESET' })).toMatchObject({
+      ok: false,
+      code: 'NO_RESET_IN_PROGRESS',
+    });
+    send(h, { type: 'RESET_POSITIONS', reset: reset(h, [1, 3]) });
+    h.beat('m1');
+    h.beat('m1', { done: true });
+    send(h, { type: 'SHARD_POSITIONS_MOVED', resetId: 'r-1', shards: [1] });
+    expect(send(h, { type: 'CANCEL_RESET' })).toMatchObject({ ok: true });
+    expect(consumption(h)).toBe('running');
+    expect(h.ctx.group.positionReset).toBeNull();
+    expect(h.ctx.group.lastPositionReset).toMatchObject({
+      resetId: 'r-1',
+      moved: [1],
+      cancelled: true,
+    });
+    // A late report of the move in flight changes nothing now.
+    send(h, { type: 'SHARD_POSITIONS_MOVED', resetId: 'r-1', shards: [3] });
+    expect(h.ctx.group.lastPositionReset?.moved).toEqual([1]);
+    const back = h.beat('m1');
+    expect(back.pausedShards).toEqual([]);
+    expect([...back.assignedShards, ...back.pendingShards].sort()).toEqual([0, 1, 2, 3]);
+  });
+});
+
 describe('what each state refuses', () => {
   it('while paused: a scale or rollback, and a reset of the paused shards', () => {
     const h = new Harness({ shardCount: 4 });

@@ -72,7 +72,8 @@ type Command =
   | { kind: 'drained'; shards: number[] }
   | { kind: 'consumption'; action: 'PAUSE' | 'RESUME'; shards: number[] | null }
   | { kind: 'reset'; shards: number[] | null }
-  | { kind: 'moved'; shards: number[] | null };
+  | { kind: 'moved'; shards: number[] | null }
+  | { kind: 'cancelReset' };
 
 /**
  * Steady decisions whose horizon was finite (a recompute waiting, a rollback window open), kept
@@ -382,6 +383,9 @@ class Simulation {
         });
         return;
       }
+      case 'cancelReset':
+        this.send({ type: 'CANCEL_RESET', now: this.now });
+        return;
       case 'rollback':
         this.send({
           type: 'ROLLBACK',
@@ -586,6 +590,7 @@ function commandArb(memberCount: number, shardCount: number): fc.Arbitrary<Comma
         }),
       }),
     },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancelReset' as const) }) },
     {
       weight: 1,
       arbitrary: fc.record({

@@ -68,7 +68,10 @@ export function consumptionRoutes(settings: Settings): RouteSpec[] {
       roles: WRITE,
       operation: 'consumption',
       params: groupParamsSchema,
-      body: changeMetaSchema.extend({ action: z.enum(['PAUSE', 'RESUME']), shards }),
+      body: changeMetaSchema.extend({
+        action: z.enum(['PAUSE', 'RESUME', 'CANCEL_RESET']),
+        shards,
+      }),
       responses: {
         200: {
           description: 'Done; paused shards are revoked from their members',
@@ -81,10 +84,12 @@ export function consumptionRoutes(settings: Settings): RouteSpec[] {
         await reportObserved(services, req, ref);
         const { group } = await services.coordinator.command(
           ref,
-          {
-            type: body.action === 'PAUSE' ? 'PAUSE_CONSUMPTION' : 'RESUME_CONSUMPTION',
-            shards: body.shards ?? null,
-          },
+          body.action === 'CANCEL_RESET'
+            ? { type: 'CANCEL_RESET' }
+            : {
+                type: body.action === 'PAUSE' ? 'PAUSE_CONSUMPTION' : 'RESUME_CONSUMPTION',
+                shards: body.shards ?? null,
+              },
           originOf(requestId, principal, body.requestedBy),
         );
         return { status: 200, body: group };
