@@ -10,7 +10,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Consumer, CoordinatorClient } from '../../src/client/index.js';
 import { coordctl } from '../support/cli.js';
-import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { CHANGE, type TestCoordinator, startStreamsCoordinator } from '../support/coordinator.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 
 let redis: RedisServerHandle;
@@ -26,15 +26,7 @@ const env = (user = 'admin') => ({
 
 beforeAll(async () => {
   redis = await startRedisServer();
-  c = await startTestCoordinator({
-    store: 'memory',
-    overrides: {
-      'streams.url': redis.url,
-      'streams.lag-cache': '0ms',
-      'membership.heartbeat-interval': '200ms',
-      'membership.assignment-debounce': '20ms',
-    },
-  });
+  c = await startStreamsCoordinator(redis.url);
   streams = new Redis(redis.url);
 });
 afterAll(async () => {

@@ -13,7 +13,7 @@ import {
   type DeadLetteredEvent,
 } from '../../src/client/index.js';
 import { coordctl } from '../support/cli.js';
-import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { CHANGE, type TestCoordinator, startStreamsCoordinator } from '../support/coordinator.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 
 let redis: RedisServerHandle;
@@ -31,15 +31,7 @@ const change = ['--requested-by', CHANGE.requestedBy, '--reason', CHANGE.reason]
 
 beforeAll(async () => {
   redis = await startRedisServer();
-  c = await startTestCoordinator({
-    store: 'memory',
-    overrides: {
-      'streams.url': redis.url,
-      'streams.lag-cache': '0ms',
-      'membership.heartbeat-interval': '200ms',
-      'membership.assignment-debounce': '20ms',
-    },
-  });
+  c = await startStreamsCoordinator(redis.url);
   streams = new Redis(redis.url);
   await client('writer').createGroup(sp, 'g', 2, CHANGE);
   const producer = new Producer({

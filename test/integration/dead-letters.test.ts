@@ -15,7 +15,7 @@ import {
   type DeadLetteredEvent,
 } from '../../src/client/index.js';
 import { shardForKey } from '../../src/machines/routing.js';
-import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { CHANGE, type TestCoordinator, startStreamsCoordinator } from '../support/coordinator.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 
 let redis: RedisServerHandle;
@@ -25,15 +25,7 @@ const closers: (() => Promise<void>)[] = [];
 
 beforeAll(async () => {
   redis = await startRedisServer();
-  c = await startTestCoordinator({
-    store: 'memory',
-    overrides: {
-      'streams.url': redis.url,
-      'streams.lag-cache': '0ms',
-      'membership.heartbeat-interval': '200ms',
-      'membership.assignment-debounce': '20ms',
-    },
-  });
+  c = await startStreamsCoordinator(redis.url);
   streams = new Redis(redis.url);
 });
 afterEach(async () => {

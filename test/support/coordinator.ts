@@ -229,3 +229,20 @@ export function recover(
     },
   );
 }
+
+/**
+ * A coordinator on a memory store that reads the data streams on `streamsUrl`, with fresh lag
+ * readings and quick heartbeats and recomputes: the set-up of the SDK-and-streams tests
+ * (dead letters, consumption control, and their CLI tests).
+ */
+export function startStreamsCoordinator(streamsUrl: string): Promise<TestCoordinator> {
+  return startTestCoordinator({
+    store: 'memory',
+    overrides: {
+      'streams.url': streamsUrl,
+      'streams.lag-cache': '0ms',
+      'membership.heartbeat-interval': '200ms',
+      'membership.assignment-debounce': '20ms',
+    },
+  });
+}
