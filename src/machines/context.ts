@@ -178,8 +178,8 @@ function graceLiveness(group: GroupState, memberId: string, now: number): Member
  * may change until it is recovered).
  */
 export function nextDeadline(ctx: GroupContext): number | null {
-  // In any order: no sort of the member ids for it.
-  return earliestDeadlineOf(ctx, ctx.group.members.keys());
+  // Every member in any order, visited where it is: no list of thousands of ids for it.
+  return earliestAmong(ctx, (visit) => ctx.group.members.forEach((_member, id) => visit(id)));
 }
 
 /**
@@ -188,17 +188,27 @@ export function nextDeadline(ctx: GroupContext): number | null {
  * members in `changed` (the ones whose liveness the event touched). O(changed). Null when none.
  */
 export function earliestDeadlineOf(ctx: GroupContext, changed: Iterable<string>): number | null {
+  return earliestAmong(ctx, (visit) => {
+    for (const memberId of changed) visit(memberId);
+  });
+}
+
+/** The earliest of the group's own deadlines and those of the members `members` visits. */
+function earliestAmong(
+  ctx: GroupContext,
+  members: (visit: (memberId: string) => void) => void,
+): number | null {
   if (ctx.group.status === 'FAILED_CLOSED') return null;
   let earliest = ctx.recomputeAt;
   const consider = (at: number | null): void => {
     if (at !== null && (earliest === null || at < earliest)) earliest = at;
   };
-  for (const memberId of changed) {
+  members((memberId) => {
     const live = ctx.liveness.get(memberId);
-    if (!live) continue;
+    if (!live) return;
     consider(live.sessionExpiresAt);
     consider(live.revokeDeadline);
-  }
+  });
   const migration = ctx.group.activeMigration;
   if (migration?.state === 'CONVERGED') consider(migration.rollbackAllowedUntil);
   return earliest;
