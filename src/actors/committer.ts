@@ -1,4 +1,3 @@
-import { performance } from 'node:perf_hooks';
 import { CoordinatorError, EntryDroppedError } from '../errors.js';
 import type { Clock } from '../machines/clock.js';
 import type { GroupContext } from '../machines/context.js';
@@ -19,7 +18,9 @@ import { applyEffects } from './effects.js';
 import { startActor, type ActorFactory, type GroupEntry, type GroupEvent } from './group-entry.js';
 import type { Settled } from './mailbox.js';
 import { announcedStep, type AnnouncedStep, type Publication } from './publication.js';
+import { nextTurn } from './slices.js';
 import type { StoreGuard } from './store-guard.js';
+import { replicaTurnBudget, type TurnBudget } from './turn-budget.js';
 import type { WriteRefusal } from './write-refusal.js';
 
 export interface CommitterOptions {
@@ -33,8 +34,11 @@ export interface CommitterOptions {
   readonly refusal: WriteRefusal;
   /** Told of the deadlines an event or a steady heartbeat may have brought forward. */
   readonly deadlines?: Pick<DeadlineSweep, 'noteChanges' | 'noteMember'>;
-  /** How long a batch holds the event loop before it lets others run ({@link SLICE_MS}). */
-  readonly sliceMs?: number;
+  /**
+   * The share of each turn of the event loop that batches may take before they let others run
+   * (the replica's, shared with the answers written after a batch).
+   */
+  readonly turnBudget?: TurnBudget;
 }
 
 /** A heartbeat's reply and the time it was decided at (a held heartbeat counts from it). */
@@ -73,27 +77,16 @@ function settle<T>(answer: () => T): Settled<T> {
 }
 
 /**
- * How long a batch runs its steps before it lets the event loop serve others (other groups'
- * heartbeats): the group's mailbox stays held meanwhile, so nothing of this group interleaves,
- * and readers are served its published state, as while its write is in flight.
+ * Lets the event loop turn when this turn's budget is used up (by this batch or any other
+ * deferrable work): other groups' heartbeats are then served. The group's mailbox stays held
+ * meanwhile, so nothing of this group interleaves, and readers are served its published state,
+ * as while its write is in flight. Throws {@link EntryDroppedError} when the entry was dropped
+ * meanwhile (its actor stopped): nothing of the batch is then written or answered.
  */
-const SLICE_MS = 2;
-
-/** How long a batch may still run before it lets the loop turn, and since when it runs. */
-interface Slice {
-  readonly sliceMs: number;
-  start: number;
-}
-
-/**
- * Lets the event loop turn when the slice is used up, and starts the next one. Throws
- * {@link EntryDroppedError} when the entry was dropped meanwhile (its actor stopped): nothing
- * of the batch is then written or answered.
- */
-async function yieldAfter(slice: Slice, entry: GroupEntry): Promise<void> {
-  if (performance.now() - slice.start <= slice.sliceMs) return;
-  await new Promise<void>((resolve) => setImmediate(resolve));
-  slice.start = performance.now();
+async function yieldIfSpent(budget: TurnBudget, entry: GroupEntry): Promise<void> {
+  if (!budget.spent()) return;
+  await nextTurn();
+  budget.begin();
   if (entry.phase === 'dropped') throw new EntryDroppedError();
 }
 
@@ -225,16 +218,16 @@ export class Committer {
     // Liveness is kept outside the context (machines/liveness.ts): what the steps changed in
     // it is undone with them when the actor fails or the write is refused.
     const mark = before.liveness.begin();
-    const slice = { sliceMs: this.options.sliceMs ?? SLICE_MS, start: performance.now() };
+    const budget = this.options.turnBudget ?? replicaTurnBudget;
     try {
       let ran: Array<Ran<T>>;
       try {
-        ran = await this.runSteps(entry, steps, slice);
-        // The write starts a turn of its own when the steps used the slice up: a recompute's
+        ran = await this.runSteps(entry, steps, budget);
+        // The write starts a turn of its own when the steps used the budget up: a recompute's
         // step and the encoding of its thousand-field write are then two turns, not one.
         // Nothing to write, nothing to wait for.
         if (entry.actor.getSnapshot().context.group !== before.group)
-          await yieldAfter(slice, entry);
+          await yieldIfSpent(budget, entry);
       } catch (error) {
         if (!(error instanceof EntryDroppedError)) throw error;
         before.liveness.undo(mark);
@@ -249,13 +242,14 @@ export class Committer {
   private async runSteps<T>(
     entry: GroupEntry,
     steps: ReadonlyArray<BatchStep<T>>,
-    slice: Slice,
+    budget: TurnBudget,
   ): Promise<Array<Ran<T>>> {
     const { factory } = this.options;
     const ran: Array<Ran<T>> = [];
+    budget.begin();
     for (const step of steps) {
-      // After a step that used the slice up, others get a turn.
-      if (ran.length > 0) await yieldAfter(slice, entry);
+      // Once the turn's budget is used up, others get a turn (the first step always runs).
+      if (ran.length > 0) await yieldIfSpent(budget, entry);
       const context = entry.actor.getSnapshot().context;
       const liveness = context.liveness;
       const mark = liveness.begin();

@@ -1,3 +1,4 @@
+import type { TurnBudget } from './turn-budget.js';
 import type { Settings } from '../config/settings.js';
 import type { Clock } from '../machines/clock.js';
 import type { Logger } from '../observability/logger.js';
@@ -36,8 +37,8 @@ export interface GroupHostOptions {
    * store's Redis), null for none.
    */
   readonly streams?: StreamsReader | null;
-  /** How long a batch of events holds the event loop before others get a turn (tests). */
-  readonly sliceMs?: number;
+  /** The share of each turn of the event loop that batches may take; the replica's by default (tests). */
+  readonly turnBudget?: TurnBudget;
 }
 
 /** The one-job parts a {@link GroupHost} is made of. */
@@ -112,7 +113,7 @@ export function composeHost(options: GroupHostOptions): HostParts {
     publication,
     refusal,
     deadlines: sweeper,
-    ...(options.sliceMs === undefined ? {} : { sliceMs: options.sliceMs }),
+    ...(options.turnBudget === undefined ? {} : { turnBudget: options.turnBudget }),
   });
   const loader = new GroupLoader({
     store,

@@ -1,7 +1,5 @@
 import { performance } from 'node:perf_hooks';
-
-/** How long answers may be written back to back before the event loop serves others. */
-export const PACED_WRITE_BUDGET_MS = 1;
+import { replicaTurnBudget, type TurnBudget } from '../actors/turn-budget.js';
 
 /**
  * When turns of the loop are long (a replica saturated by other work), the answers still get
@@ -12,23 +10,24 @@ export const PACED_WRITE_SHARE = 0.25;
 
 /**
  * Writes answers that were decided after their request was read (heartbeats decided together
- * after their batch's one write: a burst of joins), at most `budgetMs` worth of them per turn
- * of the event loop; the rest are written on the next turns (`setImmediate`), in order. Writing
- * an answer costs a system call (about 0.1 ms on loopback here), so 64 joins answered at once
- * would hold the loop for several milliseconds, and every other group's heartbeats that arrive
- * meanwhile would wait for them (docs/architecture.md#performance-rules: one busy group must not slow the others).
+ * after their batch's one write: a burst of joins) while the turn's budget lasts (the replica's
+ * {@link TurnBudget}, shared with the groups' steps); the rest are written on the next turns
+ * (`setImmediate`), in order. Writing an answer costs a system call (about 0.1 ms on loopback
+ * here), so 64 joins answered at once would hold the loop for several milliseconds, and every
+ * other group's heartbeats that arrive meanwhile would wait for them
+ * (docs/architecture.md#fairness-between-groups).
  *
  * An answer is only ever written later than it would have been, never earlier: a reply that
  * grants a shard is still sent after the write that records it.
  */
 export class PacedWrites {
   private readonly queue: Array<() => void> = [];
-  /** When the answers of this turn began to be written; null when no turn is under way. */
+  /** When the previous turn of answers began; null when none is under way. */
   private turnStart: number | null = null;
   private readonly drained: Array<() => void> = [];
 
   constructor(
-    private readonly budgetMs = PACED_WRITE_BUDGET_MS,
+    private readonly budget: TurnBudget = replicaTurnBudget,
     private readonly now: () => number = () => performance.now(),
   ) {}
 
@@ -37,17 +36,16 @@ export class PacedWrites {
    * `write` answers its request itself, errors included (it must not throw).
    */
   write(write: () => void): void {
-    if (this.queue.length === 0) {
-      if (this.turnStart === null) {
-        this.turnStart = this.now();
-        setImmediate(this.nextTurn);
-      }
-      if (this.now() - this.turnStart < this.budgetMs) {
-        write();
-        return;
-      }
+    if (this.queue.length === 0 && !this.budget.spent()) {
+      this.budget.begin();
+      write();
+      return;
     }
     this.queue.push(write);
+    if (this.turnStart === null) {
+      this.turnStart = this.now();
+      setImmediate(this.nextTurn);
+    }
   }
 
   /** Resolves once every answer handed over so far is written. */
@@ -65,11 +63,11 @@ export class PacedWrites {
     // The next turn is due before anything is written: an answer that throws stops nothing.
     setImmediate(this.nextTurn);
     const start = this.now();
-    const sincePrevious = this.turnStart === null ? 0 : start - this.turnStart;
-    const budget = Math.max(this.budgetMs, sincePrevious * PACED_WRITE_SHARE);
+    const share = this.turnStart === null ? 0 : (start - this.turnStart) * PACED_WRITE_SHARE;
     this.turnStart = start;
+    this.budget.begin();
     // At least one answer per turn, however long it takes.
     do this.queue.shift()!();
-    while (this.queue.length > 0 && this.now() - start < budget);
+    while (this.queue.length > 0 && (!this.budget.spent() || this.now() - start < share));
   };
 }

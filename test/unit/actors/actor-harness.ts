@@ -2,6 +2,7 @@
  * A GroupHost on a fault-injecting store and a manual clock, with no HTTP and no Redis: the
  * actor layer on its own. `ownership` may be replaced (see {@link TestOwnership}).
  */
+import { TurnBudget } from '../../../src/actors/turn-budget.js';
 import { composeHost } from '../../../src/actors/compose-host.js';
 import { GroupHost } from '../../../src/actors/group-host.js';
 import type { Ownership, OwnerOf } from '../../../src/actors/group-ownership.js';
@@ -37,11 +38,11 @@ export interface ActorRig {
 }
 
 /**
- * The rigs run a batch without slicing it by real time (the committer's 2 ms slices): time here
- * is a manual clock, and a step that took over 2 ms on a loaded machine would add a turn of the
- * event loop where a test waits for one. The slicing has its own test (committer.test.ts).
+ * The rigs run a batch without cutting it by real time (the replica's turn budget): time here
+ * is a manual clock, and a step that took over 1 ms on a loaded machine would add a turn of the
+ * event loop where a test waits for one. The budget has its own tests (committer.test.ts).
  */
-const DETERMINISTIC_SLICE = Number.POSITIVE_INFINITY;
+const DETERMINISTIC_BUDGET_MS = Number.POSITIVE_INFINITY;
 
 export function actorRig(
   options: { ownership?: (faulty: FaultyStore) => Ownership; storeKind?: 'memory' | 'redis' } = {},
@@ -57,7 +58,7 @@ export function actorRig(
     metrics,
     logger: silentLogger(),
     replicaId: 'replica-a',
-    sliceMs: DETERMINISTIC_SLICE,
+    turnBudget: new TurnBudget(DETERMINISTIC_BUDGET_MS),
     ...(options.ownership ? { ownership: options.ownership(faulty) } : {}),
   });
   return { host, faulty, clock, metrics, settings };
@@ -138,7 +139,7 @@ export class TestOwnership implements Ownership {
 }
 
 /** The host's parts wired as in production, to drive one of them on its own. */
-export function partsRig(options: { storeKind?: 'memory' | 'redis'; sliceMs?: number } = {}) {
+export function partsRig(options: { storeKind?: 'memory' | 'redis'; budgetMs?: number } = {}) {
   const faulty = new FaultyStore(options.storeKind ?? 'memory');
   const clock = new ManualClock(T0);
   const metrics = new Metrics();
@@ -149,7 +150,7 @@ export function partsRig(options: { storeKind?: 'memory' | 'redis'; sliceMs?: nu
     metrics,
     logger: silentLogger(),
     replicaId: 'replica-a',
-    sliceMs: options.sliceMs ?? DETERMINISTIC_SLICE,
+    turnBudget: new TurnBudget(options.budgetMs ?? DETERMINISTIC_BUDGET_MS),
   });
   return { ...parts, faulty, clock, metrics };
 }

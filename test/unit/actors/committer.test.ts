@@ -94,9 +94,9 @@ describe('fail-closed: metadata lost under the committer', () => {
 });
 
 describe('committer: a batch lets other work run between its steps and before its write', () => {
-  it('after a step that used its slice up, the event loop turns before the write is sent', async () => {
-    // A slice of 0 ms is used up by any step: the write then starts a turn of its own.
-    const rig = partsRig({ sliceMs: 0 });
+  it("after a step that used the turn's budget up, the event loop turns before the write is sent", async () => {
+    // A budget of 0 ms is used up by any step: the write then starts a turn of its own.
+    const rig = partsRig({ budgetMs: 0 });
     const entry = await rig.owned.create(REF, 4);
     const before = rig.faulty.count('commitGroup');
     let seen: { stepRan: boolean; writes: number; published: number } | null = null;
@@ -122,7 +122,7 @@ describe('committer: a batch lets other work run between its steps and before it
 
 describe('committer: a batch of several steps', () => {
   it('lets the loop turn between its steps and before its write, and writes once', async () => {
-    const rig = partsRig({ sliceMs: 0 });
+    const rig = partsRig({ budgetMs: 0 });
     const entry = await rig.owned.create(REF, 4);
     const before = rig.faulty.count('commitGroup');
     // At each turn the batch gives up: how many members its steps have added, written or not.
@@ -161,7 +161,7 @@ describe('committer: a group dropped while its batch yields', () => {
     (await rig.metrics.members.get()).values[0]?.value ?? 0;
   /** A group whose entry is dropped (its lease lost) at the first turn its batch gives up. */
   const droppedAtFirstTurn = async () => {
-    const rig = partsRig({ sliceMs: 0 });
+    const rig = partsRig({ budgetMs: 0 });
     rig.sweeper.start();
     const entry = await rig.owned.create(REF, 4);
     const before = rig.faulty.count('commitGroup');

@@ -1,0 +1,51 @@
+import { performance } from 'node:perf_hooks';
+import { setImmediate } from 'node:timers';
+
+/**
+ * How much of one turn of the event loop the work that may wait (docs/architecture.md#fairness-between-groups)
+ * takes, all of it together: the steps of every busy group's batch and the answers written
+ * after a batch's write. A steady heartbeat of another group waits for the turn it arrives in:
+ * with each kind of work holding its own share (2 ms of steps per busy group, 1 ms of answers),
+ * a replica flooded with joins into one group ran turns of 10 to 50 ms, and the other groups'
+ * heartbeats waited that long.
+ */
+export const TURN_BUDGET_MS = 1;
+
+/**
+ * The one budget per turn that deferrable work draws on, shared by every group on a replica.
+ * Work {@link begin}s where it starts, asks {@link spent} at each point it could stop, and when
+ * the answer is yes, continues in a later turn (`nextTurn` in slices.ts). The clock starts with
+ * the first work after the loop's check phase and stops at the next one, so between two reads
+ * of the sockets the loop runs at most about twice the budget (once from an I/O callback, once
+ * in the check phase) plus one unit of work (a step, an answer) of each kind in progress. At
+ * least one unit of each runs per turn, so nothing starves.
+ */
+export class TurnBudget {
+  /** When this turn's deferrable work began; null when none did yet. */
+  private started: number | null = null;
+
+  constructor(
+    readonly budgetMs: number = TURN_BUDGET_MS,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  /** Work starts: this turn's clock starts, unless other work already started it. */
+  begin(): void {
+    if (this.started !== null) return;
+    this.started = this.now();
+    // Queued before any work that yields this turn, so that such work finds a fresh turn.
+    setImmediate(this.endTurn);
+  }
+
+  /** Whether this turn's budget is used up: work that can stop should wait for the next turn. */
+  spent(): boolean {
+    return this.started !== null && this.now() - this.started >= this.budgetMs;
+  }
+
+  private readonly endTurn = (): void => {
+    this.started = null;
+  };
+}
+
+/** The budget of the replica's deferrable work (one event loop, one budget). */
+export const replicaTurnBudget = new TurnBudget();
