@@ -41,8 +41,9 @@ interface CommonOptions {
    * Where a group's requests go. `owner`: straight to the replica that owns the group, at the
    * URL its answers name (`X-Coord-Owner-Url`), falling back to the base URLs when it cannot be
    * reached or answers 503 (then tried again only after `demoteForMs`); one HTTP hop instead of
-   * two. `any`: always the base URLs (a load balancer), for deployments whose replicas'
-   * advertised URLs clients cannot reach (docs/operations.md#owner-direct-clients).
+   * two; an owner whose URL is a base URL (the only one, too) is reached as that base URL.
+   * `any`: always the base URLs (a load balancer), for deployments whose replicas' advertised
+   * URLs clients cannot reach (docs/operations.md#owner-direct-clients).
    * @default 'owner'
    */
   readonly routing?: 'owner' | 'any';
@@ -389,9 +390,14 @@ export class CoordinatorClient {
     return best;
   }
 
-  /** The index of the base URL that is `url` (same origin and path), or -1. */
+  /**
+   * The index of the base URL that is `url` (same origin and path), or -1. A single base URL
+   * too: the owner's URL that is the only base URL is no separate way to the owner, and taking
+   * it for one would cut its requests at the direct bound and, when the owner stalls, send a
+   * heartbeat to it twice (docs/operations.md#owner-direct-clients).
+   */
   private indexOfUrl(url: string | null): number {
-    if (url === null || this.baseUrls.length === 1) return -1;
+    if (url === null) return -1;
     const key = (given: string) => {
       try {
         const parsed = new URL(given);

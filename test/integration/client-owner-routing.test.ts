@@ -179,6 +179,34 @@ describe('owner-direct clients', () => {
     }
   });
 
+  it('one base URL that the answers name as the owner: a request goes there once, with the whole timeout', async () => {
+    const sp = await groupOwnedBy('o1');
+    const owner = replicas.get('o1')!;
+    // The owner behind a proxy that names itself as the owner's URL, and answers slower than
+    // the direct answer bound (a replica resuming from a pause, a slow change).
+    const proxy = await rewritingProxy(owner.url);
+    try {
+      const client = new CoordinatorClient({
+        baseUrl: proxy.url,
+        token: owner.token('admin'),
+        timeoutMs: DIRECT_ANSWER_MS + 4_000,
+        retry: { maxAttempts: 1 },
+      });
+      await client.routing(sp, 'g'); // the owner's URL is the base URL
+      proxy.slow(DIRECT_ANSWER_MS + 1_000);
+      // Not cut at the direct bound and sent again to the same replica: one request, answered.
+      const before = proxy.requests();
+      expect((await client.routing(sp, 'g')).shardCount).toBe(2);
+      expect(proxy.requests() - before).toBe(1);
+      // A change is not given up at the direct bound either: it gets the client's timeout.
+      await client.pauseProducers(sp, 'g', CHANGE);
+      expect(proxy.requests() - before).toBe(2);
+      expect((await client.routing(sp, 'g')).producersPaused).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('the owner gone: the next requests go to the base URLs, which serve the group again', async () => {
     const sp = await groupOwnedBy('o1');
     const other = replicas.get('o2')!;
@@ -211,28 +239,49 @@ async function blackHole() {
   };
 }
 
-/** An HTTP proxy to `target` that sets `X-Coord-Owner-Url` to `ownerUrl` on every answer. */
-async function rewritingProxy(target: string, ownerUrl: string) {
+/**
+ * An HTTP proxy to `target` that sets `X-Coord-Owner-Url` to `ownerUrl` on every answer (without
+ * one: its own URL, as if it were the owner), and holds each request `slow(ms)` before passing it on.
+ */
+async function rewritingProxy(target: string, ownerUrl?: string) {
   const to = new URL(target);
   let count = 0;
+  let delayMs = 0;
+  let url = ownerUrl;
   const server: Server = createServer((req, res) => {
     count++;
-    const upstream = httpRequest(
-      { host: to.hostname, port: to.port, path: req.url, method: req.method, headers: req.headers },
-      (answer) => {
-        const headers = { ...answer.headers };
-        if (headers['x-coord-owner']) headers['x-coord-owner-url'] = ownerUrl;
-        res.writeHead(answer.statusCode ?? 502, headers);
-        answer.pipe(res);
-      },
-    );
-    req.pipe(upstream);
+    const forward = () => {
+      const upstream = httpRequest(
+        {
+          host: to.hostname,
+          port: to.port,
+          path: req.url,
+          method: req.method,
+          headers: req.headers,
+        },
+        (answer) => {
+          const headers = { ...answer.headers };
+          if (headers['x-coord-owner']) headers['x-coord-owner-url'] = url;
+          res.writeHead(answer.statusCode ?? 502, headers);
+          answer.pipe(res);
+        },
+      );
+      // A caller that gave up takes its request to the owner with it.
+      upstream.on('error', () => res.destroy());
+      req.pipe(upstream);
+    };
+    if (delayMs > 0) setTimeout(forward, delayMs);
+    else forward();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
+  url ??= `http://127.0.0.1:${port}`;
   return {
     url: `http://127.0.0.1:${port}`,
     requests: () => count,
+    slow: (ms: number) => {
+      delayMs = ms;
+    },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
