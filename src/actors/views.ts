@@ -3,7 +3,12 @@
  * ever sees plain view objects (and a forwarding replica can pass them on as JSON).
  */
 import { migrationView, type MigrationView } from '../machines/migration-view.js';
-import type { GroupState, MigrationRecord, PositionReset } from '../machines/types.js';
+import type {
+  CompletedReset,
+  GroupState,
+  MigrationRecord,
+  PositionReset,
+} from '../machines/types.js';
 import { consumptionPhase } from '../machines/consumption.js';
 import { partitionerName, streamNames } from '../machines/routing.js';
 import { memberState } from '../machines/member-machine.js';
@@ -214,6 +219,7 @@ export function consumptionView(g: GroupState) {
       ? {
           ...resetView(g.lastPositionReset, 'done'),
           completedAt: iso(g.lastPositionReset.completedAt) ?? '',
+          cancelled: g.lastPositionReset.cancelled === true,
         }
       : null,
   };
@@ -228,9 +234,12 @@ export function resetView(reset: PositionReset, stage: 'pausing' | 'moving' | 'd
     requestedBy: reset.requestedBy,
     reason: reset.reason,
     startedAt: iso(reset.startedAt) ?? '',
+    // A reset that ended on its own moved every shard; a cancelled one those it recorded.
     moves: reset.moves.map((m) => ({
       ...m,
-      moved: stage === 'done' || reset.moved.includes(m.shard),
+      moved:
+        reset.moved.includes(m.shard) ||
+        (stage === 'done' && (reset as Partial<CompletedReset>).cancelled !== true),
     })),
   };
 }

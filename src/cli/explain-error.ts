@@ -50,7 +50,9 @@ const ADVICE: Readonly<Record<string, string>> = {
   CONSUMPTION_PAUSED:
     'shards of the group are paused: see which with `coordctl describe <group>`, then resume them (`coordctl resume <group> --shards …`) first',
   RESET_IN_PROGRESS:
-    'a position reset is under way: wait for it to end (`coordctl describe <group>` shows its progress), then try again',
+    'a position reset is under way: wait for it to end (`coordctl describe <group>` shows its progress), then try again; one that cannot finish is ended with `coordctl cancel-reset <group>`',
+  NO_RESET_IN_PROGRESS:
+    'no position reset is under way: the last one ended on its own (`coordctl describe <group>` shows it)',
   STREAMS_UNAVAILABLE:
     'the coordinator cannot read the streams Redis (coordinator.streams.url): check it, then try again',
 };

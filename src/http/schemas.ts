@@ -107,7 +107,8 @@ export const consumptionSchema = z.object({
   state: z.enum(['running', 'pausing', 'paused', 'resetting']),
   pausedShards: z.array(z.number().int()),
   reset: resetSchema.nullable(),
-  lastReset: resetSchema.extend({ completedAt: z.string() }).nullable(),
+  /** The last reset to have ended; `cancelled`: an operator ended it where it got to. */
+  lastReset: resetSchema.extend({ completedAt: z.string(), cancelled: z.boolean() }).nullable(),
 });
 
 export const groupDetailSchema = groupSummarySchema.extend({

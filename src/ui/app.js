@@ -853,6 +853,7 @@ function consumptionStatus(c) {
   const reset = c.reset;
   const moved = reset ? reset.moves.filter((m) => m.moved).length : 0;
   const last = c.lastReset;
+  const lastMoved = last ? last.moves.filter((m) => m.moved) : [];
   return [
     h(
       'p',
@@ -895,9 +896,9 @@ function consumptionStatus(c) {
       ? h(
           'p',
           { id: 'last-reset', dataset: { resetId: last.resetId } },
-          `Last reset ${last.resetId} to ${targetText(last.to)}: done `,
+          `Last reset ${last.resetId} to ${targetText(last.to)}: ${last.cancelled ? 'cancelled' : 'done'} `,
           time(last.completedAt),
-          `, ${last.moves.length} shard(s) moved: ${count(sum(last.moves, 'redeliver'))} entries delivered again, ${count(sum(last.moves, 'skip'))} skipped (requested by ${last.requestedBy}: ${last.reason})`,
+          `, ${lastMoved.length} of ${last.moves.length} shard(s) moved: ${count(sum(lastMoved, 'redeliver'))} entries delivered again, ${count(sum(lastMoved, 'skip'))} skipped (requested by ${last.requestedBy}: ${last.reason})`,
         )
       : null,
   ].filter(Boolean);
@@ -1215,6 +1216,16 @@ async function renderGroup(sp, cg) {
       shards: [shard],
     });
   const consumptionState = h('div', { id: 'consumption-status' });
+  // Enabled while a reset is under way (set at each load).
+  const cancelReset = changeButton(
+    {
+      id: 'cancel-reset',
+      disabled: true,
+      onclick: () =>
+        consumption('Cancel the position reset where it got to', { action: 'CANCEL_RESET' }),
+    },
+    'Cancel reset…',
+  );
   parts.consumption.append(
     h('h3', {}, 'Consumption'),
     consumptionState,
@@ -1247,12 +1258,15 @@ async function renderGroup(sp, cg) {
         },
         'Reset positions…',
       ),
+      cancelReset,
     ),
     h(
       'p',
       { class: 'hint-text' },
       'A paused shard is taken from its member (which finishes what it has in hand) and read by ' +
-        'nobody until resumed; pause or resume one shard with its control in the shard grid.',
+        'nobody until resumed; pause or resume one shard with its control in the shard grid. ' +
+        'Cancelling a reset ends it where it got to: shards moved so far stay moved, the others ' +
+        'keep their positions, and all are read again.',
     ),
   );
 
@@ -1401,6 +1415,7 @@ async function renderGroup(sp, cg) {
       ),
     );
     consumptionState.replaceChildren(...consumptionStatus(group.consumption));
+    cancelReset.disabled = !canWrite() || group.consumption.reset === null;
     // Drawn again only when it changed, so a click on a shard's control is not lost.
     const grid = JSON.stringify([assignments.shards, group.consumption.pausedShards]);
     if (parts.shards.dataset.grid !== grid) {

@@ -721,8 +721,9 @@ describe('the web UI at /coord/ui/, in a real browser', () => {
         },
         { what: 'the reset to end', timeoutMs: 10_000, intervalMs: 200 },
       );
+      expect(await page.textContent('#last-reset')).toContain('done');
       expect(await page.textContent('#last-reset')).toContain(
-        '1 shard(s) moved: 4 entries delivered again, 0 skipped (requested by admin: replay refunds from the UI)',
+        '1 of 1 shard(s) moved: 4 entries delivered again, 0 skipped (requested by admin: replay refunds from the UI)',
       );
       await stateShown(page, 'running');
       expect(await page.locator('#reset-progress').count()).toBe(0);
@@ -732,6 +733,47 @@ describe('the web UI at /coord/ui/, in a real browser', () => {
         .xreadgroup('GROUP', 'ops', 'c2', 'COUNT', 10, 'STREAMS', 'refunds:0', '>')) as
         [string, [string, string[]][]][] | null;
       expect((reply?.[0]?.[1] ?? []).map(([id]) => id)).toEqual(ids);
+    });
+
+    it('cancels a reset its member does not let through: nothing moved, the shards read again', async () => {
+      await holdAll();
+      await page.goto(`${c.url}/coord/ui/#/groups/refunds/ops`);
+      await page.waitForSelector('#shard-grid .shard-toggle');
+      expect(await page.isDisabled('#cancel-reset')).toBe(true);
+      // The member holds shard 0 and, beating no more, does not give it up: the reset waits.
+      const started = await c.call('POST', '/coord/v1/admin/streams/refunds/groups/ops/positions', {
+        user: 'admin',
+        body: { to: 'earliest', shards: [0], dryRun: false, ...CHANGE },
+        headers: { 'x-request-id': 'ui-cancel' },
+      });
+      expect(started.status).toBe(202);
+      await page.waitForSelector('#reset-progress[data-stage="pausing"]', { timeout: 10_000 });
+      await page.waitForSelector('#cancel-reset:not([disabled])');
+      await page.click('#cancel-reset');
+      expect(await page.textContent('#ask-title')).toBe(
+        'Cancel the position reset where it got to',
+      );
+      await page.fill('#ask-fields input[name=reason]', 'member stuck on shard 0');
+      await page.click('#ask-ok');
+      await page.waitForSelector('#last-reset[data-reset-id="ui-cancel"]', { timeout: 10_000 });
+      expect(await page.textContent('#last-reset')).toContain(
+        'Last reset ui-cancel to earliest: cancelled',
+      );
+      expect(await page.textContent('#last-reset')).toContain(
+        '0 of 1 shard(s) moved: 0 entries delivered again, 0 skipped',
+      );
+      await stateShown(page, 'running');
+      expect(await page.isDisabled('#cancel-reset')).toBe(true);
+      const view = (await (await c.call('GET', consumptionPath, { user: 'reader' })).json()) as {
+        consumption: {
+          lastReset: { resetId: string; cancelled: boolean; moves: { moved: boolean }[] };
+        };
+      };
+      expect(view.consumption.lastReset).toMatchObject({
+        resetId: 'ui-cancel',
+        cancelled: true,
+        moves: [{ moved: false }],
+      });
     });
 
     it('offers no change to a token without WRITE: the controls are disabled', async () => {
@@ -746,6 +788,7 @@ describe('the web UI at /coord/ui/, in a real browser', () => {
         '#pause-all',
         '#resume-all',
         '#reset-positions',
+        '#cancel-reset',
         '#scale',
         '#freeze',
       ]) {

@@ -1,9 +1,10 @@
 /**
- * `coordctl pause`, `resume`, `reset-positions` and `describe` (docs/cli.md#pause-resume,
- * docs/cli.md#reset-positions) against a real coordinator and real streams: a pause waits until
- * the member holding the shard gave it up; the plan's exit code says whether anything would
- * change; an executed replay moves the Redis consumer group back, so the entries are delivered
- * again; a refused request exits 1 with the code and what to do.
+ * `coordctl pause`, `resume`, `reset-positions`, `cancel-reset` and `describe`
+ * (docs/cli.md#pause-resume, docs/cli.md#reset-positions, docs/cli.md#cancel-reset) against a
+ * real coordinator and real streams: a pause waits until the member holding the shard gave it
+ * up; the plan's exit code says whether anything would change; an executed replay moves the
+ * Redis consumer group back, so the entries are delivered again; a reset a member will not let
+ * through is cancelled with nothing moved; a refused request exits 1 with the code and what to do.
  */
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -11,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Consumer, CoordinatorClient } from '../../src/client/index.js';
 import { coordctl } from '../support/cli.js';
 import { CHANGE, type TestCoordinator, startStreamsCoordinator } from '../support/coordinator.js';
+import { SimulatedMember } from '../support/members.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 
 let redis: RedisServerHandle;
@@ -45,7 +47,7 @@ interface Consumption {
   state: string;
   pausedShards: number[];
   reset: unknown;
-  lastReset: { resetId: string; stage: string } | null;
+  lastReset: { resetId: string; stage: string; cancelled?: boolean } | null;
 }
 
 async function consumptionOf(sp: string): Promise<Consumption> {
@@ -223,6 +225,62 @@ describe('coordctl reset-positions', () => {
       reset: { resetId: `replay-${sp}`, stage: 'done' },
     });
     expect(await delivered(sp)).toEqual([]);
+  });
+
+  it('cancel-reset ends a reset its member will not let through: nothing moved, shards read again', async () => {
+    const { sp } = await readFive();
+    // A member that holds the shard and never gives it up (it beats on, still draining it):
+    // the reset stays in `pausing`.
+    const stuck = new SimulatedMember(c, 'stuck', sp, 'g');
+    await waitFor(async () => (await stuck.beat()).assignedShards.includes(0), {
+      what: 'the member to be granted shard 0',
+    });
+    // It says it has it: the shard is the member's, no longer a grant to withdraw.
+    await stuck.beat();
+    let beating = true;
+    const beats = (async () => {
+      while (beating) {
+        await stuck.beat({ revokeDone: false });
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+    const started = await coordctl(
+      [
+        'reset-positions',
+        `${sp}:g`,
+        '--to-earliest',
+        '--execute',
+        '--no-wait',
+        '--reason',
+        'replay',
+        '--request-id',
+        `stuck-${sp}`,
+      ],
+      { env: env() },
+    );
+    expect(started.code).toBe(0);
+    expect(started.stdout).toContain(`reset stuck-${sp} of ${sp}:g: under way (pausing)`);
+
+    const cancel = await coordctl(['cancel-reset', `${sp}:g`, '--reason', 'member stuck'], {
+      env: env(),
+    });
+    expect(cancel.code).toBe(0);
+    expect(cancel.stdout).toMatch(/^0\s+\S+\s+0-0\s+5\s+0\s+no$/m);
+    expect(cancel.stdout).toContain(`reset stuck-${sp} of ${sp}:g cancelled: 0 of 1 shards moved`);
+    expect(cancel.stdout).toContain(`${sp}:g: consumption running, paused shards -`);
+    expect((await consumptionOf(sp)).lastReset).toMatchObject({
+      resetId: `stuck-${sp}`,
+      cancelled: true,
+    });
+    beating = false;
+    await beats;
+    // Nothing was moved back: the entries already read are not delivered again.
+    expect(await delivered(sp)).toEqual([]);
+
+    const again = await coordctl(['cancel-reset', `${sp}:g`, '--reason', 'again'], { env: env() });
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('409 NO_RESET_IN_PROGRESS');
+    expect(again.stderr).toContain('what to do: no position reset is under way');
   });
 
   it('a refused request exits 1 with the code and what to do', async () => {

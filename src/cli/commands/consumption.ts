@@ -17,7 +17,7 @@ import { cellText, renderTable } from '../output.js';
 import { shardList } from './dead-letters.js';
 
 /**
- * `coordctl pause`, `resume` and `reset-positions`: consumption control of a group
+ * `coordctl pause`, `resume`, `reset-positions` and `cancel-reset`: consumption control of a group
  * (docs/operations.md#pausing-consumption, docs/operations.md#replay-or-skip), each waiting for
  * the group to get there with a progress line on stderr.
  */
@@ -423,9 +423,47 @@ function resetCommand(program: Command): void {
   });
 }
 
-/** `pause`, `resume`, `reset-positions`. */
+/**
+ * `cancel-reset`: ends the reset under way where it got to (docs/operations.md#replay-or-skip);
+ * the shards moved so far stay moved, the others keep their positions, all are granted again.
+ */
+function cancelResetCommand(program: Command): void {
+  const command = changeOptions(
+    connectionOptions(
+      program
+        .command('cancel-reset')
+        .description(
+          'end the position reset under way where it got to: shards moved so far stay moved, the others keep their positions, all are read again (WRITE, audited)',
+        )
+        .argument('<group>', '<streamPrefix>:<consumerGroup>', parseGroup),
+    ),
+  ).option('--json', "print the group's consumption as JSON");
+  command.action(async (group: GroupName) => {
+    const flags = command.opts<
+      ConnectionFlags & { requestedBy: string; reason: string; json?: boolean }
+    >();
+    const api = await connect(flags);
+    const label = groupLabel(group);
+    const answer = await api.admin<GroupDetail>(group, '/consumption', changeOf(flags), {
+      action: 'CANCEL_RESET',
+    });
+    const { consumption } = answer;
+    if (flags.json) {
+      process.stdout.write(`${JSON.stringify(consumption, null, 2)}\n`);
+      return;
+    }
+    const ended = consumption.lastReset;
+    const moved = ended ? ended.moves.filter((m) => m.moved).length : 0;
+    process.stdout.write(
+      `${ended ? movesTable(ended) : ''}reset ${ended?.resetId ?? '(unknown)'} of ${label} cancelled: ${moved} of ${ended?.moves.length ?? 0} shards moved\n${consumptionLine(label, consumption)}`,
+    );
+  });
+}
+
+/** `pause`, `resume`, `reset-positions`, `cancel-reset`. */
 export function registerConsumptionCommands(program: Command): void {
   pauseCommand(program, 'PAUSE');
   pauseCommand(program, 'RESUME');
   resetCommand(program);
+  cancelResetCommand(program);
 }
