@@ -30,6 +30,7 @@ import {
 import { blockingConnection, resolveRedis, type RedisOption } from './redis-connection.js';
 import { backoffDelay, settledBy } from './retry.js';
 import {
+  isKeyError,
   ShardReader,
   type DeadLetteredEvent,
   type MessageHandler,
@@ -337,6 +338,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private streamsCheck: NodeJS.Timeout | undefined;
   /** Trouble reported already and not over yet. */
   private readonly troubles = new Set<Trouble>();
+  /** Shards whose key trouble was reported ({@link Consumer.shardTrouble}). */
+  private readonly shardTroubles = new Set<number>();
   /** The latest error of the streams Redis in this episode: the cause given with the shards. */
   private lastStreamsError: unknown = null;
 
@@ -713,7 +716,9 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       blockMs: this.options.blockMs ?? 500,
       createAt: groupStart(shard, this.startPositions),
       onError: (error) => this.report(error),
-      onRedisError: (error) => this.streamsTrouble(error),
+      onRedisError: (error, failed) =>
+        isKeyError(error) ? this.shardTrouble(failed, error) : this.streamsTrouble(error),
+      onRedisRecovered: (recovered) => this.shardTroubles.delete(recovered),
       onHandled: (handled, id, acked) => this.count(handled, id, acked),
       retry: this.retry,
       onDeadLettered: (letter) => {
@@ -876,6 +881,18 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     if (this.closed) return;
     this.lastStreamsError = error;
     this.trouble('streams', error);
+  }
+
+  /**
+   * Redis answered a shard's command with an error about its key (a stream key of another
+   * type, a consumer group gone): reported once until that shard's commands succeed again. The
+   * shard is kept and retried with backoff; the others read on
+   * (docs/operations.md#a-broken-shard-stream).
+   */
+  private shardTrouble(shard: number, error: unknown): void {
+    if (this.closed || this.shardTroubles.has(shard)) return;
+    this.shardTroubles.add(shard);
+    this.report(error);
   }
 
   /** The streams Redis works again: the next trouble is news. */

@@ -36,6 +36,17 @@ export interface ConsumerMessage {
   readonly signal: AbortSignal;
 }
 
+/**
+ * Whether Redis answered `error` about one key (docs/operations.md#a-broken-shard-stream): a
+ * shard's stream key holds another type (`WRONGTYPE`), or its consumer group is gone
+ * (`NOGROUP`). Redis is reachable then, and the other shards read on: such an error is this
+ * shard's trouble, not the streams', and never counts as a stall.
+ */
+export function isKeyError(error: unknown): boolean {
+  if (!(error instanceof Error) || error.name !== 'ReplyError') return false;
+  return /^(WRONGTYPE|NOGROUP)\b/.test(error.message);
+}
+
 /** The handler of a consumer: resolves when the message is done; a rejection leaves it pending. */
 export type MessageHandler = (message: ConsumerMessage) => Promise<void> | void;
 
@@ -58,6 +69,8 @@ export interface ShardReaderOptions {
   readonly onError: (error: unknown, shard: number) => void;
   /** A Redis command failed; it is retried. */
   readonly onRedisError: (error: unknown, shard: number) => void;
+  /** A Redis command succeeded after one of this reader's failed. */
+  readonly onRedisRecovered?: (shard: number) => void;
   /** Called once a retiring shard has been read to its end (up to its seal). */
   readonly onRetired: (shard: number) => void;
   /** A message was handled: acknowledged (`acked`), or left pending (the handler rejected). */
@@ -118,8 +131,13 @@ export class ShardReader {
   private claimed = false;
   /** Redis commands under way, each with the time from which its wait counts as a stall. */
   private readonly waiting = new Map<symbol, number>();
-  /** When the current run of failed Redis commands began (null: the last one succeeded). */
+  /**
+   * When the current run of failed Redis commands began (null: the last one succeeded, or
+   * Redis answered with an error about this shard's key, {@link isKeyError}).
+   */
   private failingSince: number | null = null;
+  /** The last Redis command failed (for {@link ShardReaderOptions.onRedisRecovered}). */
+  private failed = false;
   /** Ends the backoff after a failure early (stop). */
   private wakeUp: (() => void) | null = null;
   /** When the next retry of rejected entries is due (ms since epoch); null: none is. */
@@ -315,10 +333,17 @@ export class ShardReader {
     this.waiting.set(token, Date.now() + graceMs);
     try {
       const result = await send();
+      if (this.failed) {
+        this.failed = false;
+        this.options.onRedisRecovered?.(this.options.shard);
+      }
       this.failingSince = null;
       return result;
     } catch (error) {
-      if (!this.stopping) this.failingSince ??= Date.now();
+      this.failed = true;
+      // Redis answered: it can be reached, whatever is wrong with this shard's key.
+      if (isKeyError(error)) this.failingSince = null;
+      else if (!this.stopping) this.failingSince ??= Date.now();
       throw error;
     } finally {
       this.waiting.delete(token);

@@ -2,7 +2,8 @@
  * A consumer whose streams Redis cannot be read, against a real coordinator (real HTTP) and a
  * real redis-server that is killed and started again: the consumer gives its shards back
  * within `streamsUnreachableMs`, so that another member takes them, joins again once Redis
- * answers, and `close()` ends within its bound with Redis down.
+ * answers, and `close()` ends within its bound with Redis down. One shard whose stream key is
+ * broken is that shard's trouble: the consumer keeps it and reads the others on.
  */
 import { randomBytes } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -165,6 +166,46 @@ describe('a consumer whose streams Redis goes down', () => {
     expect(a.consumer.shards()).toEqual([]);
     expect(a.errors).toHaveLength(1);
     expect(b.errors).toEqual([]);
+  });
+});
+
+describe('a consumer with one broken shard stream', () => {
+  it('keeps every shard and reads the others on; reports the broken one once; reads it once fixed', async () => {
+    const sp = await createGroup(2);
+    const redis = streams.client();
+    // Shard 1's stream key holds a string: every command on it is answered WRONGTYPE.
+    await redis.set(`${sp}:1`, 'not a stream');
+    const a = await startConsumer(sp, 'consumer-a', { streamsUnreachableMs: 500 });
+    await waitFor(() => a.consumer.shards().length === 2, { what: 'a holds both shards' });
+    // Shard 0 is read throughout, for five times streamsUnreachableMs: the broken key is no
+    // outage of the streams Redis, and nothing is given back.
+    const started = Date.now();
+    for (let i = 0; Date.now() - started < 2_500; i++) {
+      await redis.xadd(`${sp}:0`, '*', 'key', `k${i}`);
+      await waitFor(() => a.seen.some((m) => m.key === `k${i}`), { what: `k${i} read` });
+    }
+    expect(a.unreachable).toEqual([]);
+    expect(a.consumer.shards()).toEqual([0, 1]);
+    const view = await members(sp);
+    expect(view.members).toEqual([
+      expect.objectContaining({ memberId: 'consumer-a', assignedShards: [0, 1] }),
+    ]);
+    // Every retry of shard 1 failed the same way: one error event.
+    expect(a.errors).toHaveLength(1);
+    expect(String(a.errors[0])).toContain('WRONGTYPE');
+
+    // Fixed: the next retry creates the stream and its consumer group, and shard 1 is read.
+    await redis.del(`${sp}:1`);
+    await waitFor(
+      async () =>
+        (await redis.exists(`${sp}:1`)) === 1 &&
+        ((await redis.xinfo('GROUPS', `${sp}:1`)) as unknown[]).length === 1,
+      { what: 'the consumer group of shard 1 created' },
+    );
+    await redis.xadd(`${sp}:1`, '*', 'key', 'fixed');
+    await waitFor(() => a.seen.some((m) => m.key === 'fixed'), { what: 'shard 1 read' });
+    expect(a.unreachable).toEqual([]);
+    expect(a.errors).toHaveLength(1);
   });
 });
 
