@@ -229,6 +229,17 @@ function diffNodes<V>(
     }
     return;
   }
+  if (a.kind === LEAF && b.kind === LEAF) {
+    // The common case (one record replaced), without the allocations of the general one below;
+    // the same visits in the same order.
+    if (a.key === b.key) {
+      if (a.value !== b.value) visit(b.key, a.value, b.value);
+    } else {
+      visit(b.key, undefined, b.value);
+      visit(a.key, a.value, undefined);
+    }
+    return;
+  }
   // Shapes differ (a leaf where the other has a branch): few entries, compared by key.
   const before = new Map<string, V>();
   each(a, (leaf) => before.set(leaf.key, leaf.value));
