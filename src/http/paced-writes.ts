@@ -60,12 +60,14 @@ export class PacedWrites {
       for (const resolve of this.drained.splice(0)) resolve();
       return;
     }
+    // This turn's clock first: its reset is then queued before the next turn of answers, which
+    // finds a fresh budget (the other way round it would find this turn's, spent).
+    this.budget.begin();
     // The next turn is due before anything is written: an answer that throws stops nothing.
     setImmediate(this.nextTurn);
     const start = this.now();
     const share = this.turnStart === null ? 0 : (start - this.turnStart) * PACED_WRITE_SHARE;
     this.turnStart = start;
-    this.budget.begin();
     // At least one answer per turn, however long it takes.
     do this.queue.shift()!();
     while (this.queue.length > 0 && (!this.budget.spent() || this.now() - start < share));

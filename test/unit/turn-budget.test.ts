@@ -40,4 +40,23 @@ describe('one budget per turn of the event loop', () => {
     await paced.flushed();
     expect(written).toEqual([1]);
   });
+
+  it('gives answers alone on the loop the whole budget in every turn, not every other one', async () => {
+    const { budget, clock, spend } = budgetOf(1);
+    const paced = new PacedWrites(budget, clock);
+    let written = 0;
+    for (let i = 0; i < 200; i++)
+      paced.write(() => {
+        spend(0.25);
+        written++;
+      });
+    const perTurn: number[] = [written];
+    for (let turn = 0; turn < 8; turn++) {
+      const before = written;
+      await nextTurn();
+      perTurn.push(written - before);
+    }
+    // 1 ms of answers of 0.25 ms each, turn after turn.
+    expect(perTurn).toEqual([4, 4, 4, 4, 4, 4, 4, 4, 4]);
+  });
 });
