@@ -703,6 +703,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 
   private open(shard: number, phase: 'running' | 'retiring'): void {
     const generation = this.generation;
+    // A new reader starts without trouble: a key broken again later is news again.
+    this.shardTroubles.delete(shard);
     const reader = new ShardReader({
       shard,
       stream: `${this.options.streamPrefix}:${shard}`,

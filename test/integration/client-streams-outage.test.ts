@@ -209,6 +209,38 @@ describe('a consumer with one broken shard stream', () => {
   });
 });
 
+async function consumption(sp: string, action: 'PAUSE' | 'RESUME', shards: number[]) {
+  const res = await coordinator.call(
+    'POST',
+    `/coord/v1/admin/streams/${sp}/groups/billing/consumption`,
+    { user: 'admin', body: { ...CHANGE, action, shards } },
+  );
+  expect(res.status).toBe(200);
+}
+
+describe('a shard broken again after it came back', () => {
+  it('is reported again: each reader of the shard starts without trouble', async () => {
+    const sp = await createGroup(2);
+    const redis = streams.client();
+    await redis.set(`${sp}:1`, 'not a stream');
+    const a = await startConsumer(sp, 'consumer-a', { streamsUnreachableMs: 500 });
+    await waitFor(() => a.errors.length === 1, { what: 'the broken shard reported' });
+    // The shard is taken away (paused here) while broken, fixed meanwhile, and comes back.
+    await consumption(sp, 'PAUSE', [1]);
+    await waitFor(() => a.consumer.shards().length === 1, { what: 'shard 1 given up' });
+    await redis.del(`${sp}:1`);
+    await consumption(sp, 'RESUME', [1]);
+    await waitFor(() => a.consumer.shards().length === 2, { what: 'shard 1 back' });
+    await redis.xadd(`${sp}:1`, '*', 'key', 'fixed');
+    await waitFor(() => a.seen.some((m) => m.key === 'fixed'), { what: 'shard 1 read' });
+    // Broken again: a new episode, reported.
+    await redis.del(`${sp}:1`);
+    await redis.set(`${sp}:1`, 'broken again');
+    await waitFor(() => a.errors.length === 2, { what: 'the new breakage reported' });
+    expect(a.unreachable).toEqual([]);
+  });
+});
+
 describe('close() with the streams Redis down', () => {
   it('resolves within closeTimeoutMs and the member leaves', async () => {
     const sp = await createGroup(2);
