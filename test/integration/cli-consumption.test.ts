@@ -283,6 +283,46 @@ describe('coordctl reset-positions', () => {
     expect(again.stderr).toContain('what to do: no position reset is under way');
   });
 
+  it('a waiting reset-positions whose reset another operator cancels exits 1 and says so', async () => {
+    const { sp } = await readFive();
+    const stuck = new SimulatedMember(c, 'stuck', sp, 'g');
+    await waitFor(async () => (await stuck.beat()).assignedShards.includes(0), {
+      what: 'the member to be granted shard 0',
+    });
+    await stuck.beat();
+    let beating = true;
+    const beats = (async () => {
+      while (beating) {
+        await stuck.beat({ revokeDone: false });
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+    // Operator A starts the reset and waits for it; the member keeps it in `pausing`.
+    const waiting = coordctl(
+      ['reset-positions', `${sp}:g`, '--to-earliest', '--execute', '--reason', 'replay'],
+      { env: env() },
+    );
+    await waitFor(async () => (await consumptionOf(sp)).reset !== null, {
+      what: 'the reset under way',
+    });
+    // Operator B cancels it.
+    const cancel = await coordctl(['cancel-reset', `${sp}:g`, '--reason', 'member stuck'], {
+      env: env(),
+    });
+    expect(cancel.code).toBe(0);
+    const a = await waiting;
+    beating = false;
+    await beats;
+    expect(a.code).toBe(1);
+    expect(a.stderr).toMatch(/^cancelled: 0 of 1 shards moved$/m);
+    expect(a.stdout).toMatch(new RegExp(`reset \\S+ of ${sp}:g: cancelled, 0 of 1 shards moved`));
+    expect(a.stderr).toContain('was cancelled before it ended (0 of 1 shards moved)');
+    expect(a.stderr).toContain(`\`coordctl audit --group ${sp}:g\``);
+    // describe says so too.
+    const described = await coordctl(['describe', `${sp}:g`], { env: env('reader') });
+    expect(described.stdout).toContain(': cancelled, 0 of 1 shards moved');
+  });
+
   it('a refused request exits 1 with the code and what to do', async () => {
     const { sp } = await readFive();
     const outside = await coordctl(

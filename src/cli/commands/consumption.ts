@@ -303,6 +303,14 @@ function movesTable(reset: PositionReset): string {
   );
 }
 
+/** A reset that ended (the group's `lastReset`): done, or cancelled where it got to. */
+type EndedReset = NonNullable<Consumption['lastReset']>;
+
+/** `1 of 2 shards moved`, from the moves' own flags. */
+function movedText(reset: PositionReset): string {
+  return `${reset.moves.filter((m) => m.moved).length} of ${reset.moves.length} shards moved`;
+}
+
 /**
  * Reads the group until the reset `resetId` has ended (it is the group's `lastReset`), printing
  * its stage and progress whenever they change.
@@ -312,16 +320,15 @@ async function waitReset(
   group: GroupName,
   resetId: string,
   w: Waiting,
-): Promise<PositionReset> {
+): Promise<EndedReset> {
   const label = groupLabel(group);
   const say = progressOnce();
   for (;;) {
     const { consumption } = await getGroup(api, group);
-    if (consumption.lastReset?.resetId === resetId) {
-      say(
-        `done: ${consumption.lastReset.moves.length} of ${consumption.lastReset.moves.length} shards moved`,
-      );
-      return consumption.lastReset;
+    const ended = consumption.lastReset;
+    if (ended?.resetId === resetId) {
+      say(`${ended.cancelled ? 'cancelled' : 'done'}: ${movedText(ended)}`);
+      return ended;
     }
     const reset = consumption.reset;
     if (reset?.resetId !== resetId)
@@ -410,15 +417,24 @@ function resetCommand(program: Command): void {
     progress(
       `reset ${reset.resetId} of ${label} started: ${shardsText(reset.moves.map((m) => m.shard))} to move`,
     );
-    const final =
+    const final: PositionReset | EndedReset =
       flags.wait && reset.stage !== 'done'
         ? await waitReset(api, group, reset.resetId, waiting(flags))
         : reset;
+    const cancelled = 'cancelled' in final && final.cancelled;
+    const outcome = cancelled
+      ? `cancelled, ${movedText(final)}`
+      : final.stage === 'done'
+        ? 'done'
+        : `under way (${final.stage})`;
     if (flags.json)
       process.stdout.write(`${JSON.stringify({ ...reply, reset: final }, null, 2)}\n`);
     else
-      process.stdout.write(
-        `${movesTable(final)}reset ${final.resetId} of ${label}: ${final.stage === 'done' ? 'done' : `under way (${final.stage})`}\n`,
+      process.stdout.write(`${movesTable(final)}reset ${final.resetId} of ${label}: ${outcome}\n`);
+    // Cancelled by someone else while this one waited: it did not do what was asked.
+    if (cancelled)
+      throw new CliError(
+        `the reset ${final.resetId} of ${label} was cancelled before it ended (${movedText(final)})\n  what to do: see who cancelled it and why in the audit log (\`coordctl audit --group ${label}\`)`,
       );
   });
 }
@@ -453,9 +469,8 @@ function cancelResetCommand(program: Command): void {
       return;
     }
     const ended = consumption.lastReset;
-    const moved = ended ? ended.moves.filter((m) => m.moved).length : 0;
     process.stdout.write(
-      `${ended ? movesTable(ended) : ''}reset ${ended?.resetId ?? '(unknown)'} of ${label} cancelled: ${moved} of ${ended?.moves.length ?? 0} shards moved\n${consumptionLine(label, consumption)}`,
+      `${ended ? `${movesTable(ended)}reset ${ended.resetId} of ${label} cancelled: ${movedText(ended)}\n` : ''}${consumptionLine(label, consumption)}`,
     );
   });
 }

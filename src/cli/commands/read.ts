@@ -74,11 +74,14 @@ function targetText(to: ResetTarget): string {
 }
 
 /** A position reset on one line: id, target, stage and how many shards moved. */
-function resetLine(reset: (PositionReset & { completedAt?: string }) | null): string {
+function resetLine(
+  reset: (PositionReset & { completedAt?: string; cancelled?: boolean }) | null,
+): string {
   if (!reset) return 'none';
   const moved = reset.moves.filter((m) => m.moved).length;
   const when = reset.completedAt ? `, ended ${reset.completedAt}` : '';
-  return `${reset.resetId} to ${targetText(reset.to)}: ${reset.stage}, ${moved} of ${reset.moves.length} shards moved (by ${reset.requestedBy}: ${reset.reason}${when})`;
+  const stage = reset.cancelled ? 'cancelled' : reset.stage;
+  return `${reset.resetId} to ${targetText(reset.to)}: ${stage}, ${moved} of ${reset.moves.length} shards moved (by ${reset.requestedBy}: ${reset.reason}${when})`;
 }
 
 function migrationRows(migrations: readonly Migration[]) {
