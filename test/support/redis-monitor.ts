@@ -29,6 +29,10 @@ export async function monitorRedis(port: number): Promise<RedisMonitor> {
     let buffered = '';
     let started = false;
     socket.once('error', reject);
+    // Closed before MONITOR answered: nothing will be seen (settles nothing once started).
+    socket.once('close', () =>
+      reject(new Error('Redis closed the connection before MONITOR answered')),
+    );
     socket.on('data', (chunk: string) => {
       buffered += chunk;
       let end: number;
@@ -37,6 +41,7 @@ export async function monitorRedis(port: number): Promise<RedisMonitor> {
         buffered = buffered.slice(end + 2);
         if (!started) {
           if (line !== '+OK') {
+            socket.destroy();
             reject(new Error(`MONITOR answered ${line}`));
             return;
           }
@@ -56,6 +61,7 @@ export async function monitorRedis(port: number): Promise<RedisMonitor> {
     stop: () =>
       new Promise<void>((resolve) => {
         stopping = true;
+        if (socket.closed) return resolve();
         socket.once('close', () => resolve());
         socket.destroy();
       }),
