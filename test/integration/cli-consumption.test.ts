@@ -57,6 +57,30 @@ async function consumptionOf(sp: string): Promise<Consumption> {
   return ((await res.json()) as { consumption: Consumption }).consumption;
 }
 
+/**
+ * A member that holds shard 0 of `sp` and never gives it up: it beats on, still draining the
+ * shard, so a reset of it stays in `pausing`. Resolves with the function that stops it.
+ */
+async function stuckMember(sp: string): Promise<() => Promise<void>> {
+  const stuck = new SimulatedMember(c, 'stuck', sp, 'g');
+  await waitFor(async () => (await stuck.beat()).assignedShards.includes(0), {
+    what: 'the member to be granted shard 0',
+  });
+  // It says it has it: the shard is the member's, no longer a grant to withdraw.
+  await stuck.beat();
+  let beating = true;
+  const beats = (async () => {
+    while (beating) {
+      await stuck.beat({ revokeDone: false });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  })();
+  return async () => {
+    beating = false;
+    await beats;
+  };
+}
+
 describe('coordctl pause and resume', () => {
   it('pause waits until the member gave the shard up, printing its progress; resume undoes it', async () => {
     const sp = await createGroup(2);
@@ -229,21 +253,8 @@ describe('coordctl reset-positions', () => {
 
   it('cancel-reset ends a reset its member will not let through: nothing moved, shards read again', async () => {
     const { sp } = await readFive();
-    // A member that holds the shard and never gives it up (it beats on, still draining it):
-    // the reset stays in `pausing`.
-    const stuck = new SimulatedMember(c, 'stuck', sp, 'g');
-    await waitFor(async () => (await stuck.beat()).assignedShards.includes(0), {
-      what: 'the member to be granted shard 0',
-    });
-    // It says it has it: the shard is the member's, no longer a grant to withdraw.
-    await stuck.beat();
-    let beating = true;
-    const beats = (async () => {
-      while (beating) {
-        await stuck.beat({ revokeDone: false });
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-    })();
+    // The member keeps the reset in `pausing`.
+    const stop = await stuckMember(sp);
     const started = await coordctl(
       [
         'reset-positions',
@@ -272,8 +283,7 @@ describe('coordctl reset-positions', () => {
       resetId: `stuck-${sp}`,
       cancelled: true,
     });
-    beating = false;
-    await beats;
+    await stop();
     // Nothing was moved back: the entries already read are not delivered again.
     expect(await delivered(sp)).toEqual([]);
 
@@ -285,18 +295,7 @@ describe('coordctl reset-positions', () => {
 
   it('a waiting reset-positions whose reset another operator cancels exits 1 and says so', async () => {
     const { sp } = await readFive();
-    const stuck = new SimulatedMember(c, 'stuck', sp, 'g');
-    await waitFor(async () => (await stuck.beat()).assignedShards.includes(0), {
-      what: 'the member to be granted shard 0',
-    });
-    await stuck.beat();
-    let beating = true;
-    const beats = (async () => {
-      while (beating) {
-        await stuck.beat({ revokeDone: false });
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-    })();
+    const stop = await stuckMember(sp);
     // Operator A starts the reset and waits for it; the member keeps it in `pausing`.
     const waiting = coordctl(
       ['reset-positions', `${sp}:g`, '--to-earliest', '--execute', '--reason', 'replay'],
@@ -311,8 +310,7 @@ describe('coordctl reset-positions', () => {
     });
     expect(cancel.code).toBe(0);
     const a = await waiting;
-    beating = false;
-    await beats;
+    await stop();
     expect(a.code).toBe(1);
     expect(a.stderr).toMatch(/^cancelled: 0 of 1 shards moved$/m);
     expect(a.stdout).toMatch(new RegExp(`reset \\S+ of ${sp}:g: cancelled, 0 of 1 shards moved`));
