@@ -54,7 +54,13 @@ const REGISTRY_PAGE = 500;
  * producer) is exactly the one a lag alert is for, and after a restart nothing else loads it.
  */
 export class GroupLag {
+  /**
+   * Readings of the lag endpoint, each reused for `lag-cache`: only those of the last
+   * `lag-cache` are kept (a reading holds every shard's), not one per group ever read.
+   */
   private readonly cache = new Map<string, { at: number; view: Promise<LagView> }>();
+  /** When {@link cache} was last rid of its expired readings. */
+  private prunedAt = Number.NEGATIVE_INFINITY;
   /** Totals of the last refreshes per group (newest last), for FALLING_BEHIND. */
   private readonly history = new Map<string, number[]>();
   /** When each group's metrics were last measured (epoch ms). */
@@ -94,10 +100,24 @@ export class GroupLag {
     const now = clock.now();
     const cached = this.cache.get(id);
     if (cached && now - cached.at < cacheMs) return cached.view;
+    this.pruneCache(now);
     const view = this.measure(snapshot);
     this.cache.set(id, { at: now, view });
     view.catch(() => this.cache.delete(id));
     return view;
+  }
+
+  /** The number of lag readings kept for reuse (tests). */
+  get cached(): number {
+    return this.cache.size;
+  }
+
+  /** Drops the expired readings, at most once per `lag-cache` (so O(1) per reading on average). */
+  private pruneCache(now: number): void {
+    const { cacheMs } = this.options;
+    if (now - this.prunedAt < cacheMs) return;
+    this.prunedAt = now;
+    for (const [id, { at }] of this.cache) if (now - at >= cacheMs) this.cache.delete(id);
   }
 
   /** Health hints of a group: `FALLING_BEHIND` while its lag keeps growing with live members. */
@@ -116,7 +136,8 @@ export class GroupLag {
    * a time; a group owned here but not loaded yet is loaded (owning a group is serving it).
    */
   async refresh(): Promise<void> {
-    const { entries, budget, logger } = this.options;
+    const { entries, budget, logger, clock } = this.options;
+    this.pruneCache(clock.now());
     this.forgetGone(entries());
     this.updateAges();
     let batch: GroupRef[];

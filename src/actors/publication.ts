@@ -26,8 +26,15 @@ export interface TransitionOrigin {
 
 const TIMER: TransitionCause = { kind: 'timer' };
 const LOADED: TransitionCause = { kind: 'replica', detail: 'loaded by this replica' };
+const NO_MEMBER: TransitionCause = { kind: 'member', memberId: null };
+const NONE: readonly never[] = Object.freeze([]);
 
-/** One kept transition; its view is built only when someone reads it. */
+/**
+ * One kept transition; its view is built only when someone reads it. Every group keeps up to
+ * {@link TRANSITIONS_KEPT} of these for as long as it is served here, read or not, so each holds
+ * as little as it can: no empty array of its own, the others at their exact length (arrays grown
+ * by `push` keep room for 17 elements), and a member's cause as the member's id alone.
+ */
 interface Kept {
   readonly seq: number;
   readonly at: number;
@@ -38,7 +45,8 @@ interface Kept {
   readonly to: unknown;
   readonly stateChanged: boolean;
   readonly effects: readonly Effect[];
-  readonly cause: TransitionCause;
+  /** A string is the id of the member that caused it (`{ kind: 'member', memberId }`). */
+  readonly cause: TransitionCause | string;
   readonly metadataVersion: number;
   readonly assignmentEpoch: number;
   readonly status: string;
@@ -224,12 +232,12 @@ export class Publication {
       seq: ++this.seq,
       at: context.lastEventAt,
       event,
-      raised: context.raised,
+      raised: compact(context.raised),
       from: first ? null : from,
       to,
       stateChanged: changed,
-      effects: context.effects,
-      cause,
+      effects: compact(context.effects),
+      cause: cause.kind === 'member' && cause.memberId !== null ? cause.memberId : cause,
       metadataVersion: context.group.metadataVersion,
       assignmentEpoch: context.group.assignmentEpoch,
       status: context.group.status,
@@ -268,7 +276,16 @@ function describe(
   }
   if (!origin) return { event: 'TICK', cause: TIMER };
   if (origin.cause) return { event: origin.event, cause: origin.cause };
-  return { event: origin.event, cause: { kind: 'member', memberId: memberOf(context) } };
+  const memberId = memberOf(context);
+  return {
+    event: origin.event,
+    cause: memberId === null ? NO_MEMBER : { kind: 'member', memberId },
+  };
+}
+
+/** `items` as a kept transition holds them: the shared empty array, or a copy of exact length. */
+function compact<T>(items: readonly T[]): readonly T[] {
+  return items.length === 0 ? NONE : items.slice();
 }
 
 /** The member a heartbeat's step was for: its reply names it, or an effect does. */
@@ -296,7 +313,7 @@ function transitionView(kept: Kept): GroupTransition {
     raised: kept.raised,
     from: kept.from,
     changes: regionChanges(kept.from, kept.to),
-    cause: kept.cause,
+    cause: typeof kept.cause === 'string' ? { kind: 'member', memberId: kept.cause } : kept.cause,
   };
 }
 

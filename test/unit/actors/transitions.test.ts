@@ -112,6 +112,31 @@ describe("a group's recent transitions, kept by its owner", () => {
     });
   });
 
+  it('keeps no arrays of its own for what a transition did not do', async () => {
+    // Every group keeps its last transitions whether anyone reads them or not: what each one
+    // holds is paid for by every group a replica serves (docs/BENCHMARKS.md, capacity).
+    const rig = actorRig();
+    const other = { ...REF, consumerGroup: `${REF.consumerGroup}-2` };
+    await rig.host.createGroup(REF, { shardCount: 1 });
+    await rig.host.createGroup(other, { shardCount: 1 });
+    for (const ref of [REF, other]) {
+      await rig.host.command(ref, { type: 'FREEZE' }, { requestId: 'f', principal: 'p' });
+      await rig.host.command(ref, { type: 'UNFREEZE' }, { requestId: 'u', principal: 'p' });
+    }
+    await rig.host.heartbeat(REF, { ...joinRequest('m1'), sessionTimeoutMs: SESSION_TIMEOUT });
+    const transitions = [
+      ...(await rig.host.getTransitions(REF)).transitions,
+      ...(await rig.host.getTransitions(other)).transitions,
+    ];
+    const empty = transitions.flatMap((t) =>
+      [t.effects, t.raised].filter((items) => items.length === 0),
+    );
+    expect(empty.length).toBeGreaterThan(4);
+    expect(new Set(empty).size).toBe(1);
+    // A member's transitions still name it.
+    expect(transitions[0]).toMatchObject({ cause: { kind: 'member', memberId: 'm1' } });
+  });
+
   it('is the same record the events stream sends', async () => {
     const rig = actorRig();
     await rig.host.createGroup(REF, { shardCount: 1 });
