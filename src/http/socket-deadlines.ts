@@ -83,11 +83,12 @@ export function deadlineTickMs(headersTimeoutMs: number, requestTimeoutMs: numbe
  * within the headers timeout and the whole request within the request timeout, else it is
  * answered 408 and closed (docs/operations.md#http-timeouts).
  *
- * Cheap on the hot path: no timer and no listener per request. The request listener records the
- * request on its socket (`request`, a few property writes); one coarse timer (see
- * {@link deadlineTickMs}) walks the open sockets and moves each on from what it can see: the
- * body complete (`req.complete`), the answer written (`res.writableFinished`), bytes of a next
- * request arrived (`socket.bytesRead`). Node's own checks stay on as well.
+ * Cheap on the hot path: no timer per request. The request listener records the request on its
+ * socket (`request`, a few property writes, and a `finish` listener that lets go of the request
+ * and its response as soon as it is answered); one coarse timer (see {@link deadlineTickMs})
+ * walks the open sockets and moves each on from what it can see: the body complete
+ * (`req.complete`), the answer written, bytes of a next request arrived (`socket.bytesRead`).
+ * Node's own checks stay on as well.
  */
 export class SocketDeadlines {
   private readonly sockets = new Set<TrackedSocket>();
@@ -135,6 +136,12 @@ export class SocketDeadlines {
     state.phase = BODY;
     state.req = req;
     state.res = res;
+    // Let go of the exchange the moment it is answered, not at the next looks: a socket's last
+    // request and response held for two ticks (up to 500 ms) outlived the young generation at
+    // thousands of requests a second and were promoted, which is most of what a busy replica's
+    // old generation grew by.
+    const socket = req.socket as TrackedSocket;
+    res.once('finish', () => this.answered(socket, state, res));
     // Without a body the request ends with its headers: what the socket read so far is its.
     const headers = req.headers;
     state.marked =
@@ -163,6 +170,13 @@ export class SocketDeadlines {
   /** How many sockets are watched (tests, metrics). */
   get size(): number {
     return this.sockets.size;
+  }
+
+  /** How many watched sockets still hold a request and its response (tests). */
+  get holding(): number {
+    let n = 0;
+    for (const socket of this.sockets) if (socket[TRACKED]?.res) n++;
+    return n;
   }
 
   private readonly tick = (): void => {
@@ -210,6 +224,26 @@ export class SocketDeadlines {
       }
     }
   };
+
+  /**
+   * The answer to `res` is written: the socket waits for its next request (IDLE), or that one
+   * began meanwhile (HEADERS, its clock from now), as the tick would find at its next looks.
+   */
+  private answered(socket: TrackedSocket, state: Tracked, res: ServerResponse): void {
+    if (state.res !== res || socket[TRACKED] !== state) return;
+    state.req = null;
+    state.res = null;
+    if (!state.marked) {
+      state.mark = socket.bytesRead;
+      state.marked = true;
+    }
+    if (socket.bytesRead === state.mark) {
+      state.phase = IDLE;
+    } else {
+      state.phase = HEADERS;
+      state.since = this.now();
+    }
+  }
 
   private expire(socket: TrackedSocket, state: Tracked, part: 'headers' | 'request'): void {
     this.sockets.delete(socket);

@@ -149,6 +149,42 @@ describe('the per-socket deadlines on their own (Node’s own timeouts off)', ()
   });
 });
 
+describe('an answered request on a watched socket', () => {
+  it('is let go at once, not at the next look of the deadlines', async () => {
+    const server = createServer();
+    // Long limits: the deadlines look at the sockets every 250 ms.
+    const deadlines = guardConnections(server, {
+      headersTimeoutMs: 60_000,
+      requestTimeoutMs: 60_000,
+    });
+    expect(deadlines.tickMs).toBe(250);
+    server.on('request', (req, res) => {
+      deadlines.request(req, res);
+      req.resume();
+      req.on('end', () => res.end('ok'));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const client = await rawConnect(port, 'GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+      await client.until((text) => completeResponses(text, 1), 5_000);
+      // The answer is on the wire: the socket holds neither the request nor its response (held
+      // until the next looks, they outlived the young generation of a busy replica).
+      await waitFor(() => deadlines.holding === 0, {
+        what: 'the exchange let go',
+        timeoutMs: 150,
+        intervalMs: 5,
+      });
+      expect(deadlines.size).toBe(1);
+      client.socket.destroy();
+    } finally {
+      deadlines.stop();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
+
 describe('a request cut off while its audit record is written', () => {
   let server: Server;
   let deadlines: SocketDeadlines;
