@@ -83,11 +83,17 @@ function settle<T>(answer: () => T): Settled<T> {
  * as while its write is in flight. Throws {@link EntryDroppedError} when the entry was dropped
  * meanwhile (its actor stopped): nothing of the batch is then written or answered.
  */
-async function yieldIfSpent(budget: TurnBudget, entry: GroupEntry): Promise<void> {
-  if (!budget.spent()) return;
+async function yieldIfSpent(budget: TurnBudget, entry: GroupEntry, run: Run): Promise<void> {
+  if (!budget.spentFor(run.since)) return;
   await nextTurn();
   budget.begin();
+  run.since = budget.clock();
   if (entry.phase === 'dropped') throw new EntryDroppedError();
+}
+
+/** Since when a batch runs in the current turn (its own share, see `TurnBudget.spentFor`). */
+interface Run {
+  since: number;
 }
 
 /**
@@ -219,15 +225,16 @@ export class Committer {
     // it is undone with them when the actor fails or the write is refused.
     const mark = before.liveness.begin();
     const budget = this.options.turnBudget ?? replicaTurnBudget;
+    const run: Run = { since: budget.clock() };
     try {
       let ran: Array<Ran<T>>;
       try {
-        ran = await this.runSteps(entry, steps, budget);
+        ran = await this.runSteps(entry, steps, budget, run);
         // The write starts a turn of its own when the steps used the budget up: a recompute's
         // step and the encoding of its thousand-field write are then two turns, not one.
         // Nothing to write, nothing to wait for.
         if (entry.actor.getSnapshot().context.group !== before.group)
-          await yieldIfSpent(budget, entry);
+          await yieldIfSpent(budget, entry, run);
       } catch (error) {
         if (!(error instanceof EntryDroppedError)) throw error;
         before.liveness.undo(mark);
@@ -243,13 +250,14 @@ export class Committer {
     entry: GroupEntry,
     steps: ReadonlyArray<BatchStep<T>>,
     budget: TurnBudget,
+    run: Run,
   ): Promise<Array<Ran<T>>> {
     const { factory } = this.options;
     const ran: Array<Ran<T>> = [];
     budget.begin();
     for (const step of steps) {
       // Once the turn's budget is used up, others get a turn (the first step always runs).
-      if (ran.length > 0) await yieldIfSpent(budget, entry);
+      if (ran.length > 0) await yieldIfSpent(budget, entry, run);
       const context = entry.actor.getSnapshot().context;
       const liveness = context.liveness;
       const mark = liveness.begin();

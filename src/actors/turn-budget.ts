@@ -12,6 +12,13 @@ import { setImmediate } from 'node:timers';
 export const TURN_BUDGET_MS = 1;
 
 /**
+ * How long a piece of work may run in a turn before it yields, even when the turn's budget is
+ * spent (by others): with many busy groups, yielding after every single step cost a turn of the
+ * loop per step and group; 10,000 groups built in-process took half as long again.
+ */
+export const OWN_SHARE_MS = 0.25;
+
+/**
  * The one budget per turn that deferrable work draws on, shared by every group on a replica.
  * Work {@link begin}s where it starts, asks {@link spent} at each point it could stop, and when
  * the answer is yes, continues in a later turn (`nextTurn` in slices.ts). The clock starts with
@@ -24,10 +31,20 @@ export class TurnBudget {
   /** When this turn's deferrable work began; null when none did yet. */
   private started: number | null = null;
 
+  /** {@link OWN_SHARE_MS}, never more than the budget. */
+  private readonly ownMs: number;
+
   constructor(
     readonly budgetMs: number = TURN_BUDGET_MS,
     private readonly now: () => number = () => performance.now(),
-  ) {}
+  ) {
+    this.ownMs = Math.min(OWN_SHARE_MS, budgetMs);
+  }
+
+  /** The budget's clock (ms). */
+  clock(): number {
+    return this.now();
+  }
 
   /** Work starts: this turn's clock starts, unless other work already started it. */
   begin(): void {
@@ -40,6 +57,14 @@ export class TurnBudget {
   /** Whether this turn's budget is used up: work that can stop should wait for the next turn. */
   spent(): boolean {
     return this.started !== null && this.now() - this.started >= this.budgetMs;
+  }
+
+  /**
+   * Whether work that has run since `since` (its start in this turn) should wait for the next
+   * turn: the turn's budget is used up and so is its own share ({@link OWN_SHARE_MS}).
+   */
+  spentFor(since: number): boolean {
+    return this.spent() && this.now() - since >= this.ownMs;
   }
 
   private readonly endTurn = (): void => {
