@@ -1,4 +1,3 @@
-import type { TurnBudget } from './turn-budget.js';
 import type { Settings } from '../config/settings.js';
 import type { Clock } from '../machines/clock.js';
 import type { Logger } from '../observability/logger.js';
@@ -20,6 +19,7 @@ import { OwnedGroups } from './owned-groups.js';
 import { Publication } from './publication.js';
 import { Recovery } from './recovery.js';
 import { storeGuard, type StoreGuard } from './store-guard.js';
+import type { TurnBudget } from './turn-budget.js';
 import { VerifyLoop } from './verify-loop.js';
 import { WriteRefusal } from './write-refusal.js';
 

@@ -59,9 +59,7 @@ export class PositionResets {
   ): Promise<PositionsView> {
     const { clock } = this.options;
     const group = groupOf(entry);
-    const repeat = [group.positionReset, group.lastPositionReset].find(
-      (reset) => reset && reset.resetId === resetId,
-    );
+    const repeat = resetNamed(group, resetId);
     if (!request.dryRun && repeat) return startedView(group, repeat);
     const shards = request.shards ?? idsShards(request.to) ?? range(group.shardCount);
     unmatchedIds(request.to, shards);
@@ -117,9 +115,7 @@ export class PositionResets {
     return withMailbox(async (held) => {
       // The same request may have started its reset meanwhile (a retry that overtook it).
       const now = groupOf(held);
-      const started = [now.positionReset, now.lastPositionReset].find(
-        (r) => r && r.resetId === resetId,
-      );
+      const started = resetNamed(now, resetId);
       if (started) return startedView(now, started);
       // The chart decides again on the group as it is now: it may have changed since the plan.
       await run(held, resetEvent(clock.now(), reset));
@@ -249,6 +245,14 @@ const NO_MOVE: ShardMove = {
 
 function resetEvent(now: number, reset: PositionReset): ResetPositionsEvent {
   return { type: 'RESET_POSITIONS', now, reset };
+}
+
+/** The reset under way or the last one to have ended, when it is `resetId` (a repeated request). */
+function resetNamed(group: GroupState, resetId: string): PositionReset | null {
+  return (
+    [group.positionReset, group.lastPositionReset].find((reset) => reset?.resetId === resetId) ??
+    null
+  );
 }
 
 /** The shards an `ids` target names, when the request names none itself. */

@@ -20,12 +20,13 @@ export const OWN_SHARE_MS = 0.25;
 
 /**
  * The one budget per turn that deferrable work draws on, shared by every group on a replica.
- * Work {@link begin}s where it starts, asks {@link spent} at each point it could stop, and when
- * the answer is yes, continues in a later turn (`nextTurn` in slices.ts). The clock starts with
- * the first work after the loop's check phase and stops at the next one, so between two reads
- * of the sockets the loop runs at most about twice the budget (once from an I/O callback, once
- * in the check phase) plus one unit of work (a step, an answer) of each kind in progress. At
- * least one unit of each runs per turn, so nothing starves.
+ * Work {@link begin}s where it starts, asks {@link spentFor} (a batch's steps) or {@link spent}
+ * (the answers) at each point it could stop, and when the answer is yes, continues in a later
+ * turn (`nextTurn` in slices.ts). The clock starts with the first work after the loop's check
+ * phase and stops at the next one, so between two reads of the sockets the loop runs about
+ * twice the budget (once from an I/O callback, once in the check phase) plus, for each other
+ * piece of work in progress, its own share ({@link OWN_SHARE_MS}, at least one step) or one
+ * answer. Each runs at least that much per turn, so nothing starves.
  */
 export class TurnBudget {
   /** When this turn's deferrable work began; null when none did yet. */

@@ -27,6 +27,11 @@ export type PositionReset = NonNullable<Consumption['reset']>;
 /** One shard of a position reset: where from, where to, what is delivered again or skipped. */
 export type ShardMove = PositionReset['moves'][number];
 
+/** `1 of 2 shards moved`, from the moves' own flags (a cancelled reset moved only some). */
+export function movedText(reset: PositionReset): string {
+  return `${reset.moves.filter((m) => m.moved).length} of ${reset.moves.length} shards moved`;
+}
+
 /** Where a position reset moves a group: `earliest`, `latest`, a time or an id per shard. */
 export type ResetTarget = PositionReset['to'];
 

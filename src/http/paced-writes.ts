@@ -1,4 +1,3 @@
-import { performance } from 'node:perf_hooks';
 import { replicaTurnBudget, type TurnBudget } from '../actors/turn-budget.js';
 
 /**
@@ -26,10 +25,7 @@ export class PacedWrites {
   private turnStart: number | null = null;
   private readonly drained: Array<() => void> = [];
 
-  constructor(
-    private readonly budget: TurnBudget = replicaTurnBudget,
-    private readonly now: () => number = () => performance.now(),
-  ) {}
+  constructor(private readonly budget: TurnBudget = replicaTurnBudget) {}
 
   /**
    * Runs `write` now if this turn's budget allows and nothing waits before it, else later.
@@ -43,7 +39,7 @@ export class PacedWrites {
     }
     this.queue.push(write);
     if (this.turnStart === null) {
-      this.turnStart = this.now();
+      this.turnStart = this.budget.clock();
       setImmediate(this.nextTurn);
     }
   }
@@ -65,11 +61,11 @@ export class PacedWrites {
     this.budget.begin();
     // The next turn is due before anything is written: an answer that throws stops nothing.
     setImmediate(this.nextTurn);
-    const start = this.now();
+    const start = this.budget.clock();
     const share = this.turnStart === null ? 0 : (start - this.turnStart) * PACED_WRITE_SHARE;
     this.turnStart = start;
     // At least one answer per turn, however long it takes.
     do this.queue.shift()!();
-    while (this.queue.length > 0 && (!this.budget.spent() || this.now() - start < share));
+    while (this.queue.length > 0 && (!this.budget.spent() || this.budget.clock() - start < share));
   };
 }

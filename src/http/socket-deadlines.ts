@@ -202,17 +202,7 @@ export class SocketDeadlines {
           }
           break;
         case SERVING:
-          if (state.res?.writableFinished === true) {
-            state.req = null;
-            state.res = null;
-            if (socket.bytesRead === state.mark) {
-              state.phase = IDLE;
-            } else {
-              // The next request began while this one was answered.
-              state.phase = HEADERS;
-              state.since = now;
-            }
-          }
+          if (state.res?.writableFinished === true) this.answered(socket, state, state.res);
           break;
         default:
           // A next request has begun on the kept-alive socket: its clock starts now (at most one
@@ -240,6 +230,7 @@ export class SocketDeadlines {
     if (socket.bytesRead === state.mark) {
       state.phase = IDLE;
     } else {
+      // The next request began while this one was answered.
       state.phase = HEADERS;
       state.since = this.now();
     }

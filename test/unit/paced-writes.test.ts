@@ -6,7 +6,7 @@ import { PacedWrites } from '../../src/http/paced-writes.js';
 function pacedWith(budgetMs: number, costMs: number) {
   let now = 0;
   const clock = () => now;
-  const paced = new PacedWrites(new TurnBudget(budgetMs, clock), clock);
+  const paced = new PacedWrites(new TurnBudget(budgetMs, clock));
   const written: number[] = [];
   const writeOf = (i: number) => () => {
     now += costMs;

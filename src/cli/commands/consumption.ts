@@ -7,6 +7,7 @@ import { CliError, EXIT } from '../cli-error.js';
 import { connect, connectionOptions, type ConnectionFlags } from '../connection.js';
 import {
   getGroup,
+  movedText,
   type Consumption,
   type GroupDetail,
   type PositionReset,
@@ -305,11 +306,6 @@ function movesTable(reset: PositionReset): string {
 
 /** A reset that ended (the group's `lastReset`): done, or cancelled where it got to. */
 type EndedReset = NonNullable<Consumption['lastReset']>;
-
-/** `1 of 2 shards moved`, from the moves' own flags. */
-function movedText(reset: PositionReset): string {
-  return `${reset.moves.filter((m) => m.moved).length} of ${reset.moves.length} shards moved`;
-}
 
 /**
  * Reads the group until the reset `resetId` has ended (it is the group's `lastReset`), printing

@@ -5,6 +5,7 @@ import {
   getGroup,
   getMigrations,
   listAllGroups,
+  movedText,
   progressLine,
   type Migration,
   type Migrations,
@@ -78,10 +79,9 @@ function resetLine(
   reset: (PositionReset & { completedAt?: string; cancelled?: boolean }) | null,
 ): string {
   if (!reset) return 'none';
-  const moved = reset.moves.filter((m) => m.moved).length;
   const when = reset.completedAt ? `, ended ${reset.completedAt}` : '';
   const stage = reset.cancelled ? 'cancelled' : reset.stage;
-  return `${reset.resetId} to ${targetText(reset.to)}: ${stage}, ${moved} of ${reset.moves.length} shards moved (by ${reset.requestedBy}: ${reset.reason}${when})`;
+  return `${reset.resetId} to ${targetText(reset.to)}: ${stage}, ${movedText(reset)} (by ${reset.requestedBy}: ${reset.reason}${when})`;
 }
 
 function migrationRows(migrations: readonly Migration[]) {
