@@ -116,17 +116,27 @@ export function anchorsOf(markdown: string): Set<string> {
   return anchors;
 }
 
-/** Text files of the repository's own sources, tests, tools and docs, relative to its root. */
+/** Text files of the sources, tests, tools, deployment files and docs, from the root. */
 function repositoryFiles(): string[] {
-  const text = /\.(?:[cm]?[jt]s|lua|md|json|ya?ml|html|css|sh|txt)$/;
-  const files = ['src', 'test', 'bench', 'scripts', 'examples', 'docs'].flatMap((dir) =>
-    existsSync(new URL(`../../${dir}/`, import.meta.url))
-      ? readdirSync(new URL(`../../${dir}/`, import.meta.url), { recursive: true })
-          .map((name) => `${dir}/${String(name).replaceAll('\\', '/')}`)
-          .filter((path) => text.test(path) && !path.includes('node_modules/'))
-      : [],
+  const text = /\.(?:[cm]?[jt]s|lua|md|json|ya?ml|html|css|sh|txt|conf)$/;
+  const files = ['src', 'test', 'bench', 'scripts', 'examples', 'docs', 'deploy', 'bin'].flatMap(
+    (dir) =>
+      existsSync(new URL(`../../${dir}/`, import.meta.url))
+        ? readdirSync(new URL(`../../${dir}/`, import.meta.url), { recursive: true })
+            .map((name) => `${dir}/${String(name).replaceAll('\\', '/')}`)
+            .filter((path) => text.test(path) && !path.includes('node_modules/'))
+        : [],
   );
-  return ['README.md', 'CONTRIBUTING.md', ...files.sort()];
+  const root = [
+    'README.md',
+    'CONTRIBUTING.md',
+    'Dockerfile',
+    'docker-compose.yml',
+    'package.json',
+    'eslint.config.js',
+    'vitest.config.ts',
+  ];
+  return [...root, ...files.sort()];
 }
 
 /*
@@ -161,6 +171,9 @@ describe('the repository stands alone', () => {
     expect(files).toContain('src/machines/heartbeat.ts');
     expect(files).toContain('test/unit/docs.test.ts');
     expect(files).toContain('docs/protocol.md');
+    expect(files).toContain('deploy/nginx.conf');
+    expect(files).toContain('deploy/kubernetes/deployment.yaml');
+    expect(files).toContain('Dockerfile');
   });
 
   it('recognises what it must refuse, and only that', () => {
