@@ -14,6 +14,7 @@
  * the handler. Producers that write with plain XADD must do the same check themselves
  * (docs/protocol.md, "Scale-in and the end of a retiring shard").
  */
+import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 
 /** First field of a seal entry; its value is the group's lifecycle id. */
@@ -70,29 +71,11 @@ export function compareStreamIds(a: string, b: string): number {
   return seq === 0n ? 0 : seq < 0n ? -1 : 1;
 }
 
-/**
- * KEYS[1] the shard's stream; ARGV: lifecycle id, routing version, MAXLEN ('' for none), then
- * field/value pairs. Returns {1, id} once appended, or {0, sealVersion} when the last entry is
- * a seal newer than the routing.
- */
-const APPEND_UNLESS_SEALED = `
-local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
-if last then
-  local f = last[2]
-  if f[1] == '${SEAL_FIELD}' and f[2] == ARGV[1] and tonumber(ARGV[2]) < tonumber(f[4]) then
-    return {0, f[4]}
-  end
-end
-local args = {'XADD', KEYS[1]}
-if ARGV[3] ~= '' then
-  args[#args + 1] = 'MAXLEN'
-  args[#args + 1] = '~'
-  args[#args + 1] = ARGV[3]
-end
-args[#args + 1] = '*'
-for i = 4, #ARGV do args[#args + 1] = ARGV[i] end
-return {1, redis.call(unpack(args))}
-`;
+/** The append that a seal newer than the routing refuses (`appendUnlessSealed-1.lua`). */
+const APPEND_UNLESS_SEALED = readFileSync(
+  new URL('../streams/lua/appendUnlessSealed-1.lua', import.meta.url),
+  'utf8',
+);
 
 let scriptSha: string | null = null;
 
@@ -108,6 +91,7 @@ export async function appendUnlessSealed(
   fields: readonly string[],
 ): Promise<AppendResult> {
   const args = [
+    SEAL_FIELD,
     routing.lifecycleId,
     String(routing.metadataVersion),
     maxLen === undefined ? '' : String(maxLen),
