@@ -18,6 +18,7 @@ import {
   type LayoutRequest,
   type PrefixLayout,
 } from './prefix-layout.js';
+import { redisTarget } from './redis-target.js';
 import { refusalError, ScriptStatus } from './script-status.js';
 import type {
   AuditQuery,
@@ -131,9 +132,7 @@ export class RedisStore implements Store {
       commandTimeout: options.commandTimeoutMs ?? 2_000,
       maxRetriesPerRequest: 1,
     };
-    this.target = options.clusterNodes?.length
-      ? options.clusterNodes.map(hostAndPort).join(',')
-      : hostAndPort(options.url ?? 'redis://127.0.0.1:6379');
+    this.target = redisTarget(options);
     if (options.clusterNodes && options.clusterNodes.length > 0) {
       this.kind = 'redis-cluster';
       this.client = new Cluster([...options.clusterNodes], {
@@ -686,9 +685,7 @@ export function describeFailures<C extends Redis | Cluster>(
   what: string,
   addresses: { readonly url?: string; readonly clusterNodes?: readonly string[] },
 ): C {
-  const target = addresses.clusterNodes?.length
-    ? addresses.clusterNodes.map(hostAndPort).join(',')
-    : hostAndPort(addresses.url ?? 'redis://127.0.0.1:6379');
+  const target = redisTarget(addresses);
   let connectionFailure: string | null = null;
   client.on('error', (error: unknown) => {
     if (client.status !== 'ready') connectionFailure = causeOf(error);
@@ -720,16 +717,6 @@ export function describeFailures<C extends Redis | Cluster>(
   };
   (client as unknown as { sendCommand: typeof described }).sendCommand = described;
   return client;
-}
-
-/** `redis://user:pw@host:port/0` → `host:port`: never the credentials. */
-function hostAndPort(address: string): string {
-  try {
-    const url = new URL(address.includes('://') ? address : `redis://${address}`);
-    return `${url.hostname}:${url.port || '6379'}`;
-  } catch {
-    return 'the configured address';
-  }
 }
 
 /**

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Cluster, Redis } from 'ioredis';
 import { CoordinatorError } from '../errors.js';
+import { redisTarget } from '../store/redis-target.js';
 
 /**
  * Reads the data streams themselves (not the coordinator's store): how far a consumer group is
@@ -82,8 +83,8 @@ export class StreamsReader {
       commandTimeout: this.timeoutMs,
       maxRetriesPerRequest: 1,
     };
+    this.target = redisTarget(options);
     if (options.clusterNodes && options.clusterNodes.length > 0) {
-      this.target = options.clusterNodes.map(hostAndPort).join(',');
       this.client = new Cluster([...options.clusterNodes], {
         redisOptions,
         enableAutoPipelining: true,
@@ -91,7 +92,6 @@ export class StreamsReader {
       });
     } else {
       const url = options.url ?? 'redis://127.0.0.1:6379';
-      this.target = hostAndPort(url);
       this.client = new Redis(url, {
         ...redisOptions,
         enableAutoPipelining: true,
@@ -248,16 +248,6 @@ function toReading(stream: string, reply: unknown[], dead: number): ShardStreamR
     serverTimeMs: now,
     deadLetters: dead,
   };
-}
-
-/** `redis://user:pw@host:port/0` → `host:port`: never the credentials. */
-function hostAndPort(address: string): string {
-  try {
-    const url = new URL(address.includes('://') ? address : `redis://${address}`);
-    return `${url.hostname}:${url.port || '6379'}`;
-  } catch {
-    return 'the configured address';
-  }
 }
 
 /** ECONNREFUSED and the like, or the error's message. */
