@@ -5,10 +5,11 @@ import {
   type ChangeMeta,
   type CoordinatorClient,
   type RequestOptions,
-  type RoutingMetadata,
 } from '../client/index.js';
 import type { GroupName } from './options.js';
 import { RequestError } from './request-error.js';
+
+type Sdk = CoordinatorClient;
 
 /**
  * The CLI's one road to the coordinator: every call goes through {@link CliApi.call}, so every
@@ -80,40 +81,33 @@ export class CliApi {
   }
 
   /** The SDK's admin calls, with their failures named as every CLI call's are. */
-  pauseProducers(sp: string, cg: string, change: ChangeMeta): Promise<unknown> {
-    const group = { streamPrefix: sp, consumerGroup: cg };
-    return this.named('POST', this.groupPath('admin', group, '/producers/pause'), () =>
-      this.client.pauseProducers(sp, cg, change),
-    );
+  pauseProducers(...args: Parameters<Sdk['pauseProducers']>): ReturnType<Sdk['pauseProducers']> {
+    return this.namedAdmin(args, '/producers/pause', () => this.client.pauseProducers(...args));
   }
 
-  resumeProducers(sp: string, cg: string, change: ChangeMeta): Promise<unknown> {
-    const group = { streamPrefix: sp, consumerGroup: cg };
-    return this.named('POST', this.groupPath('admin', group, '/producers/resume'), () =>
-      this.client.resumeProducers(sp, cg, change),
-    );
+  resumeProducers(...args: Parameters<Sdk['resumeProducers']>): ReturnType<Sdk['resumeProducers']> {
+    return this.namedAdmin(args, '/producers/resume', () => this.client.resumeProducers(...args));
   }
 
-  scale(
-    sp: string,
-    cg: string,
-    shardCount: number,
-    change: ChangeMeta,
-  ): Promise<{ migration: { migrationId: string } }> {
-    const group = { streamPrefix: sp, consumerGroup: cg };
-    return this.named('POST', this.groupPath('admin', group, '/scale'), () =>
-      this.client.scale(sp, cg, shardCount, change),
-    );
+  scale(...args: Parameters<Sdk['scale']>): ReturnType<Sdk['scale']> {
+    return this.namedAdmin(args, '/scale', () => this.client.scale(...args));
   }
 
   /** Routing metadata; with `poll` it waits up to `waitMs` for a version above `afterVersion`. */
-  routing(
-    sp: string,
-    cg: string,
-    poll?: { afterVersion: number; waitMs: number },
-  ): Promise<RoutingMetadata> {
-    const path = this.groupPath('routing', { streamPrefix: sp, consumerGroup: cg });
-    return this.named('GET', path, () => this.client.routing(sp, cg, poll));
+  routing(...args: Parameters<Sdk['routing']>): ReturnType<Sdk['routing']> {
+    const [streamPrefix, consumerGroup] = args;
+    const path = this.groupPath('routing', { streamPrefix, consumerGroup });
+    return this.named('GET', path, () => this.client.routing(...args));
+  }
+
+  /** An SDK admin call on the group its first two arguments name (see {@link named}). */
+  private namedAdmin<T>(
+    [streamPrefix, consumerGroup]: readonly [string, string, ...unknown[]],
+    suffix: string,
+    call: () => Promise<T>,
+  ): Promise<T> {
+    const path = this.groupPath('admin', { streamPrefix, consumerGroup }, suffix);
+    return this.named('POST', path, call);
   }
 
   /** Runs an SDK call; a failure becomes a {@link RequestError} naming the method and URL. */
