@@ -781,13 +781,6 @@ function lagPanel(reading, samples, now) {
   ];
 }
 
-function memberState(m) {
-  if (m.state) return m.state;
-  if (m.revokeShards.length > 0) return 'revoking';
-  if (m.targetShards.some((s) => !m.assignedShards.includes(s))) return 'waiting';
-  return 'stable';
-}
-
 /**
  * The shards as tiles: state, owner and target; a paused one is marked, and each has a small
  * control to pause or resume it (`onToggle(shard, pause)`).
@@ -1400,7 +1393,8 @@ async function renderGroup(sp, cg) {
       table(
         [
           ['Member', (m) => m.memberId],
-          ['State', (m) => h('span', { class: `member-state ${memberState(m)}` }, memberState(m))],
+          // The member's chart state, as the coordinator derives it (`memberState`).
+          ['State', (m) => h('span', { class: `member-state ${m.state}` }, m.state)],
           ['Epoch', (m) => m.memberEpoch],
           ['Assigned', (m) => list(m.assignedShards)],
           ['Revoking', (m) => list(m.revokeShards)],
