@@ -10,7 +10,7 @@ import { logRequestFailure, type FailedRequest } from './failure-log.js';
 import { requestContext, type RequestContext } from './request-context.js';
 import { isEncoded, parseJsonBody, readRawBody } from './request-body.js';
 import type { HandlerResult } from './route.js';
-import { authorizationCount } from './auth/passport.js';
+import { principalOfRequest } from './auth/passport.js';
 import type { Principal } from './auth/roles.js';
 import type { Services } from './services.js';
 
@@ -94,14 +94,14 @@ export function bodyMiddleware(maxBytes: number) {
   ];
 }
 
-/** The caller of a request rejected before authentication ran (e.g. bad JSON), if its token is valid. */
+/**
+ * The caller of a request rejected before authentication ran (e.g. bad JSON), if its token is
+ * valid: read by the one token rule of every route, `principalOfRequest` (credentials sent twice
+ * name nobody).
+ */
 function principalOfHeader(services: Services, req: Request): Principal | null {
-  // Credentials sent twice name nobody (the request itself is refused for them).
-  if (authorizationCount(req) > 1) return null;
-  const match = /^Bearer\s+(\S+)$/i.exec(req.get('authorization') ?? '');
-  if (!match?.[1]) return null;
   try {
-    return services.tokens.verify(match[1]);
+    return principalOfRequest(services.tokens, req);
   } catch {
     return null;
   }
