@@ -227,14 +227,21 @@ describe('pause and resume consumption', () => {
     expect(again.status).toBe(202);
   });
 
-  it('is refused while frozen', async () => {
+  it('is refused while frozen, and so is a reset, changing nothing', async () => {
     const sp = await createGroup(1);
     expect(
       (await c.call('POST', `${groupPath(sp)}/freeze`, { user: 'writer', body: CHANGE })).status,
     ).toBe(200);
+    const before = await view(sp);
     const res = await consumption(sp, { action: 'PAUSE' });
     expect(res.status).toBe(409);
     expect(await res.json()).toMatchObject({ error: { code: 'GROUP_FROZEN' } });
+    const reset = await positions(sp, { to: 'earliest', dryRun: false });
+    expect(reset.status).toBe(409);
+    expect(await reset.json()).toMatchObject({ error: { code: 'GROUP_FROZEN' } });
+    const after = await view(sp);
+    expect(after.metadataVersion).toBe(before.metadataVersion);
+    expect(after.consumption).toMatchObject({ state: 'running', pausedShards: [], reset: null });
   });
 });
 
