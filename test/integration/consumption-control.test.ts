@@ -144,6 +144,56 @@ async function lagOf(sp: string, shard: number): Promise<number> {
   return lag.shards.find((s) => s.shard === shard)!.lagEntries;
 }
 
+interface StreamedEvent {
+  event: string;
+  data: {
+    event?: string;
+    changes?: { region: string; from: string | null; to: string }[];
+    consumption?: { state: string };
+  };
+}
+
+/**
+ * Opens the group's events stream (server-sent events); `next(test)` answers the next event
+ * that passes `test`, skipping the others.
+ */
+async function openEvents(sp: string) {
+  const abort = new AbortController();
+  const res = await fetch(`${c.url}/coord/v1/monitoring/streams/${sp}/groups/g/events`, {
+    headers: { authorization: `Bearer ${c.token('reader')}` },
+    signal: abort.signal,
+  });
+  expect(res.status).toBe(200);
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  const queued: StreamedEvent[] = [];
+  closers.push(async () => abort.abort());
+  const next = async (test: (e: StreamedEvent) => boolean): Promise<StreamedEvent> => {
+    for (;;) {
+      const found = queued.findIndex(test);
+      if (found >= 0) return queued.splice(0, found + 1).at(-1)!;
+      queued.length = 0;
+      const { value, done } = await reader.read();
+      if (done) throw new Error('the events stream ended');
+      buffer += decoder.decode(value, { stream: true });
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const event = /^event: (.*)$/m.exec(block)?.[1];
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (event && data) queued.push({ event, data: JSON.parse(data) as StreamedEvent['data'] });
+      }
+    }
+  };
+  return { next };
+}
+
+/** The change of the consumption region a transition made, if any. */
+const consumptionChange = (e: StreamedEvent) =>
+  e.data.changes?.find((change) => change.region === 'consumption');
+
 describe('pause and resume consumption', () => {
   it('revokes a paused shard, delivers nothing of it until resumed, then delivers it', async () => {
     const sp = await createGroup(2);
@@ -348,6 +398,45 @@ describe('reset positions', () => {
     const cancel = await consumption(sp, { action: 'CANCEL_RESET' });
     expect(cancel.status).toBe(409);
     expect(await cancel.json()).toMatchObject({ error: { code: 'NO_RESET_IN_PROGRESS' } });
+  });
+
+  it('shows the pause, the resume and each step of a reset on the events stream', async () => {
+    const sp = await createGroup(1);
+    const streams = redis.client();
+    await streams.xadd(`${sp}:0`, '*', 'n', '1');
+    await streams.xadd(`${sp}:0`, '*', 'n', '2');
+    await streams.xgroup('CREATE', `${sp}:0`, 'g', '$');
+    const events = await openEvents(sp);
+    const snapshot = await events.next((e) => e.event === 'snapshot');
+    expect(snapshot.data.consumption).toMatchObject({ state: 'running' });
+    const transition = (name: string) =>
+      events.next((e) => e.event === 'transition' && e.data.event === name);
+
+    // Nobody holds the shard: the pause is paused at once.
+    expect((await consumption(sp, { action: 'PAUSE' })).status).toBe(200);
+    expect(consumptionChange(await transition('PAUSE_CONSUMPTION'))).toEqual({
+      region: 'consumption',
+      from: 'running',
+      to: 'paused',
+    });
+    expect((await consumption(sp, { action: 'RESUME' })).status).toBe(200);
+    expect(consumptionChange(await transition('RESUME_CONSUMPTION'))).toEqual({
+      region: 'consumption',
+      from: 'paused',
+      to: 'running',
+    });
+
+    const run = await positions(sp, { to: 'earliest', dryRun: false }, `sse-${sp}`);
+    expect(run.status).toBe(202);
+    expect(consumptionChange(await transition('RESET_POSITIONS'))).toMatchObject({
+      from: 'running',
+      to: expect.stringMatching(/^resetting\b/) as unknown,
+    });
+    expect(consumptionChange(await transition('SHARD_POSITIONS_MOVED'))).toMatchObject({
+      from: 'resetting.moving',
+      to: 'running',
+    });
+    expect((await view(sp)).consumption.lastReset).toMatchObject({ resetId: `sse-${sp}` });
   });
 
   it('cancels a reset its member still holds: nothing moves, the shard is given back', async () => {
