@@ -345,6 +345,24 @@ describe('reset positions', () => {
     expect(await again.json()).toMatchObject({ reset: { resetId: 'replay-1', stage: 'done' } });
     expect((await view(sp)).consumption.state).toBe('running');
     expect(seen).toHaveLength(10);
+
+    // The plan is audited as a read of intent, the run as the change it is, each with its reason.
+    const res = await c.call('GET', `/coord/v1/monitoring/audit?streamPrefix=${sp}`, {
+      user: 'reader',
+    });
+    const { records } = (await res.json()) as {
+      records: { operation: string; status: number; requestedBy: string; reason: string }[];
+    };
+    expect(
+      records
+        .filter((r) => r.operation.endsWith('Positions'))
+        .reverse()
+        .map((r) => [r.operation, r.status, r.requestedBy, r.reason]),
+    ).toEqual([
+      ['planPositions', 200, CHANGE.requestedBy, CHANGE.reason],
+      ['resetPositions', 202, CHANGE.requestedBy, CHANGE.reason],
+      ['resetPositions', 202, CHANGE.requestedBy, CHANGE.reason],
+    ]);
   });
 
   it('skips to the end: none of the skipped entries is delivered, later ones are', async () => {
