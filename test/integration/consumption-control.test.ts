@@ -232,6 +232,54 @@ describe('pause and resume consumption', () => {
     expect(await pausedGauge()).toBe(0);
   });
 
+  it('lets the message in hand finish before the shard is given up: pausing until then', async () => {
+    const sp = await createGroup(1);
+    let release: () => void = () => undefined;
+    const inHand = new Promise<void>((resolve) => (release = resolve));
+    const seen: string[] = [];
+    const consumer = new Consumer({
+      client: client('consumer'),
+      redis: redis.url,
+      streamPrefix: sp,
+      consumerGroup: 'g',
+      memberId: `m-${randomBytes(3).toString('hex')}`,
+      blockMs: 50,
+      handler: async (message: ConsumerMessage) => {
+        seen.push(String(message.fields.body));
+        if (message.fields.body === 'slow') await inHand;
+      },
+    });
+    consumer.on('error', () => undefined);
+    await consumer.start();
+    closers.push(() => consumer.close());
+    await send(sp, [['k1', 'slow']]);
+    await waitFor(() => seen.includes('slow'), { what: 'the slow message in hand' });
+
+    expect((await consumption(sp, { action: 'PAUSE' })).status).toBe(200);
+    // The member drains: it keeps the shard, so the group waits in pausing.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect((await view(sp)).consumption.state).toBe('pausing');
+    const assignments = await c.call(
+      'GET',
+      `/coord/v1/monitoring/streams/${sp}/groups/g/assignments`,
+      {
+        user: 'reader',
+      },
+    );
+    const { shards } = (await assignments.json()) as { shards: { shard: number; state: string }[] };
+    expect(shards.find((s) => s.shard === 0)?.state).toBe('revoking');
+
+    release();
+    await waitFor(async () => (await view(sp)).consumption.state === 'paused', {
+      what: 'the pause to end once the message was handled',
+    });
+    expect(consumer.shards()).toEqual([]);
+    // Handled and acknowledged before the shard was given up: nothing left pending.
+    const pending = (await redis.client().xpending(`${sp}:0`, 'g')) as [number, ...unknown[]];
+    expect(pending[0]).toBe(0);
+    expect(seen).toEqual(['slow']);
+  });
+
   it('refuses a shard the group does not have and a scale while paused, changing nothing', async () => {
     const sp = await createGroup(2);
     const before = await view(sp);
