@@ -17,6 +17,20 @@ export function outcomeOf(status: number): AuditOutcome {
   return 'FAILED';
 }
 
+/**
+ * The operation an admin request is audited and counted as: its route's, but for the plan of a
+ * position reset (`dryRun`, the default), which changes nothing: `planPositions`, a read of
+ * intent, told apart from a reset that found nothing to change (docs/operations.md#replay-or-skip).
+ */
+export function auditedOperation(ctx: RequestContext): string {
+  const operation = ctx.operation ?? 'unknown';
+  if (operation !== 'resetPositions') return operation;
+  const body = ctx.body;
+  const run =
+    typeof body === 'object' && body !== null && 'dryRun' in body && body.dryRun === false;
+  return run ? operation : 'planPositions';
+}
+
 /** Builds and writes the one audit record of an admin request (README.md#api-at-a-glance). */
 export class AuditLog {
   constructor(
@@ -31,7 +45,7 @@ export class AuditLog {
       method: req.method,
       path: req.originalUrl.slice(0, 2048),
       // Set by the matched route; an admin path no route matches is 'unknown'.
-      operation: ctx.operation ?? 'unknown',
+      operation: auditedOperation(ctx),
       outcome: outcomeOf(status),
       status,
       principal: ctx.principal?.name ?? null,

@@ -3,7 +3,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { CoordinatorError } from '../errors.js';
 import { OWNER_HEADER, OWNER_URL_HEADER } from '../actors/ownership/forwarder.js';
 import { isAdminPath } from './admin-path.js';
-import { onCutOff, type CutOffAnswer } from './audit.js';
+import { auditedOperation, onCutOff, type CutOffAnswer } from './audit.js';
 import { acceptForwarded, lateForwardError, setOwnerHeader } from './forwarding.js';
 import { toErrorResponse } from './errors.js';
 import { logRequestFailure, type FailedRequest } from './failure-log.js';
@@ -165,7 +165,7 @@ async function writeAudit(
     }
   }
   services.metrics.adminRequests.inc({
-    operation: ctx.operation ?? 'unknown',
+    operation: auditedOperation(ctx),
     status: String(failed ? toErrorResponse(failed, ctx.requestId).status : status),
   });
   return failed;

@@ -144,6 +144,56 @@ async function lagOf(sp: string, shard: number): Promise<number> {
   return lag.shards.find((s) => s.shard === shard)!.lagEntries;
 }
 
+interface StreamedEvent {
+  event: string;
+  data: {
+    event?: string;
+    changes?: { region: string; from: string | null; to: string }[];
+    consumption?: { state: string };
+  };
+}
+
+/**
+ * Opens the group's events stream (server-sent events); `next(test)` answers the next event
+ * that passes `test`, skipping the others.
+ */
+async function openEvents(sp: string) {
+  const abort = new AbortController();
+  const res = await fetch(`${c.url}/coord/v1/monitoring/streams/${sp}/groups/g/events`, {
+    headers: { authorization: `Bearer ${c.token('reader')}` },
+    signal: abort.signal,
+  });
+  expect(res.status).toBe(200);
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  const queued: StreamedEvent[] = [];
+  closers.push(async () => abort.abort());
+  const next = async (test: (e: StreamedEvent) => boolean): Promise<StreamedEvent> => {
+    for (;;) {
+      const found = queued.findIndex(test);
+      if (found >= 0) return queued.splice(0, found + 1).at(-1)!;
+      queued.length = 0;
+      const { value, done } = await reader.read();
+      if (done) throw new Error('the events stream ended');
+      buffer += decoder.decode(value, { stream: true });
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const event = /^event: (.*)$/m.exec(block)?.[1];
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (event && data) queued.push({ event, data: JSON.parse(data) as StreamedEvent['data'] });
+      }
+    }
+  };
+  return { next };
+}
+
+/** The change of the consumption region a transition made, if any. */
+const consumptionChange = (e: StreamedEvent) =>
+  e.data.changes?.find((change) => change.region === 'consumption');
+
 describe('pause and resume consumption', () => {
   it('revokes a paused shard, delivers nothing of it until resumed, then delivers it', async () => {
     const sp = await createGroup(2);
@@ -180,6 +230,54 @@ describe('pause and resume consumption', () => {
     expect((await view(sp)).consumption).toMatchObject({ state: 'running', pausedShards: [] });
     expect(paused.at(-1)).toEqual({ paused: [], resumed: [1] });
     expect(await pausedGauge()).toBe(0);
+  });
+
+  it('lets the message in hand finish before the shard is given up: pausing until then', async () => {
+    const sp = await createGroup(1);
+    let release: () => void = () => undefined;
+    const inHand = new Promise<void>((resolve) => (release = resolve));
+    const seen: string[] = [];
+    const consumer = new Consumer({
+      client: client('consumer'),
+      redis: redis.url,
+      streamPrefix: sp,
+      consumerGroup: 'g',
+      memberId: `m-${randomBytes(3).toString('hex')}`,
+      blockMs: 50,
+      handler: async (message: ConsumerMessage) => {
+        seen.push(String(message.fields.body));
+        if (message.fields.body === 'slow') await inHand;
+      },
+    });
+    consumer.on('error', () => undefined);
+    await consumer.start();
+    closers.push(() => consumer.close());
+    await send(sp, [['k1', 'slow']]);
+    await waitFor(() => seen.includes('slow'), { what: 'the slow message in hand' });
+
+    expect((await consumption(sp, { action: 'PAUSE' })).status).toBe(200);
+    // The member drains: it keeps the shard, so the group waits in pausing.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect((await view(sp)).consumption.state).toBe('pausing');
+    const assignments = await c.call(
+      'GET',
+      `/coord/v1/monitoring/streams/${sp}/groups/g/assignments`,
+      {
+        user: 'reader',
+      },
+    );
+    const { shards } = (await assignments.json()) as { shards: { shard: number; state: string }[] };
+    expect(shards.find((s) => s.shard === 0)?.state).toBe('revoking');
+
+    release();
+    await waitFor(async () => (await view(sp)).consumption.state === 'paused', {
+      what: 'the pause to end once the message was handled',
+    });
+    expect(consumer.shards()).toEqual([]);
+    // Handled and acknowledged before the shard was given up: nothing left pending.
+    const pending = (await redis.client().xpending(`${sp}:0`, 'g')) as [number, ...unknown[]];
+    expect(pending[0]).toBe(0);
+    expect(seen).toEqual(['slow']);
   });
 
   it('refuses a shard the group does not have and a scale while paused, changing nothing', async () => {
@@ -227,14 +325,21 @@ describe('pause and resume consumption', () => {
     expect(again.status).toBe(202);
   });
 
-  it('is refused while frozen', async () => {
+  it('is refused while frozen, and so is a reset, changing nothing', async () => {
     const sp = await createGroup(1);
     expect(
       (await c.call('POST', `${groupPath(sp)}/freeze`, { user: 'writer', body: CHANGE })).status,
     ).toBe(200);
+    const before = await view(sp);
     const res = await consumption(sp, { action: 'PAUSE' });
     expect(res.status).toBe(409);
     expect(await res.json()).toMatchObject({ error: { code: 'GROUP_FROZEN' } });
+    const reset = await positions(sp, { to: 'earliest', dryRun: false });
+    expect(reset.status).toBe(409);
+    expect(await reset.json()).toMatchObject({ error: { code: 'GROUP_FROZEN' } });
+    const after = await view(sp);
+    expect(after.metadataVersion).toBe(before.metadataVersion);
+    expect(after.consumption).toMatchObject({ state: 'running', pausedShards: [], reset: null });
   });
 });
 
@@ -288,6 +393,24 @@ describe('reset positions', () => {
     expect(await again.json()).toMatchObject({ reset: { resetId: 'replay-1', stage: 'done' } });
     expect((await view(sp)).consumption.state).toBe('running');
     expect(seen).toHaveLength(10);
+
+    // The plan is audited as a read of intent, the run as the change it is, each with its reason.
+    const res = await c.call('GET', `/coord/v1/monitoring/audit?streamPrefix=${sp}`, {
+      user: 'reader',
+    });
+    const { records } = (await res.json()) as {
+      records: { operation: string; status: number; requestedBy: string; reason: string }[];
+    };
+    expect(
+      records
+        .filter((r) => r.operation.endsWith('Positions'))
+        .reverse()
+        .map((r) => [r.operation, r.status, r.requestedBy, r.reason]),
+    ).toEqual([
+      ['planPositions', 200, CHANGE.requestedBy, CHANGE.reason],
+      ['resetPositions', 202, CHANGE.requestedBy, CHANGE.reason],
+      ['resetPositions', 202, CHANGE.requestedBy, CHANGE.reason],
+    ]);
   });
 
   it('skips to the end: none of the skipped entries is delivered, later ones are', async () => {
@@ -341,6 +464,45 @@ describe('reset positions', () => {
     const cancel = await consumption(sp, { action: 'CANCEL_RESET' });
     expect(cancel.status).toBe(409);
     expect(await cancel.json()).toMatchObject({ error: { code: 'NO_RESET_IN_PROGRESS' } });
+  });
+
+  it('shows the pause, the resume and each step of a reset on the events stream', async () => {
+    const sp = await createGroup(1);
+    const streams = redis.client();
+    await streams.xadd(`${sp}:0`, '*', 'n', '1');
+    await streams.xadd(`${sp}:0`, '*', 'n', '2');
+    await streams.xgroup('CREATE', `${sp}:0`, 'g', '$');
+    const events = await openEvents(sp);
+    const snapshot = await events.next((e) => e.event === 'snapshot');
+    expect(snapshot.data.consumption).toMatchObject({ state: 'running' });
+    const transition = (name: string) =>
+      events.next((e) => e.event === 'transition' && e.data.event === name);
+
+    // Nobody holds the shard: the pause is paused at once.
+    expect((await consumption(sp, { action: 'PAUSE' })).status).toBe(200);
+    expect(consumptionChange(await transition('PAUSE_CONSUMPTION'))).toEqual({
+      region: 'consumption',
+      from: 'running',
+      to: 'paused',
+    });
+    expect((await consumption(sp, { action: 'RESUME' })).status).toBe(200);
+    expect(consumptionChange(await transition('RESUME_CONSUMPTION'))).toEqual({
+      region: 'consumption',
+      from: 'paused',
+      to: 'running',
+    });
+
+    const run = await positions(sp, { to: 'earliest', dryRun: false }, `sse-${sp}`);
+    expect(run.status).toBe(202);
+    expect(consumptionChange(await transition('RESET_POSITIONS'))).toMatchObject({
+      from: 'running',
+      to: expect.stringMatching(/^resetting\b/) as unknown,
+    });
+    expect(consumptionChange(await transition('SHARD_POSITIONS_MOVED'))).toMatchObject({
+      from: 'resetting.moving',
+      to: 'running',
+    });
+    expect((await view(sp)).consumption.lastReset).toMatchObject({ resetId: `sse-${sp}` });
   });
 
   it('cancels a reset its member still holds: nothing moves, the shard is given back', async () => {

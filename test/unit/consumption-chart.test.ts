@@ -224,3 +224,44 @@ describe('what each state refuses', () => {
     expect(consumption(small)).toBe('running');
   });
 });
+
+describe('a frozen or failed-closed group', () => {
+  it.each([
+    ['frozen', { type: 'FREEZE' }, 'GROUP_FROZEN'],
+    [
+      'failed closed',
+      { type: 'FAIL_CLOSED', reason: 'METADATA_LOST' },
+      'GROUP_FAILED_CLOSED_ADMIN',
+    ],
+  ])('%s refuses every consumption command and changes nothing', (_, lock, code) => {
+    const running = holding();
+    send(running, lock);
+    const group = running.ctx.group;
+    for (const event of [
+      { type: 'PAUSE_CONSUMPTION', shards: [0] },
+      { type: 'PAUSE_CONSUMPTION', shards: null },
+      { type: 'RESUME_CONSUMPTION', shards: null },
+      { type: 'RESET_POSITIONS', reset: reset(running, [1]) },
+      { type: 'CANCEL_RESET' },
+    ]) {
+      expect(send(running, event), event.type).toMatchObject({ ok: false, code });
+      expect(running.ctx.group).toBe(group);
+    }
+    expect(consumption(running)).toBe('running');
+
+    // A reset under way when the group was locked cannot be cancelled meanwhile either.
+    const resetting = holding();
+    send(resetting, { type: 'RESET_POSITIONS', reset: reset(resetting, [1]) });
+    send(resetting, lock);
+    const held = resetting.ctx.group;
+    for (const event of [
+      { type: 'CANCEL_RESET' },
+      { type: 'PAUSE_CONSUMPTION', shards: [2] },
+      { type: 'RESET_POSITIONS', reset: reset(resetting, [2], 'r-2') },
+    ]) {
+      expect(send(resetting, event), event.type).toMatchObject({ ok: false, code });
+      expect(resetting.ctx.group).toBe(held);
+    }
+    expect(held.positionReset).toMatchObject({ resetId: 'r-1' });
+  });
+});
