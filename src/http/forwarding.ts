@@ -116,7 +116,8 @@ export interface ForwardRequest {
  * that was forwarded already is refused by the forwarder with 503 `OWNER_MOVING`), counted in
  * `coord_forwarded_requests_total` by its outcome. False when it cannot be forwarded (no
  * replicas, the owner not known or not live): the caller answers the `GROUP_MOVED` error itself
- * (503 with `Retry-After`).
+ * (503 with `Retry-After`). Every error path asks it, so it also runs what was left to do once
+ * the request is answered here ({@link whenAnsweredHere}), or drops it when forwarded.
  */
 export async function forwardMoved(
   services: Services,
@@ -125,8 +126,31 @@ export async function forwardMoved(
   error: unknown,
   request: ForwardRequest,
 ): Promise<boolean> {
-  if (!(error instanceof GroupMovedError) || error.owner === null) return false;
-  return forwardTo(services, req, res, error.owner, request);
+  const forwarded =
+    error instanceof GroupMovedError &&
+    error.owner !== null &&
+    (await forwardTo(services, req, res, error.owner, request));
+  const then = answeredHere.get(res);
+  answeredHere.delete(res);
+  if (!forwarded) then?.();
+  return forwarded;
+}
+
+/**
+ * What is left to do once a failed request is answered here rather than forwarded, by its
+ * response (see {@link whenAnsweredHere}).
+ */
+const answeredHere = new WeakMap<ServerResponse, () => void>();
+
+/**
+ * Runs `then` when the error path's {@link forwardMoved}, which every failed request passes
+ * through, answers the request of `res` here; drops it when the request is forwarded (its
+ * answer is the owner's). A heartbeat's error is counted this way: a `GROUP_MOVED` from a group
+ * that moved after the request was routed is counted by the replica that answers it, not also
+ * by this one.
+ */
+export function whenAnsweredHere(res: ServerResponse, then: () => void): void {
+  answeredHere.set(res, then);
 }
 
 /** Forwards the request to replica `owner` (see {@link forwardMoved}); false when it cannot. */

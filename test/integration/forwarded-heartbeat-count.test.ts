@@ -1,5 +1,7 @@
+import { request } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rendezvousOwner } from '../../src/actors/ownership/rendezvous.js';
 import { CHANGE, startTestReplica, type TestCoordinator } from '../support/coordinator.js';
 import { heartbeatOf, SimulatedMember } from '../support/members.js';
 import {
@@ -155,4 +157,97 @@ describe('a heartbeat forwarded to the owner is counted once', () => {
     expect(delta(await countsOf(other), otherBefore).forwarded).toBe(0);
     expect(delta(await countsOf(owner), ownerBefore).heartbeats).toBe(0);
   });
+});
+
+describe('a heartbeat whose group moves while its body is read is counted once', () => {
+  let redis: RedisServerHandle;
+  const prefix = randomKeyPrefix();
+  const started: TestCoordinator[] = [];
+  const stream = 'moving';
+  /** A group the rendezvous gives to r2 once r2 is live: r1 owns it alone, then hands it over. */
+  const group =
+    Array.from({ length: 64 }, (_, i) => `g${i}`).find(
+      (name) =>
+        rendezvousOwner({ streamPrefix: stream, consumerGroup: name }, [{ id: 'r1' }, { id: 'r2' }])
+          ?.id === 'r2',
+    ) ?? 'none';
+  const ref = { streamPrefix: stream, consumerGroup: group };
+  const path = `/coord/v1/consumer/streams/${stream}/groups/${group}/heartbeat`;
+
+  beforeAll(async () => {
+    redis = await startRedisServer();
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const c of started) await c.close();
+    await redis?.stop();
+  });
+
+  it('through the fast path: refused GROUP_MOVED where it arrived, forwarded, counted by the new owner only', async () => {
+    const r1 = await startTestReplica(redis.url, prefix, 'r1', '30s');
+    started.push(r1);
+    const created = await r1.call('POST', '/coord/v1/admin/groups', {
+      user: 'writer',
+      body: { ...ref, shardCount: 4, ...CHANGE },
+    });
+    expect(created.status).toBe(201);
+    expect(created.headers.get('x-coord-owner')).toBe('r1');
+    const member = new SimulatedMember(r1, 'a', stream, group);
+    await member.beat();
+    expect((await member.beat()).outcome).toBe('OK');
+
+    // The heartbeat's headers reach r1, which decides from the URL that it serves the group
+    // (its own listener ran once this one runs); half of its body follows.
+    const body = Buffer.from(JSON.stringify(heartbeatOf(member)));
+    const routed = new Promise<void>((resolve) => r1.server.once('request', () => resolve()));
+    const req = request(`${r1.url}${path}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'content-length': String(body.length),
+        authorization: `Bearer ${r1.token('consumer')}`,
+      },
+    });
+    const answered = new Promise<{ status: number; owner: unknown; text: string }>(
+      (resolve, reject) => {
+        req.on('error', reject);
+        req.on('response', (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (text += chunk));
+          res.on('end', () =>
+            resolve({ status: res.statusCode ?? 0, owner: res.headers['x-coord-owner'], text }),
+          );
+        });
+      },
+    );
+    req.write(body.subarray(0, body.length >> 1));
+    await routed;
+
+    // Meanwhile r2 joins and the group moves to it.
+    const r2 = await startTestReplica(redis.url, prefix, 'r2', '30s');
+    started.push(r2);
+    await waitFor(
+      () =>
+        r1.services.replicas?.ownerOf(ref) === 'r2' &&
+        r1.services.replicas.urlOf('r2') !== null &&
+        !r1.host.heldGroups().some((g) => g.consumerGroup === group) &&
+        r2.host.heldGroups().some((g) => g.consumerGroup === group),
+      { what: 'the group moved to r2', timeoutMs: 20_000 },
+    );
+    const [r1Before, r2Before] = [await countsOf(r1), await countsOf(r2)];
+
+    req.end(body.subarray(body.length >> 1));
+    const res = await answered;
+    expect(res.status).toBe(200);
+    expect(res.owner).toBe('r2');
+    const atR1 = delta(await countsOf(r1), r1Before);
+    const atR2 = delta(await countsOf(r2), r2Before);
+    // Not a heartbeat where it arrived (its GROUP_MOVED was forwarded, not answered): one forward.
+    expect(atR1).toEqual({ heartbeats: 0, heartbeatsOk: 0, groupMoved: 0, forwarded: 1 });
+    // One heartbeat, answered and counted by the new owner.
+    expect(atR2.heartbeats).toBe(1);
+    expect(atR2.groupMoved).toBe(0);
+    expect(atR2.forwarded).toBe(0);
+  }, 60_000);
 });

@@ -61,6 +61,12 @@ async function heldCount(c: TestCoordinator): Promise<number> {
   return Number(/^coord_held_heartbeats (\d+)/m.exec(text)?.[1] ?? 0);
 }
 
+/** `coord_heartbeats_total{outcome="GROUP_MOVED"}` of `c`. */
+async function movedCount(c: TestCoordinator): Promise<number> {
+  const text = await (await c.call('GET', '/metrics')).text();
+  return Number(/^coord_heartbeats_total\{outcome="GROUP_MOVED"\} (\d+)/m.exec(text)?.[1] ?? 0);
+}
+
 async function createGroup(c: TestCoordinator, sp: string, shardCount = 4): Promise<void> {
   const res = await c.call('POST', '/coord/v1/admin/groups', {
     user: 'writer',
@@ -228,6 +234,7 @@ describe('two replicas on one Redis', () => {
       const a = await settled(owner, sp, 'a');
       const held = owner.call('POST', path(sp), { user: 'consumer', body: heldBody(a) });
       await waitFor(async () => (await heldCount(owner)) === 1, { what: 'the heartbeat held' });
+      const movedBefore = await movedCount(owner);
       // Another holder takes the lease key: the owner's next renew fails and it drops the group.
       const leaseKey = keyNames(prefix).lease({ streamPrefix: sp, consumerGroup: 'g' });
       await redis.client().set(leaseKey, 'intruder', 'PX', 20_000);
@@ -235,6 +242,8 @@ describe('two replicas on one Redis', () => {
         const res = await held;
         expect(res.status).toBe(503);
         expect(((await res.json()) as { error: { code: string } }).error.code).toBe('GROUP_MOVED');
+        // Answered here, not forwarded: counted here, once.
+        expect((await movedCount(owner)) - movedBefore).toBe(1);
       } finally {
         await redis.client().del(leaseKey);
       }

@@ -4,7 +4,7 @@ import type { SteadyTicket } from '../../actors/types.js';
 import { CoordinatorError, GroupMovedError } from '../../errors.js';
 import { MAX_HEARTBEAT_WAIT_MS, type HeartbeatReply } from '../../machines/protocol.js';
 import type { Principal } from '../auth/roles.js';
-import { forwardTargetOf } from '../forwarding.js';
+import { forwardTargetOf, whenAnsweredHere } from '../forwarding.js';
 import { route } from '../route.js';
 import { errorSchema, groupParamsSchema } from '../schemas.js';
 import type { Services } from '../services.js';
@@ -96,7 +96,7 @@ export function answerHeartbeat(
   try {
     steady = coordinator.steadyTicket(ref, request);
   } catch (error) {
-    throw counted(metrics, startedAt, error);
+    throw counted(services, res, secondsSince(startedAt), error);
   }
   if (steady !== null) {
     metrics.recordHeartbeat(steady.reply.outcome, secondsSince(startedAt));
@@ -108,7 +108,7 @@ export function answerHeartbeat(
       return reply;
     },
     (error: unknown) => {
-      throw counted(metrics, startedAt, error);
+      throw counted(services, res, secondsSince(startedAt), error);
     },
   );
 }
@@ -129,9 +129,20 @@ export function answerAgain(services: Services, ticket: SteadyTicket): boolean {
 
 const secondsSince = (startedAt: number) => (performance.now() - startedAt) / 1000;
 
-/** Counts a heartbeat that failed under its error code; returns the error to throw. */
-function counted(metrics: Services['metrics'], startedAt: number, error: unknown): unknown {
-  metrics.recordHeartbeat((error as { code?: string }).code ?? 'ERROR', secondsSince(startedAt));
+/**
+ * Counts a heartbeat that failed under its error code once it is answered here; returns the
+ * error to throw. A refusal the error path forwards (`GROUP_MOVED` naming an owner, when the
+ * group moved after the request was routed) is not counted here: the owner counts its answer,
+ * and a forwarded heartbeat is counted once (`whenAnsweredHere`).
+ */
+function counted(
+  services: Services,
+  res: ServerResponse,
+  seconds: number,
+  error: unknown,
+): unknown {
+  const outcome = (error as { code?: string }).code ?? 'ERROR';
+  whenAnsweredHere(res, () => services.metrics.recordHeartbeat(outcome, seconds));
   return error;
 }
 
@@ -166,9 +177,7 @@ function heldHeartbeat(
         return reply;
       },
       (error: unknown) => {
-        const code = (error as { code?: string }).code ?? 'ERROR';
-        metrics.recordHeartbeat(code, heldAfter ?? secondsSince(startedAt));
-        throw error;
+        throw counted(services, res, heldAfter ?? secondsSince(startedAt), error);
       },
     );
 }
