@@ -6,7 +6,7 @@ export interface LuaScript {
   readonly name: string;
   /** Undefined for a script of any number of keys (`verbNoun-n.lua`): the caller passes it. */
   readonly numberOfKeys: number | undefined;
-  /** Source with every `--- @include "x"` line replaced by `includes/x.lua`. */
+  /** Source with every `--- @include "x"` line replaced by `includes/x.lua` (see {@link readLua}). */
   readonly lua: string;
 }
 
@@ -15,14 +15,19 @@ const LUA_DIR = new URL('./lua/', import.meta.url);
 const INCLUDE = /^--- @include "([A-Za-z0-9_-]+)"\s*$/gm;
 const SCRIPT_FILE = /^([A-Za-z]+)-(\d+|n)\.lua$/;
 
-function readInclude(name: string): string {
-  return readFileSync(new URL(`includes/${name}.lua`, LUA_DIR), 'utf8');
+/**
+ * The source of the Lua script `file` with every `--- @include "x"` line replaced by
+ * `includes/x.lua` of the script's own folder: for the store's scripts (`src/store/lua/`) and
+ * the streams' (`src/streams/lua/`) alike. Expanded here rather than with Lua `require` (which
+ * Redis does not offer) so shared code is written once.
+ */
+export function readLua(file: URL): string {
+  return readFileSync(file, 'utf8').replace(INCLUDE, (_line, include: string) =>
+    readFileSync(new URL(`includes/${include}.lua`, file), 'utf8'),
+  );
 }
 
-/**
- * Reads every `verbNoun-<numberOfKeys>.lua` script. Includes are expanded here rather than with
- * Lua `require` (which Redis does not offer) so shared checks are written once.
- */
+/** Reads every `verbNoun-<numberOfKeys>.lua` script of `src/store/lua/`, includes expanded. */
 export function loadLuaScripts(): LuaScript[] {
   return readdirSync(LUA_DIR)
     .map((file) => SCRIPT_FILE.exec(file))
@@ -30,9 +35,7 @@ export function loadLuaScripts(): LuaScript[] {
     .map(([file, name = '', keys = '0']) => ({
       name,
       numberOfKeys: keys === 'n' ? undefined : Number(keys),
-      lua: readFileSync(new URL(file, LUA_DIR), 'utf8').replace(INCLUDE, (_line, include: string) =>
-        readInclude(include),
-      ),
+      lua: readLua(new URL(file, LUA_DIR)),
     }));
 }
 

@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 import { compareStreamIds } from '../client/stream-seal.js';
 import { CoordinatorError } from '../errors.js';
+import { readLua } from '../store/lua-scripts.js';
 import { causeOf } from './streams-reader.js';
 
 /**
@@ -77,15 +77,15 @@ const DEFAULT_COUNT_BOUND = 100_000;
 const SCRIPTS = {
   read: {
     name: 'coordReadShardPosition',
-    lua: readFileSync(new URL('./lua/readShardPosition-1.lua', import.meta.url), 'utf8'),
+    lua: readLua(new URL('./lua/readShardPosition-1.lua', import.meta.url)),
   },
   count: {
     name: 'coordCountShardEntries',
-    lua: readFileSync(new URL('./lua/countShardEntries-1.lua', import.meta.url), 'utf8'),
+    lua: readLua(new URL('./lua/countShardEntries-1.lua', import.meta.url)),
   },
   move: {
     name: 'coordMoveShardPosition',
-    lua: readFileSync(new URL('./lua/moveShardPosition-1.lua', import.meta.url), 'utf8'),
+    lua: readLua(new URL('./lua/moveShardPosition-1.lua', import.meta.url)),
   },
 } as const;
 

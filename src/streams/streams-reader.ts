@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { Cluster, Redis } from 'ioredis';
 import { CoordinatorError } from '../errors.js';
+import { readLua } from '../store/lua-scripts.js';
 import { redisTarget } from '../store/redis-target.js';
 
 /**
@@ -53,9 +53,9 @@ export interface StreamsReaderOptions extends StreamsTarget {
   readonly countBound?: number;
 }
 
-const SCRIPT = readFileSync(new URL('./lua/readShardLag-1.lua', import.meta.url), 'utf8');
+const SCRIPT = readLua(new URL('./lua/readShardLag-1.lua', import.meta.url));
 const COMMAND = 'coordReadShardLag';
-const SEAL_SCRIPT = readFileSync(new URL('./lua/sealRetired-1.lua', import.meta.url), 'utf8');
+const SEAL_SCRIPT = readLua(new URL('./lua/sealRetired-1.lua', import.meta.url));
 const SEAL_COMMAND = 'coordSealRetired';
 /** First field of a seal entry (the SDK's `SEAL_FIELD`, docs/protocol.md). */
 const SEAL_FIELD = '__coord_seal';

@@ -18,6 +18,8 @@
     oldestPendingIdleMs  idle time of the oldest delivered-but-unacknowledged entry (-1: none)
     serverTimeMs         the Redis server's clock, for the age of oldestUndeliveredId
 ]]
+--- @include "groupInfo"
+
 local stream, group, bound = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -27,12 +29,7 @@ end
 local length = redis.call('XLEN', stream)
 local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
 local lastId = last and last[1] or ''
-local info
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-  local fields = {}
-  for i = 1, #g, 2 do fields[g[i]] = g[i + 1] end
-  if fields['name'] == group then info = fields end
-end
+local info = groupInfo(stream, group)
 if not info then
   -- Nobody read it yet: every entry is behind, the oldest being the first.
   local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]

@@ -17,6 +17,8 @@
     beforeId         the id of the last entry older than ARGV[2] ('0-0' when none; '' when
                      ARGV[2] is '')
 ]]
+--- @include "groupInfo"
+
 local stream, group, at = KEYS[1], ARGV[1], ARGV[2]
 if redis.call('EXISTS', stream) == 0 then
   return {0, '0-0', 0, 0, '', -1, 0, at == '' and '' or '0-0'}
@@ -27,12 +29,7 @@ for i = 1, #fields, 2 do
   if fields[i] == 'last-generated-id' then lastGenerated = fields[i + 1] end
   if fields[i] == 'length' then length = fields[i + 1] end
 end
-local info
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-  local f = {}
-  for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-  if f['name'] == group then info = f end
-end
+local info = groupInfo(stream, group)
 local before = ''
 if at ~= '' then
   before = '0-0'

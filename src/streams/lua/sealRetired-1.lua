@@ -16,6 +16,8 @@
              (or the stream held nothing before it), else 0
     sealId   the seal's entry id
 ]]
+--- @include "groupInfo"
+
 local stream, group = KEYS[1], ARGV[1]
 local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
 local sealId
@@ -24,12 +26,7 @@ if last and last[2][1] == ARGV[2] and last[2][2] == ARGV[3] and last[2][4] == AR
 else
   sealId = redis.call('XADD', stream, '*', ARGV[2], ARGV[3], 'version', ARGV[4])
 end
-local info
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-  local fields = {}
-  for i = 1, #g, 2 do fields[g[i]] = g[i + 1] end
-  if fields['name'] == group then info = fields end
-end
+local info = groupInfo(stream, group)
 local first
 if info then
   if info['pending'] > 0 then return {0, sealId} end
