@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import type { CommandOrigin, CommandOutcome } from '../../actors/types.js';
+import type { ChangeRequest, CommandOrigin, CommandOutcome } from '../../actors/types.js';
 import type { Settings } from '../../config/settings.js';
-import { route, type RouteSpec } from '../route.js';
+import { route, type HandlerInput, type HandlerResult, type RouteSpec } from '../route.js';
 import type { Services } from '../services.js';
 import {
   changeMetaSchema,
@@ -86,6 +86,29 @@ function commandRoute(
 /** The reply of a scale or rollback: the migration as monitoring shows it, and the group. */
 function migrationReply(outcome: CommandOutcome) {
   return { migration: outcome.migration, group: outcome.group };
+}
+
+/** What a scale or a rollback asks for besides the change fields, which come from the body. */
+type MigrationCommand =
+  | { readonly type: 'SCALE'; readonly shardCount: number }
+  | { readonly type: 'ROLLBACK'; readonly migrationId: string };
+
+/**
+ * The handler of the scale and rollback routes, which differ only in their command: starts the
+ * migration and answers 202 with it ({@link migrationReply}).
+ */
+async function startMigration(
+  input: HandlerInput<{ stream: string; group: string }, ChangeRequest, unknown>,
+  command: MigrationCommand,
+): Promise<HandlerResult> {
+  const { params, body, services, req, requestId, principal } = input;
+  await reportObserved(services, req, toRef(params));
+  const outcome = await services.coordinator.command(
+    toRef(params),
+    { ...command, requestedBy: body.requestedBy, reason: body.reason },
+    originOf(requestId, principal, body.requestedBy),
+  );
+  return { status: 202, body: migrationReply(outcome) };
 }
 
 /** Admin routes; the shard count bound comes from settings. */
@@ -175,20 +198,8 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
       params: groupParamsSchema,
       body: changeMetaSchema.extend({ shardCount }),
       responses: { 202: { description: 'Migration started' }, ...errors },
-      async handler({ params, body, services, req, requestId, principal }) {
-        await reportObserved(services, req, toRef(params));
-        const outcome = await services.coordinator.command(
-          toRef(params),
-          {
-            type: 'SCALE',
-            shardCount: body.shardCount,
-            requestedBy: body.requestedBy,
-            reason: body.reason,
-          },
-          originOf(requestId, principal, body.requestedBy),
-        );
-        return { status: 202, body: migrationReply(outcome) };
-      },
+      handler: (input) =>
+        startMigration(input, { type: 'SCALE', shardCount: input.body.shardCount }),
     }),
     route({
       method: 'post',
@@ -200,20 +211,8 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
       params: groupParamsSchema.extend({ migrationId: z.string().min(1).max(64) }),
       body: changeMetaSchema,
       responses: { 202: { description: 'Rollback migration started' }, ...errors },
-      async handler({ params, body, services, req, requestId, principal }) {
-        await reportObserved(services, req, toRef(params));
-        const outcome = await services.coordinator.command(
-          toRef(params),
-          {
-            type: 'ROLLBACK',
-            migrationId: params.migrationId,
-            requestedBy: body.requestedBy,
-            reason: body.reason,
-          },
-          originOf(requestId, principal, body.requestedBy),
-        );
-        return { status: 202, body: migrationReply(outcome) };
-      },
+      handler: (input) =>
+        startMigration(input, { type: 'ROLLBACK', migrationId: input.params.migrationId }),
     }),
     route({
       method: 'post',
