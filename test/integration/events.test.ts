@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
 import { SimulatedMember } from '../support/members.js';
+import { serverSentEvents, type ServerSentEvent } from '../support/server-sent-events.js';
 
 describe('the group events stream (server-sent events)', () => {
   let c: TestCoordinator;
@@ -24,27 +25,15 @@ describe('the group events stream (server-sent events)', () => {
     });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('text/event-stream');
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    const decoder = new TextDecoder();
-    let buffer = '';
-    const events: Array<{ event: string; data: Record<string, unknown> }> = [];
+    const stream = serverSentEvents(res.body as ReadableStream<Uint8Array>);
+    const events: Array<ServerSentEvent<Record<string, unknown>>> = [];
     const next = async (name: string) => {
       for (;;) {
         const found = events.findIndex((e) => e.event === name);
-        if (found >= 0)
-          return events.splice(found, 1)[0] as { event: string; data: Record<string, unknown> };
-        const { value, done } = await reader.read();
-        if (done) throw new Error('stream ended');
-        buffer += decoder.decode(value, { stream: true });
-        let end: number;
-        while ((end = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const event = /^event: (.*)$/m.exec(block)?.[1];
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (event && data)
-            events.push({ event, data: JSON.parse(data) as Record<string, unknown> });
-        }
+        if (found >= 0) return events.splice(found, 1)[0]!;
+        const arrived = await stream.next();
+        if (arrived.done) throw new Error('stream ended');
+        events.push(arrived.value);
       }
     };
     const snapshot = await next('snapshot');
