@@ -185,7 +185,7 @@ function deepFreeze<T>(value: T): T {
  *   says its decision holds: the steady heartbeat's road;
  * - `bodies`: a body text's validated heartbeat, for the heartbeats no steady answer covers
  *   (held ones, ones the group decides anew), remembered only once every check passed;
- * - and, shared with express, the verified-token cache of `TokenService`.
+ * - and, shared with express, the verified-token cache of `TokenService`, by header text.
  *
  * None of them changes an answer. A steady heartbeat is answered in the turn its body ends, its
  * headers written in one `writeHead`.
