@@ -138,7 +138,12 @@ export interface SteadyDecision extends KeptRefresh {
   readonly liveness: GroupContext['liveness'];
   readonly member: MemberRecord;
   readonly view: MemberShards;
-  readonly request: HeartbeatRequest;
+  /**
+   * The request's `heardAt` (a held heartbeat's arrival). The rest of the request a repeat
+   * needs is kept below (`reported…`, `currentAssignments`, `revokeProgress`): a ticket lives
+   * as long as its group's state, and the request object with its own lists would live with it.
+   */
+  readonly heardAt: number | undefined;
   readonly reply: HeartbeatReply;
   /** The decision holds while the clock is below this. */
   readonly until: number;
@@ -168,7 +173,7 @@ export function decideSteady(
     liveness,
     member,
     view,
-    request,
+    heardAt: request.heardAt,
     reply,
     until: steadyUntil(ctx),
     record,
@@ -203,13 +208,24 @@ export function repeatSteady(
   )
     return null;
   if (ctx.liveness.repeat(decision, now)) return decision.record;
-  const live = refreshLiveness(ctx, decision.member, decision.request, decision.view, now);
+  const live = refreshLiveness(ctx, decision.member, requestOf(decision), decision.view, now);
   // The record is its member's again (another was put in meanwhile): the next goes in place.
   if (decision.record !== null) {
     decision.record = live;
     decision.version = ctx.liveness.version;
   }
   return live;
+}
+
+/** What {@link refreshLiveness} reads of the request a decision was made for. */
+function requestOf(decision: SteadyDecision): LivenessRequest {
+  return {
+    heardAt: decision.heardAt,
+    metadataVersion: decision.reportedMetadataVersion,
+    assignmentEpoch: decision.reportedAssignmentEpoch,
+    currentAssignments: decision.currentAssignments,
+    revokeProgress: decision.revokeProgress,
+  };
 }
 
 /**
@@ -576,10 +592,15 @@ function replyToMember(
  * heartbeat keeps nothing of its request (what outlives a request ends up in the old
  * generation).
  */
+type LivenessRequest = Pick<
+  HeartbeatRequest,
+  'heardAt' | 'metadataVersion' | 'assignmentEpoch' | 'currentAssignments' | 'revokeProgress'
+>;
+
 function refreshLiveness(
   ctx: GroupContext,
   member: MemberRecord,
-  request: HeartbeatRequest,
+  request: LivenessRequest,
   view: MemberShards,
   now: number,
 ): MemberLiveness {
