@@ -116,6 +116,8 @@ export class Publication {
   /** State values by their JSON, so that kept transitions share them: their index in `valueList`. */
   private readonly values = new Map<string, number>();
   private readonly valueList: unknown[] = [];
+  /** The JSON of each shared value: what an entry keeps as its `lastValue`, one string for all. */
+  private readonly valueJson: string[] = [];
   /** Pieces of kept transitions by their JSON: their index in `pieceList`. */
   private readonly pieces = new Map<string, number>();
   private readonly pieceList: unknown[] = [];
@@ -229,7 +231,6 @@ export class Publication {
     const json = JSON.stringify(value);
     const first = entry.lastValue === '';
     const changed = json !== entry.lastValue;
-    entry.lastValue = json;
     let log = this.logs.get(entry);
     if (!log) {
       log = { kept: [], last: null, lastRef: null };
@@ -240,6 +241,7 @@ export class Publication {
     const index = this.shared(json, value);
     const to = index === null ? value : this.valueList[index];
     const toRef = index ?? value;
+    entry.lastValue = index === null ? json : this.valueJson[index]!;
     log.last = to;
     log.lastRef = toRef;
     const id = groupId(entry.ref);
@@ -342,6 +344,7 @@ export class Publication {
     if (this.valueList.length >= SHARED_VALUES) return null;
     this.values.set(json, this.valueList.length);
     this.valueList.push(value);
+    this.valueJson.push(json);
     return this.valueList.length - 1;
   }
 }
