@@ -27,36 +27,48 @@ export interface TransitionOrigin {
 const TIMER: TransitionCause = { kind: 'timer' };
 const LOADED: TransitionCause = { kind: 'replica', detail: 'loaded by this replica' };
 const NO_MEMBER: TransitionCause = { kind: 'member', memberId: null };
-const NONE: readonly never[] = Object.freeze([]);
 
 /**
- * One kept transition; its view is built only when someone reads it. Every group keeps up to
- * {@link TRANSITIONS_KEPT} of these for as long as it is served here, read or not, so each holds
- * as little as it can: no empty array of its own, the others at their exact length (arrays grown
- * by `push` keep room for 17 elements), and a member's cause as the member's id alone.
+ * One kept transition, as the JSON of a {@link KeptTuple}; its view is built only when someone
+ * reads it. Every group keeps up to {@link TRANSITIONS_KEPT} of these for as long as it is
+ * served here, read or not: one flat string each (about 80 bytes) costs a third of an object
+ * holding its fields, their arrays, effect objects and boxed numbers.
  */
-interface Kept {
-  readonly seq: number;
-  readonly at: number;
-  readonly event: string;
-  readonly raised: readonly string[];
-  /** State values, shared between the transitions that have the same one. */
-  readonly from: unknown;
-  readonly to: unknown;
-  readonly stateChanged: boolean;
-  readonly effects: readonly Effect[];
-  /** A string is the id of the member that caused it (`{ kind: 'member', memberId }`). */
-  readonly cause: TransitionCause | string;
-  readonly metadataVersion: number;
-  readonly assignmentEpoch: number;
-  readonly status: string;
-}
+type Kept = string;
+
+/**
+ * What a kept transition holds, in order: seq, at, event, raised, from, to, stateChanged (0 or
+ * 1), effects, cause, metadataVersion, assignmentEpoch, status. A state value is its index among
+ * the shared values (a number), or itself when not shared; a member's cause is the member's id
+ * alone (`{ kind: 'member', memberId }`). In the kept JSON, the event, raised, cause, status and
+ * each effect that names no member are written as their index among the shared pieces when
+ * they are one (see {@link Publication.piece}): most transitions of every group repeat them.
+ */
+type KeptTuple = readonly [
+  seq: number,
+  at: number,
+  event: string,
+  raised: readonly string[],
+  from: unknown,
+  to: unknown,
+  stateChanged: 0 | 1,
+  effects: readonly Effect[],
+  cause: TransitionCause | string,
+  metadataVersion: number,
+  assignmentEpoch: number,
+  status: string,
+];
 
 /** A group's recent transitions (oldest first) and the state value it is in. */
 interface TransitionLog {
   readonly kept: Kept[];
   last: unknown;
+  /** How `last` is written in a kept transition (see {@link KeptTuple}). */
+  lastRef: unknown;
 }
+
+/** Distinct pieces of transitions shared at most (see {@link Publication.piece}). */
+const SHARED_PIECES = 1_024;
 
 /** Distinct state values kept at most (a group has a few dozen; more are simply not shared). */
 const SHARED_VALUES = 512;
@@ -101,8 +113,14 @@ export class Publication {
   private readonly logs = new WeakMap<GroupEntry, TransitionLog>();
   /** What the host is running on each group now (see {@link during}). */
   private readonly origins = new Map<string, TransitionOrigin>();
-  /** State values by their JSON, so that kept transitions share them. */
-  private readonly values = new Map<string, unknown>();
+  /** State values by their JSON, so that kept transitions share them: their index in `valueList`. */
+  private readonly values = new Map<string, number>();
+  private readonly valueList: unknown[] = [];
+  /** The JSON of each shared value: what an entry keeps as its `lastValue`, one string for all. */
+  private readonly valueJson: string[] = [];
+  /** Pieces of kept transitions by their JSON: their index in `pieceList`. */
+  private readonly pieces = new Map<string, number>();
+  private readonly pieceList: unknown[] = [];
   private seq = 0;
 
   constructor(
@@ -198,7 +216,7 @@ export class Publication {
   /** The group's recent transitions, newest first (at most {@link TRANSITIONS_KEPT}). */
   transitions(entry: GroupEntry): GroupTransition[] {
     const kept = this.logs.get(entry)?.kept ?? [];
-    return kept.map(transitionView).reverse();
+    return kept.map((json) => this.decode(json)).reverse();
   }
 
   /**
@@ -213,49 +231,140 @@ export class Publication {
     const json = JSON.stringify(value);
     const first = entry.lastValue === '';
     const changed = json !== entry.lastValue;
-    entry.lastValue = json;
     let log = this.logs.get(entry);
     if (!log) {
-      log = { kept: [], last: null };
+      log = { kept: [], last: null, lastRef: null };
       this.logs.set(entry, log);
     }
     const from = log.last;
-    const to = this.shared(json, value);
+    const fromRef = log.lastRef;
+    const index = this.shared(json, value);
+    const to = index === null ? value : this.valueList[index];
+    const toRef = index ?? value;
+    entry.lastValue = index === null ? json : this.valueJson[index]!;
     log.last = to;
+    log.lastRef = toRef;
     const id = groupId(entry.ref);
     const origin = this.origins.get(id);
     const adminDone = origin?.cause?.kind === 'admin' && context.result?.ok === true;
     const quiet = context.effects.length === 0 && context.raised.length === 0;
     if (!first && !changed && quiet && !adminDone) return;
     const { event, cause } = describe(first, origin, context);
-    const kept: Kept = {
-      seq: ++this.seq,
-      at: context.lastEventAt,
+    const seq = ++this.seq;
+    const tuple: KeptTuple = [
+      seq,
+      context.lastEventAt,
       event,
-      raised: compact(context.raised),
-      from: first ? null : from,
-      to,
-      stateChanged: changed,
-      effects: compact(context.effects),
-      cause: cause.kind === 'member' && cause.memberId !== null ? cause.memberId : cause,
-      metadataVersion: context.group.metadataVersion,
-      assignmentEpoch: context.group.assignmentEpoch,
-      status: context.group.status,
-    };
-    log.kept.push(kept);
+      context.raised,
+      first ? null : fromRef,
+      toRef,
+      changed ? 1 : 0,
+      context.effects,
+      cause.kind === 'member' && cause.memberId !== null ? cause.memberId : cause,
+      context.group.metadataVersion,
+      context.group.assignmentEpoch,
+      context.group.status,
+    ];
+    log.kept.push(this.encode(tuple));
     if (log.kept.length > TRANSITIONS_KEPT) log.kept.shift();
     const listeners = this.listeners.get(id);
     if (!listeners) return;
-    const transition = transitionView(kept);
+    const transition = transitionView(tuple, first ? null : from, to);
     for (const listener of listeners) listener(transition);
   }
 
-  private shared(json: string, value: unknown): unknown {
+  /** The JSON a transition is kept as, its repeated pieces written as their index. */
+  private encode(tuple: KeptTuple): Kept {
+    const [seq, at, event, raised, from, to, changed, effects, cause, mv, epoch, status] = tuple;
+    return flat(
+      JSON.stringify([
+        seq,
+        at,
+        this.piece(event),
+        this.piece(raised),
+        from,
+        to,
+        changed,
+        effects.map((effect) => ('memberId' in effect ? effect : this.piece(effect))),
+        typeof cause === 'string' ? cause : this.piece(cause),
+        mv,
+        epoch,
+        this.piece(status),
+      ]),
+    );
+  }
+
+  /** The view of a kept transition. */
+  private decode(json: Kept): GroupTransition {
+    const kept = JSON.parse(json) as unknown[];
+    const tuple = [
+      kept[0],
+      kept[1],
+      this.pieceOf(kept[2]),
+      none(this.pieceOf(kept[3]) as readonly string[]),
+      kept[4],
+      kept[5],
+      kept[6],
+      none((kept[7] as unknown[]).map((effect) => this.pieceOf(effect))),
+      this.pieceOf(kept[8]),
+      kept[9],
+      kept[10],
+      this.pieceOf(kept[11]),
+    ] as unknown as KeptTuple;
+    return transitionView(tuple, this.valueOf(tuple[4]), this.valueOf(tuple[5]));
+  }
+
+  /**
+   * `value` as a kept transition writes it: its index among the shared pieces (shared from now
+   * on while there is room), or itself. Pieces that name a member are kept out: member ids are
+   * many and seldom repeat across groups.
+   */
+  private piece(value: unknown): unknown {
+    const json = JSON.stringify(value);
+    const known = this.pieces.get(json);
+    if (known !== undefined) return known;
+    if (this.pieceList.length >= SHARED_PIECES) return value;
+    this.pieces.set(json, this.pieceList.length);
+    this.pieceList.push(value);
+    return this.pieceList.length - 1;
+  }
+
+  /** A piece as kept: the shared piece its index names, or itself. */
+  private pieceOf(kept: unknown): unknown {
+    return typeof kept === 'number' ? this.pieceList[kept] : kept;
+  }
+
+  /** A state value as a kept transition writes it: its shared value, or itself. */
+  private valueOf(ref: unknown): unknown {
+    return typeof ref === 'number' ? this.valueList[ref] : ref;
+  }
+
+  /** The index of the shared value equal to `value` (JSON `json`); null when not shared. */
+  private shared(json: string, value: unknown): number | null {
     const known = this.values.get(json);
     if (known !== undefined) return known;
-    if (this.values.size < SHARED_VALUES) this.values.set(json, value);
-    return value;
+    if (this.valueList.length >= SHARED_VALUES) return null;
+    this.values.set(json, this.valueList.length);
+    this.valueList.push(value);
+    this.valueJson.push(json);
+    return this.valueList.length - 1;
   }
+}
+
+const NONE: readonly never[] = Object.freeze([]);
+
+/**
+ * `text` as one flat string. `JSON.stringify` hands back a string made of the pieces it was
+ * built from (a rope: about 70 bytes more for a kept transition's few dozen characters), which
+ * stays so for as long as it is kept.
+ */
+function flat(text: string): string {
+  return Buffer.from(text, 'utf8').toString('utf8');
+}
+
+/** `items`, or the shared empty array when empty (a read of many transitions makes no more). */
+function none<T>(items: readonly T[]): readonly T[] {
+  return items.length === 0 ? NONE : items;
 }
 
 /** The command and cause of a kept transition. */
@@ -283,11 +392,6 @@ function describe(
   };
 }
 
-/** `items` as a kept transition holds them: the shared empty array, or a copy of exact length. */
-function compact<T>(items: readonly T[]): readonly T[] {
-  return items.length === 0 ? NONE : items.slice();
-}
-
 /** The member a heartbeat's step was for: its reply names it, or an effect does. */
 function memberOf(context: AnnouncedStep['context']): string | null {
   const reply: unknown = context.result?.ok ? context.result.reply : undefined;
@@ -299,21 +403,22 @@ function memberOf(context: AnnouncedStep['context']): string | null {
   return null;
 }
 
-function transitionView(kept: Kept): GroupTransition {
+function transitionView(tuple: KeptTuple, from: unknown, to: unknown): GroupTransition {
+  const [seq, at, event, raised, , , stateChanged, effects, cause] = tuple;
   return {
-    at: new Date(kept.at).toISOString(),
-    state: kept.to,
-    stateChanged: kept.stateChanged,
-    effects: kept.effects,
-    metadataVersion: kept.metadataVersion,
-    assignmentEpoch: kept.assignmentEpoch,
-    status: kept.status,
-    seq: kept.seq,
-    event: kept.event,
-    raised: kept.raised,
-    from: kept.from,
-    changes: regionChanges(kept.from, kept.to),
-    cause: typeof kept.cause === 'string' ? { kind: 'member', memberId: kept.cause } : kept.cause,
+    at: new Date(at).toISOString(),
+    state: to,
+    stateChanged: stateChanged === 1,
+    effects,
+    metadataVersion: tuple[9],
+    assignmentEpoch: tuple[10],
+    status: tuple[11],
+    seq,
+    event,
+    raised,
+    from,
+    changes: regionChanges(from, to),
+    cause: typeof cause === 'string' ? { kind: 'member', memberId: cause } : cause,
   };
 }
 

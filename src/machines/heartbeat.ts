@@ -138,7 +138,17 @@ export interface SteadyDecision extends KeptRefresh {
   readonly liveness: GroupContext['liveness'];
   readonly member: MemberRecord;
   readonly view: MemberShards;
-  readonly request: HeartbeatRequest;
+  /**
+   * The request's `heardAt` (a held heartbeat's arrival). The rest of the request a repeat
+   * needs is kept below (`reported…`, `currentAssignments`, `revokeProgress`): a ticket lives
+   * as long as its group's state, and the request object with its own lists would live with it.
+   */
+  readonly heardAt: number | undefined;
+  /**
+   * The reply, built anew on each read from the fields above (all fixed): a ticket lives as long
+   * as its group's state, and the HTTP layer keeps the reply's JSON of its own, so a kept reply
+   * object (about 180 bytes, one per member) would only be read by in-process callers.
+   */
   readonly reply: HeartbeatReply;
   /** The decision holds while the clock is below this. */
   readonly until: number;
@@ -156,30 +166,56 @@ export function decideSteady(
   // answerMember's steps, keeping the view and the record it writes.
   const view = memberShards(group, member.memberId);
   const live = refreshLiveness(ctx, member, request, view, now);
-  const reply = replyToMember(ctx, member.memberId, member.memberEpoch, view);
   const { config, recomputeAt, liveness } = ctx;
   // The record written, to write again in place (a held heartbeat's times count from its
   // arrival: repeated the long way).
   const record = request.heardAt === undefined ? live : null;
-  return {
+  return new Decision(
     group,
     config,
     recomputeAt,
     liveness,
     member,
     view,
-    request,
-    reply,
-    until: steadyUntil(ctx),
+    request.heardAt,
+    steadyUntil(ctx),
     record,
-    version: liveness.version,
-    sessionTimeoutMs: member.sessionTimeoutMs,
-    revokeTimeoutMs: view.revoking.length === 0 ? null : member.rebalanceTimeoutMs,
-    reportedMetadataVersion: record?.reportedMetadataVersion ?? request.metadataVersion,
-    reportedAssignmentEpoch: record?.reportedAssignmentEpoch ?? request.assignmentEpoch,
-    currentAssignments: record?.currentAssignments ?? request.currentAssignments,
-    revokeProgress: record?.revokeProgress ?? request.revokeProgress,
-  };
+    liveness.version,
+    view.revoking.length === 0 ? null : member.rebalanceTimeoutMs,
+    record?.reportedMetadataVersion ?? request.metadataVersion,
+    record?.reportedAssignmentEpoch ?? request.assignmentEpoch,
+    record?.currentAssignments ?? request.currentAssignments,
+    record?.revokeProgress ?? request.revokeProgress,
+  );
+}
+
+/** A {@link SteadyDecision}: a class, so that its `reply` getter is one function for all. */
+class Decision implements SteadyDecision {
+  readonly sessionTimeoutMs: number;
+
+  constructor(
+    readonly group: GroupContext['group'],
+    readonly config: GroupContext['config'],
+    readonly recomputeAt: GroupContext['recomputeAt'],
+    readonly liveness: GroupContext['liveness'],
+    readonly member: MemberRecord,
+    readonly view: MemberShards,
+    readonly heardAt: number | undefined,
+    readonly until: number,
+    public record: MemberLiveness | null,
+    public version: number,
+    readonly revokeTimeoutMs: number | null,
+    readonly reportedMetadataVersion: number,
+    readonly reportedAssignmentEpoch: number,
+    readonly currentAssignments: readonly number[],
+    readonly revokeProgress: readonly RevokeProgress[],
+  ) {
+    this.sessionTimeoutMs = member.sessionTimeoutMs;
+  }
+
+  get reply(): HeartbeatReply {
+    return replyToMember(this, this.member.memberId, this.member.memberEpoch, this.view);
+  }
 }
 
 /**
@@ -203,13 +239,24 @@ export function repeatSteady(
   )
     return null;
   if (ctx.liveness.repeat(decision, now)) return decision.record;
-  const live = refreshLiveness(ctx, decision.member, decision.request, decision.view, now);
+  const live = refreshLiveness(ctx, decision.member, requestOf(decision), decision.view, now);
   // The record is its member's again (another was put in meanwhile): the next goes in place.
   if (decision.record !== null) {
     decision.record = live;
     decision.version = ctx.liveness.version;
   }
   return live;
+}
+
+/** What {@link refreshLiveness} reads of the request a decision was made for. */
+function requestOf(decision: SteadyDecision): LivenessRequest {
+  return {
+    heardAt: decision.heardAt,
+    metadataVersion: decision.reportedMetadataVersion,
+    assignmentEpoch: decision.reportedAssignmentEpoch,
+    currentAssignments: decision.currentAssignments,
+    revokeProgress: decision.revokeProgress,
+  };
 }
 
 /**
@@ -552,7 +599,7 @@ function answerMember(
 
 /** The reply to a current member whose liveness was refreshed: OK, or REVOKE_PENDING. */
 function replyToMember(
-  ctx: GroupContext,
+  ctx: Pick<GroupContext, 'group' | 'config' | 'recomputeAt'>,
   memberId: string,
   epoch: number,
   view: MemberShards,
@@ -576,10 +623,15 @@ function replyToMember(
  * heartbeat keeps nothing of its request (what outlives a request ends up in the old
  * generation).
  */
+type LivenessRequest = Pick<
+  HeartbeatRequest,
+  'heardAt' | 'metadataVersion' | 'assignmentEpoch' | 'currentAssignments' | 'revokeProgress'
+>;
+
 function refreshLiveness(
   ctx: GroupContext,
   member: MemberRecord,
-  request: HeartbeatRequest,
+  request: LivenessRequest,
   view: MemberShards,
   now: number,
 ): MemberLiveness {
@@ -619,7 +671,7 @@ function refreshLiveness(
 }
 
 function replyOf(
-  ctx: GroupContext,
+  ctx: Pick<GroupContext, 'group' | 'config'>,
   outcome: HeartbeatOutcome,
   memberId: string,
   memberEpoch: number,
