@@ -615,6 +615,12 @@ function replyToMember(
   );
 }
 
+/** What {@link refreshLiveness} reads of a heartbeat request. */
+type LivenessRequest = Pick<
+  HeartbeatRequest,
+  'heardAt' | 'metadataVersion' | 'assignmentEpoch' | 'currentAssignments' | 'revokeProgress'
+>;
+
 /**
  * Refreshes the member's liveness from its heartbeat. The revoke deadline runs from the first
  * revoke and is not extended by later ones, so a member that keeps being handed revokes cannot
@@ -623,11 +629,6 @@ function replyToMember(
  * heartbeat keeps nothing of its request (what outlives a request ends up in the old
  * generation).
  */
-type LivenessRequest = Pick<
-  HeartbeatRequest,
-  'heardAt' | 'metadataVersion' | 'assignmentEpoch' | 'currentAssignments' | 'revokeProgress'
->;
-
 function refreshLiveness(
   ctx: GroupContext,
   member: MemberRecord,
