@@ -893,6 +893,10 @@ class HostTicket implements SteadyTicket {
     return this.decision.reply;
   }
 
+  get outcome(): HeartbeatReply['outcome'] {
+    return this.decision.outcome;
+  }
+
   get groupSize(): number {
     return memberCount(this.decision.group);
   }

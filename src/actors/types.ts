@@ -181,6 +181,8 @@ export interface HeartbeatHold {
  */
 export interface SteadyTicket {
   readonly reply: HeartbeatReply;
+  /** `reply.outcome`, without building the reply (a repeat reads only this). */
+  readonly outcome: HeartbeatReply['outcome'];
   /** How many members the group had when it was decided. */
   readonly groupSize: number;
 }

@@ -150,6 +150,8 @@ export interface SteadyDecision extends KeptRefresh {
    * object (about 180 bytes, one per member) would only be read by in-process callers.
    */
   readonly reply: HeartbeatReply;
+  /** The reply's outcome (fixed with the decision), read without building the reply. */
+  readonly outcome: HeartbeatReply['outcome'];
   /** The decision holds while the clock is below this. */
   readonly until: number;
 }
@@ -211,6 +213,10 @@ class Decision implements SteadyDecision {
     readonly revokeProgress: readonly RevokeProgress[],
   ) {
     this.sessionTimeoutMs = member.sessionTimeoutMs;
+  }
+
+  get outcome(): HeartbeatReply['outcome'] {
+    return memberOutcome(this.view);
   }
 
   get reply(): HeartbeatReply {
@@ -604,15 +610,20 @@ function replyToMember(
   epoch: number,
   view: MemberShards,
 ): HeartbeatReply {
-  const blocked = view.revoking.length > 0 || view.pending.length > 0;
+  const outcome = memberOutcome(view);
   return replyOf(
     ctx,
-    blocked ? 'REVOKE_PENDING' : 'OK',
+    outcome,
     memberId,
     epoch,
     view,
-    blocked || ctx.recomputeAt !== null || view.retiring.length > 0,
+    outcome !== 'OK' || ctx.recomputeAt !== null || view.retiring.length > 0,
   );
+}
+
+/** A current member's outcome: REVOKE_PENDING while it has shards to give up or to wait for. */
+function memberOutcome(view: MemberShards): 'OK' | 'REVOKE_PENDING' {
+  return view.revoking.length > 0 || view.pending.length > 0 ? 'REVOKE_PENDING' : 'OK';
 }
 
 /** What {@link refreshLiveness} reads of a heartbeat request. */

@@ -99,7 +99,7 @@ export function answerHeartbeat(
     throw counted(services, res, secondsSince(startedAt), error);
   }
   if (steady !== null) {
-    metrics.recordHeartbeat(steady.reply.outcome, secondsSince(startedAt));
+    metrics.recordHeartbeat(steady.outcome, secondsSince(startedAt));
     return steady;
   }
   return coordinator.heartbeat(ref, request).then(
@@ -122,7 +122,7 @@ export function answerHeartbeat(
 export function answerAgain(services: Services, ticket: SteadyTicket): boolean {
   const startedAt = performance.now();
   if (!services.coordinator.steadyAgain(ticket)) return false;
-  services.metrics.recordHeartbeat(ticket.reply.outcome, secondsSince(startedAt));
+  services.metrics.recordHeartbeat(ticket.outcome, secondsSince(startedAt));
   services.metrics.recordRepeated();
   return true;
 }
