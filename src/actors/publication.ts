@@ -62,8 +62,7 @@ type KeptTuple = readonly [
 /** A group's recent transitions (oldest first) and the state value it is in. */
 interface TransitionLog {
   readonly kept: Kept[];
-  last: unknown;
-  /** How `last` is written in a kept transition (see {@link KeptTuple}). */
+  /** The state value it is in, as a kept transition writes it (see {@link KeptTuple}). */
   lastRef: unknown;
 }
 
@@ -233,16 +232,13 @@ export class Publication {
     const changed = json !== entry.lastValue;
     let log = this.logs.get(entry);
     if (!log) {
-      log = { kept: [], last: null, lastRef: null };
+      log = { kept: [], lastRef: null };
       this.logs.set(entry, log);
     }
-    const from = log.last;
     const fromRef = log.lastRef;
     const index = this.shared(json, value);
-    const to = index === null ? value : this.valueList[index];
     const toRef = index ?? value;
     entry.lastValue = index === null ? json : this.valueJson[index]!;
-    log.last = to;
     log.lastRef = toRef;
     const id = groupId(entry.ref);
     const origin = this.origins.get(id);
@@ -269,7 +265,11 @@ export class Publication {
     if (log.kept.length > TRANSITIONS_KEPT) log.kept.shift();
     const listeners = this.listeners.get(id);
     if (!listeners) return;
-    const transition = transitionView(tuple, first ? null : from, to);
+    const transition = transitionView(
+      tuple,
+      first ? null : this.valueOf(fromRef),
+      this.valueOf(toRef),
+    );
     for (const listener of listeners) listener(transition);
   }
 
