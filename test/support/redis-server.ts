@@ -171,20 +171,46 @@ function baseArgs(port: number, dir: string): string[] {
 async function startProcess(port: number, args: readonly string[]): Promise<RunningServer> {
   const server = launch(args);
   try {
-    await waitFor(
-      async () => {
-        if (server.exitCode !== undefined) {
-          throw new Error(`redis-server exited (${server.exitCode}): ${server.output}`);
-        }
-        return (await probe(port, 'PING')) === 'PONG';
-      },
-      { timeoutMs: START_TIMEOUT_MS, what: `redis-server on port ${port} to answer PING` },
-    );
+    // A server that exits while starting (a port already bound) fails the start at once.
+    const exited = server.exited.then(() => {
+      throw new Error(`redis-server exited (${server.exitCode}): ${server.output}`);
+    });
+    // Once started, its exit (a stop) is nobody's failure.
+    exited.catch(() => undefined);
+    await Promise.race([
+      exited,
+      waitFor(async () => server.exitCode === undefined && (await probe(port, 'PING')) === 'PONG', {
+        timeoutMs: START_TIMEOUT_MS,
+        what: `redis-server on port ${port} to answer PING`,
+      }),
+    ]);
   } catch (error) {
     await signal(server, 'SIGKILL');
     throw new Error(`${(error as Error).message}\n${server.output}`, { cause: error });
   }
   return server;
+}
+
+/** How long a restart waits for its port to be free again before it fails. */
+const PORT_TAKEN_TIMEOUT_MS = 10_000;
+
+/**
+ * Starts the server again on the port its clients know. While it was down, that port may have
+ * been bound by something else on the machine (another test's connection took it as its local
+ * port): the bind fails with "Address already in use", and it is tried again until the port is
+ * free or {@link PORT_TAKEN_TIMEOUT_MS} passed.
+ */
+async function restartOnPort(port: number, args: readonly string[]): Promise<RunningServer> {
+  const deadline = Date.now() + PORT_TAKEN_TIMEOUT_MS;
+  for (;;) {
+    try {
+      return await startProcess(port, args);
+    } catch (error) {
+      const taken = (error as Error).message.includes('Address already in use');
+      if (!taken || Date.now() >= deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
 }
 
 async function signal(server: RunningServer, name: 'SIGTERM' | 'SIGKILL'): Promise<void> {
@@ -222,7 +248,7 @@ export async function startRedisServer(
     },
     async restart() {
       await signal(server, 'SIGTERM');
-      server = await startProcess(port, args);
+      server = await restartOnPort(port, args);
     },
     pause() {
       server.child.kill('SIGSTOP');
