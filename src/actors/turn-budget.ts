@@ -3,8 +3,9 @@ import { setImmediate } from 'node:timers';
 
 /**
  * How much of one turn of the event loop the work that may wait (docs/architecture.md#fairness-between-groups)
- * takes, all of it together: the steps of every busy group's batch and the answers written
- * after a batch's write. A steady heartbeat of another group waits for the turn it arrives in:
+ * takes, all of it together: the steps of every busy group's batch, the answers written after a
+ * batch's write, and the checks and decisions of heartbeats no steady answer covers (the heartbeat
+ * fast path's intake). A steady heartbeat of another group waits for the turn it arrives in:
  * with each kind of work holding its own share (2 ms of steps per busy group, 1 ms of answers),
  * a replica flooded with joins into one group ran turns of 10 to 50 ms, and the other groups'
  * heartbeats waited that long.

@@ -201,6 +201,12 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
   const bodies = new RecentMap<HeartbeatBody>(16_384, 4 << 20, { rest: true });
   /** Answers decided after their request was read, written a little per turn of the loop. */
   const paced = new PacedWrites();
+  /**
+   * The checks and decisions of heartbeats no steady answer covers, on the same budget: a flood
+   * of joins read in one turn is worked through over several, and the steady heartbeats read
+   * with it are answered first (docs/architecture.md#fairness-between-groups).
+   */
+  const intake = new PacedWrites();
 
   function routeOf(url: string): HeartbeatRoute | null {
     const known = routes.get(url);
@@ -400,7 +406,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
    * ({@link SteadyMemo}) was valid JSON and a valid heartbeat on this URL: those checks would
    * pass, and are skipped; the caller's are not.
    */
-  function serve(p: Pending, bytes: Buffer): void {
+  function serve(p: Pending, bytes: Buffer, read: string | null = null): void {
     const { req, route } = p;
     let answered: SteadyTicket | Promise<HeartbeatReply>;
     let text: string | null = null;
@@ -412,7 +418,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       let memo: SteadyMemo | undefined;
       if (bytes.length > 0) {
         assertJsonContentType(req.headers['content-type']);
-        const decoded = bytes.toString('utf8');
+        const decoded = read ?? bytes.toString('utf8');
         if (decoded.length <= REMEMBERED_BODY_MAX) {
           text = decoded;
           memo = route.memos.get(text);
@@ -470,8 +476,19 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     }
   }
 
+  /**
+   * A heartbeat whose body is in: one with a remembered steady answer is served at once; any
+   * other (a join, a held heartbeat, one the group decides anew) waits for a later turn of the
+   * event loop once this turn's budget is spent, in arrival order (`intake`, see above).
+   */
+  function take(p: Pending, bytes: Buffer): void {
+    const text = bytes.length > 0 ? bytes.toString('utf8') : null;
+    if (text !== null && p.route.memos.has(text)) serve(p, bytes, text);
+    else if (!intake.write(() => serve(p, bytes, text))) services.metrics.deferredHeartbeats.inc();
+  }
+
   return {
-    flushed: () => paced.flushed(),
+    flushed: () => intake.flushed().then(() => paced.flushed()),
     handle(req, res) {
       const url = req.url;
       if (req.method !== 'POST' || url === undefined || !url.startsWith(PREFIX)) return false;
@@ -500,7 +517,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       readRawBody(req, maxBytes, (error, bytes) => {
         if (error) fail(pending, error, null);
         else if (target !== null) forwardElsewhere(pending, bytes, target);
-        else serve(pending, bytes);
+        else take(pending, bytes);
       });
       return true;
     },

@@ -28,20 +28,22 @@ export class PacedWrites {
   constructor(private readonly budget: TurnBudget = replicaTurnBudget) {}
 
   /**
-   * Runs `write` now if this turn's budget allows and nothing waits before it, else later.
-   * `write` answers its request itself, errors included (it must not throw).
+   * Runs `write` now if this turn's budget allows and nothing waits before it, else later;
+   * true when it ran now. `write` answers its request itself, errors included (it must not
+   * throw).
    */
-  write(write: () => void): void {
+  write(write: () => void): boolean {
     if (this.queue.length === 0 && !this.budget.spent()) {
       this.budget.begin();
       write();
-      return;
+      return true;
     }
     this.queue.push(write);
     if (this.turnStart === null) {
       this.turnStart = this.budget.clock();
       setImmediate(this.nextTurn);
     }
+    return false;
   }
 
   /** Resolves once every answer handed over so far is written. */

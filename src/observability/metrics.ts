@@ -98,6 +98,11 @@ export class Metrics {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
+  readonly deferredHeartbeats = new Counter({
+    name: 'coord_heartbeats_deferred_total',
+    help: 'Heartbeats that needed a decision while the turn budget was spent: decided in a later turn of the event loop',
+    registers: [this.registry],
+  });
   readonly adminRequests = new Counter({
     name: 'coord_admin_requests_total',
     help: 'Admin API requests by operation and status',
