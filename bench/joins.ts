@@ -125,7 +125,11 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
     const windows: LoadResult[] = [];
     while (joining) {
       windows.push(await load());
-      ctx.log(`  ${fmt(joined)} joined, B p99 ${fmt(windows.at(-1)?.p99Ms ?? NaN, 1)} ms`);
+      // B's answers in the window: its p99 is about the (answers / 100)-th slowest of them.
+      const last = windows.at(-1);
+      ctx.log(
+        `  ${fmt(joined)} joined, B p99 ${fmt(last?.p99Ms ?? NaN, 1)} ms of ${fmt(last?.completed ?? NaN)} answers`,
+      );
     }
     await joiners;
     const cpu = process.cpuUsage(clientCpu);
