@@ -53,6 +53,15 @@ export interface StreamsReaderOptions extends StreamsTarget {
   readonly countBound?: number;
 }
 
+/**
+ * Streams read at once: a group's shards are read this many at a time, one slice after the
+ * other. A 1,024-shard group read at once sent 2,048 commands in one turn of the event loop and
+ * took its replies in another, 25-40 ms each on a replica flooded with joins, where the other
+ * groups' heartbeats waited (docs/architecture.md#fairness-between-groups); a slice costs one
+ * round trip to Redis more.
+ */
+export const READ_SLICE = 64;
+
 const SCRIPT = readLua(new URL('./lua/readShardLag-1.lua', import.meta.url));
 const COMMAND = 'coordReadShardLag';
 const SEAL_SCRIPT = readLua(new URL('./lua/sealRetired-1.lua', import.meta.url));
@@ -120,15 +129,21 @@ export class StreamsReader {
    */
   async read(streams: readonly string[], group: string): Promise<ShardStreamReading[]> {
     const call = (this.client as unknown as Record<string, ScriptCall>)[COMMAND]!;
-    const reading = Promise.all(
-      streams.map(async (stream) => {
-        const [reply, dead] = await Promise.all([
-          call.call(this.client, stream, group, this.countBound),
-          this.client.xlen(`${stream}:dead`),
-        ]);
-        return toReading(stream, reply, dead);
-      }),
-    );
+    const readOne = async (stream: string) => {
+      const [reply, dead] = await Promise.all([
+        call.call(this.client, stream, group, this.countBound),
+        this.client.xlen(`${stream}:dead`),
+      ]);
+      return toReading(stream, reply, dead);
+    };
+    const reading = (async () => {
+      const readings: ShardStreamReading[] = [];
+      for (let from = 0; from < streams.length; from += READ_SLICE) {
+        const slice = streams.slice(from, from + READ_SLICE);
+        readings.push(...(await Promise.all(slice.map(readOne))));
+      }
+      return readings;
+    })();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error('no answer')), this.timeoutMs);

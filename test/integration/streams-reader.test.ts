@@ -1,0 +1,65 @@
+/**
+ * The streams reader on a real redis-server: a group's shards are read a slice at a time, in
+ * order, so that a large group's reading never puts thousands of commands and their replies
+ * into one turn of the event loop (docs/architecture.md#fairness-between-groups).
+ */
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { READ_SLICE, StreamsReader } from '../../src/streams/streams-reader.js';
+import { startRedisServer, type RedisServerHandle } from '../support/redis-server.js';
+
+let server: RedisServerHandle;
+let redis: Redis;
+let reader: StreamsReader;
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  redis = server.client();
+  reader = new StreamsReader({ url: server.url });
+});
+afterAll(async () => {
+  await reader.close();
+  await server.stop();
+});
+
+describe('StreamsReader.read', () => {
+  it('reads a 300-shard group a slice at a time, every reading in the order asked', async () => {
+    const prefix = `orders-${randomBytes(4).toString('hex')}`;
+    const shards = 300;
+    const streams = Array.from({ length: shards }, (_, shard) => `${prefix}:${shard}`);
+    // Shard n holds n % 7 entries; every other one has the group, reading none of them.
+    const setup = redis.pipeline();
+    streams.forEach((stream, shard) => {
+      for (let i = 0; i < shard % 7; i++) setup.xadd(stream, '*', 'n', String(i));
+      if (shard % 2 === 0) setup.xgroup('CREATE', stream, 'billing', '0', 'MKSTREAM');
+    });
+    await setup.exec();
+
+    // What the reader has sent and not yet had answered, at most, over the whole read.
+    const client = (reader as unknown as { client: Redis }).client;
+    const send = client.sendCommand.bind(client);
+    let inFlight = 0;
+    let most = 0;
+    client.sendCommand = ((command: Parameters<Redis['sendCommand']>[0]) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      const settled = () => inFlight--;
+      command.promise.then(settled, settled);
+      return send(command);
+    }) as Redis['sendCommand'];
+    try {
+      const readings = await reader.read(streams, 'billing');
+      expect(readings.map((r) => r.stream)).toEqual(streams);
+      readings.forEach((reading, shard) => {
+        expect(reading.length).toBe(shard % 7);
+        expect(reading.noConsumerGroup).toBe(shard % 2 === 1 && shard % 7 > 0);
+      });
+      // A script call and an XLEN per stream, one slice at a time.
+      expect(most).toBeLessThanOrEqual(2 * READ_SLICE);
+      expect(most).toBeGreaterThan(0);
+    } finally {
+      client.sendCommand = send;
+    }
+  });
+});
