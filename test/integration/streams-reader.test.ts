@@ -41,13 +41,13 @@ describe('StreamsReader.read', () => {
     const send = client.sendCommand.bind(client);
     let inFlight = 0;
     let most = 0;
-    client.sendCommand = ((command: Parameters<Redis['sendCommand']>[0]) => {
+    client.sendCommand = (command: Parameters<Redis['sendCommand']>[0]) => {
       inFlight++;
       most = Math.max(most, inFlight);
       const settled = () => inFlight--;
       command.promise.then(settled, settled);
       return send(command);
-    }) as Redis['sendCommand'];
+    };
     try {
       const readings = await reader.read(streams, 'billing');
       expect(readings.map((r) => r.stream)).toEqual(streams);
