@@ -169,6 +169,16 @@ describe('heartbeat fast path', () => {
     await Promise.all([fast?.close(), plain?.close()]);
   });
 
+  /** The body of `memberId`'s next heartbeat, once it joined and beat `rounds` times on `fast`. */
+  async function beaten(path: string, memberId: string, rounds: number): Promise<unknown> {
+    let body: unknown = { ...JOIN, memberId };
+    for (let i = 0; i < rounds; i++) {
+      const answer = await ask(fast, path, consumerInit(body));
+      body = nextOf(memberId, answer.body as Record<string, unknown>);
+    }
+    return body;
+  }
+
   /** Sends the same request to both; checks that only the fast one went the fast path. */
   async function both(path: string, init: Init, served: 'fast' | 'express' = 'fast') {
     const [viaFast, viaExpress] = await Promise.all([
@@ -554,11 +564,7 @@ describe('heartbeat fast path', () => {
 
   it('while the turn budget is spent, a heartbeat that needs a decision waits for a later turn and a steady one does not', async () => {
     const path = await createGroup(fast, 'busy');
-    let body: unknown = { ...JOIN, memberId: 'busy-1' };
-    for (let i = 0; i < 4; i++) {
-      const answer = await ask(fast, path, consumerInit(body));
-      body = nextOf('busy-1', answer.body as Record<string, unknown>);
-    }
+    const body = await beaten(path, 'busy-1', 4);
     const deferred = async () => {
       const text = await (await fetch(`${fast.url}/metrics`)).text();
       return Number(/^coord_heartbeats_deferred_total (\d+)$/m.exec(text)?.[1]);
@@ -590,11 +596,7 @@ describe('heartbeat fast path', () => {
 
   it('a remembered steady heartbeat keeps no deleted group in memory', async () => {
     const path = await createGroup(fast, 'gone');
-    let body: unknown = { ...JOIN, memberId: 'gone-1' };
-    for (let i = 0; i < 6; i++) {
-      const answer = await ask(fast, path, consumerInit(body));
-      body = nextOf('gone-1', answer.body as Record<string, unknown>);
-    }
+    const body = await beaten(path, 'gone-1', 6);
     const again = vi.spyOn(fast.host, 'steadyAgain');
     await ask(fast, path, consumerInit(body));
     expect(again.mock.results.map((r) => r.value as boolean)).toEqual([true]);
