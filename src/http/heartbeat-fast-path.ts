@@ -110,6 +110,12 @@ interface HeartbeatRoute {
   /** Each member's last steady answer. */
   readonly members: Map<string, SteadyMemo>;
   /**
+   * The members with a heartbeat waiting in the intake (how many each): their later heartbeats
+   * wait behind it, remembered answer or not, so a member's heartbeats are decided in the order
+   * they came.
+   */
+  readonly waiting: Map<string, number>;
+  /**
    * Memo, one job: the group's owner (`X-Coord-Owner`) as of the owners' version
    * (`ReplicaServices.ownersVersion`), so a heartbeat costs no owner lookup while the live
    * replicas stay the same.
@@ -159,6 +165,17 @@ type HeartbeatBody = z.infer<typeof heartbeatBodySchema>;
 /** Bodies longer than this are not remembered (steady heartbeats are a few hundred bytes). */
 const REMEMBERED_BODY_MAX = 4_096;
 
+/** The member a heartbeat's body names, when it is JSON naming one (else null; its checks say why). */
+function memberIdIn(text: string | null): string | null {
+  if (text === null) return null;
+  try {
+    const memberId = (JSON.parse(text) as { memberId?: unknown } | null)?.memberId;
+    return typeof memberId === 'string' ? memberId : null;
+  } catch {
+    return null;
+  }
+}
+
 function deepFreeze<T>(value: T): T {
   if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
     for (const inner of Object.values(value)) deepFreeze(inner);
@@ -207,6 +224,8 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
    * with it are answered first (docs/architecture.md#fairness-between-groups).
    */
   const intake = new PacedWrites();
+  /** Requests taken and not answered yet (decided later, or waiting in the intake): see `flushed`. */
+  const unanswered = new Set<ServerResponse>();
 
   function routeOf(url: string): HeartbeatRoute | null {
     const known = routes.get(url);
@@ -220,6 +239,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       raw: deepFreeze(raw),
       params: parsed.success ? deepFreeze(parsed.data) : null,
       memos: new Map(),
+      waiting: new Map(),
       members: new Map(),
       owner: null,
       ownerUrl: null,
@@ -477,18 +497,56 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
   }
 
   /**
-   * A heartbeat whose body is in: one with a remembered steady answer is served at once; any
-   * other (a join, a held heartbeat, one the group decides anew) waits for a later turn of the
-   * event loop once this turn's budget is spent, in arrival order (`intake`, see above).
+   * A heartbeat whose body is in: one with a remembered steady answer is served at once (unless
+   * an earlier heartbeat of its member waits in the intake); any other (a join, a held
+   * heartbeat, one the group decides anew) too while this turn's budget lasts, and otherwise
+   * waits for a later turn of the event loop, in arrival order (`intake`, see above). One whose
+   * client went away while it waited is not decided: a join would make a member nobody runs.
    */
   function take(p: Pending, bytes: Buffer): void {
     const text = bytes.length > 0 ? bytes.toString('utf8') : null;
-    if (text !== null && p.route.memos.has(text)) serve(p, bytes, text);
-    else if (!intake.write(() => serve(p, bytes, text))) services.metrics.deferredHeartbeats.inc();
+    const { waiting } = p.route;
+    const memo = text === null ? undefined : p.route.memos.get(text);
+    if (memo !== undefined ? !waiting.has(memo.memberId) : !intake.wouldWait()) {
+      serve(p, bytes, text);
+      if (!p.res.writableEnded) track(p.res);
+      return;
+    }
+    const memberId = memo?.memberId ?? memberIdIn(text);
+    if (memberId !== null) waiting.set(memberId, (waiting.get(memberId) ?? 0) + 1);
+    track(p.res);
+    services.metrics.deferredHeartbeats.inc();
+    intake.write(() => {
+      if (memberId !== null) {
+        const left = waiting.get(memberId)! - 1;
+        if (left === 0) waiting.delete(memberId);
+        else waiting.set(memberId, left);
+      }
+      if (!p.res.closed) serve(p, bytes, text);
+    });
+  }
+
+  function track(res: ServerResponse): void {
+    unanswered.add(res);
+    res.once('close', () => unanswered.delete(res));
+  }
+
+  /** Resolves once every request taken here so far is answered (or its client gone). */
+  function allAnswered(): Promise<void> {
+    return Promise.all(
+      [...unanswered].map(
+        (res) =>
+          new Promise<void>((resolve) => (res.closed ? resolve() : res.once('close', resolve))),
+      ),
+    ).then(() => undefined);
   }
 
   return {
-    flushed: () => intake.flushed().then(() => paced.flushed()),
+    flushed: () =>
+      intake
+        .flushed()
+        .then(allAnswered)
+        .then(() => paced.flushed()),
     handle(req, res) {
       const url = req.url;
       if (req.method !== 'POST' || url === undefined || !url.startsWith(PREFIX)) return false;

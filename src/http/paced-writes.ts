@@ -33,7 +33,7 @@ export class PacedWrites {
    * throw).
    */
   write(write: () => void): boolean {
-    if (this.queue.length === 0 && !this.budget.spent()) {
+    if (!this.wouldWait()) {
       this.budget.begin();
       write();
       return true;
@@ -44,6 +44,11 @@ export class PacedWrites {
       setImmediate(this.nextTurn);
     }
     return false;
+  }
+
+  /** Whether a write handed over now would wait for a later turn (see {@link write}). */
+  wouldWait(): boolean {
+    return this.queue.length > 0 || this.budget.spent();
   }
 
   /** Resolves once every answer handed over so far is written. */

@@ -100,7 +100,7 @@ export class Metrics {
   });
   readonly deferredHeartbeats = new Counter({
     name: 'coord_heartbeats_deferred_total',
-    help: 'Heartbeats that needed a decision while the turn budget was spent: decided in a later turn of the event loop',
+    help: 'Heartbeats that waited in the intake for a later turn of the event loop: the turn budget was spent, or an earlier heartbeat of their member waited there',
     registers: [this.registry],
   });
   readonly adminRequests = new Counter({

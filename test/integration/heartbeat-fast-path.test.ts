@@ -4,7 +4,6 @@ import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import jwt from 'jsonwebtoken';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { replicaTurnBudget } from '../../src/actors/turn-budget.js';
 import { loadSettings } from '../../src/config/load.js';
 import { HEARTBEAT_PATH } from '../../src/http/routes/consumer.js';
 import type { GroupRef } from '../../src/machines/types.js';
@@ -560,38 +559,6 @@ describe('heartbeat fast path', () => {
     } finally {
       again.mockRestore();
     }
-  });
-
-  it('while the turn budget is spent, a heartbeat that needs a decision waits for a later turn and a steady one does not', async () => {
-    const path = await createGroup(fast, 'busy');
-    const body = await beaten(path, 'busy-1', 4);
-    const deferred = async () => {
-      const text = await (await fetch(`${fast.url}/metrics`)).text();
-      return Number(/^coord_heartbeats_deferred_total (\d+)$/m.exec(text)?.[1]);
-    };
-    // Its answer is remembered: asked once more it is a steady one.
-    expect((await ask(fast, path, consumerInit(body))).body).toMatchObject({ outcome: 'OK' });
-    const before = await deferred();
-    // Every turn's budget used up, as while another group's batch of joins runs.
-    const spent = vi.spyOn(replicaTurnBudget, 'spent').mockReturnValue(true);
-    const again = vi.spyOn(fast.host, 'steadyAgain');
-    try {
-      const [steady, joined] = await Promise.all([
-        ask(fast, path, consumerInit(body)),
-        ask(fast, path, consumerInit({ ...JOIN, memberId: 'busy-2' })),
-      ]);
-      // Both answered; the join was decided in a later turn, the steady one from memory at once.
-      expect(steady.body).toMatchObject({ outcome: 'OK' });
-      expect((joined.body as { memberEpoch: number }).memberEpoch).toBeGreaterThan(0);
-      expect(again.mock.results.map((r) => r.value as boolean)).toEqual([true]);
-      expect((await deferred()) - before).toBe(1);
-    } finally {
-      spent.mockRestore();
-      again.mockRestore();
-    }
-    // With budget left, a join is decided in the turn its body ends.
-    await ask(fast, path, consumerInit({ ...JOIN, memberId: 'busy-3' }));
-    expect((await deferred()) - before).toBe(1);
   });
 
   it('a remembered steady heartbeat keeps no deleted group in memory', async () => {

@@ -1,0 +1,228 @@
+/**
+ * The heartbeat fast path's intake (docs/architecture.md#fairness-between-groups), over real
+ * HTTP on an in-process coordinator: while the replica's turn budget is spent, a heartbeat that
+ * needs a decision waits for a later turn of the event loop, and a steady one is answered first;
+ * a member's heartbeats still go in the order they came; and a shutdown answers what waited. The budget is held spent by replacing its `spent()`, as
+ * while another group's batch of joins runs.
+ */
+import { connect, type Socket } from 'node:net';
+import jwt from 'jsonwebtoken';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { replicaTurnBudget } from '../../src/actors/turn-budget.js';
+import { loadSettings } from '../../src/config/load.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { startCoordinator, type RunningCoordinator } from '../../src/server.js';
+import { CHANGE, TEST_SECRET } from '../support/coordinator.js';
+
+function token(roles: string[]): string {
+  const now = Math.floor(Date.now() / 1000);
+  return jwt.sign({ sub: 'intake', roles, iat: now, exp: now + 3600 }, TEST_SECRET, {
+    algorithm: 'HS256',
+    issuer: 'stream-coordinator',
+  });
+}
+const CONSUMER = token(['CONSUMER']);
+
+async function start(): Promise<RunningCoordinator> {
+  const settings = loadSettings({
+    env: {},
+    overrides: {
+      'http.port': 0,
+      'http.host': '127.0.0.1',
+      'store.type': 'memory',
+      'security.jwt-secret': TEST_SECRET,
+      'security.bootstrap-admin-password': 'not-used-by-these-tests',
+      'membership.assignment-debounce': '0ms',
+    },
+  });
+  return startCoordinator(settings, {
+    heartbeatFastPath: true,
+    logger: createLogger({ level: 'error', format: 'text', silent: true }),
+  });
+}
+
+async function createGroup(c: RunningCoordinator, group: string): Promise<string> {
+  const res = await fetch(`${c.url}/coord/v1/admin/groups`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token(['WRITE'])}` },
+    body: JSON.stringify({ streamPrefix: 'in', consumerGroup: group, shardCount: 2, ...CHANGE }),
+  });
+  expect(res.status).toBe(201);
+  return `/coord/v1/consumer/streams/in/groups/${group}/heartbeat`;
+}
+
+interface Answer {
+  readonly status: number;
+  readonly body: Record<string, unknown>;
+}
+
+/** The bytes of a heartbeat POST. */
+function request(path: string, body: unknown): string {
+  const json = JSON.stringify(body);
+  return (
+    `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${CONSUMER}\r\n` +
+    `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`
+  );
+}
+
+/**
+ * Writes `requests` in one write on a new connection (pipelined: the server reads them in one
+ * turn) and resolves with their answers, in order.
+ */
+function pipelined(c: RunningCoordinator, requests: readonly string[]): Promise<Answer[]> {
+  return new Promise((resolve, reject) => {
+    const socket: Socket = connect(c.port, '127.0.0.1', () => socket.write(requests.join('')));
+    let buffer = Buffer.alloc(0);
+    const answers: Answer[] = [];
+    socket.on('error', reject);
+    socket.on('close', () => reject(new Error(`closed after ${answers.length} answers`)));
+    socket.on('data', (chunk: Buffer) => {
+      buffer = Buffer.concat([buffer, chunk]);
+      for (;;) {
+        const end = buffer.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const head = buffer.subarray(0, end).toString();
+        const length = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+        if (buffer.length < end + 4 + length) return;
+        const body = buffer.subarray(end + 4, end + 4 + length).toString();
+        buffer = buffer.subarray(end + 4 + length);
+        answers.push({
+          status: Number(head.split(' ')[1]),
+          body: JSON.parse(body) as Record<string, unknown>,
+        });
+        if (answers.length === requests.length) {
+          socket.removeAllListeners('close');
+          socket.destroy();
+          resolve(answers);
+        }
+      }
+    });
+  });
+}
+
+const JOIN = { memberEpoch: 0, assignmentEpoch: 0, metadataVersion: 0, currentAssignments: [] };
+
+/** `memberId` joined and beaten until its answer repeats: the body of its steady heartbeat. */
+async function steadyMember(c: RunningCoordinator, path: string, memberId: string) {
+  let body: Record<string, unknown> = { ...JOIN, memberId };
+  for (let i = 0; i < 5; i++) {
+    const [answer] = await pipelined(c, [request(path, body)]);
+    const reply = answer!.body;
+    body = {
+      memberId,
+      memberEpoch: reply.memberEpoch,
+      assignmentEpoch: reply.assignmentEpoch,
+      metadataVersion: reply.metadataVersion,
+      currentAssignments: reply.assignedShards,
+      revokeProgress: (reply.revokeShards as number[]).map((shard) => ({ shard, state: 'DONE' })),
+    };
+  }
+  return body;
+}
+
+async function deferredCount(c: RunningCoordinator): Promise<number> {
+  const text = await (await fetch(`${c.url}/metrics`)).text();
+  return Number(/^coord_heartbeats_deferred_total (\d+)$/m.exec(text)?.[1]);
+}
+
+const spendBudget = () => vi.spyOn(replicaTurnBudget, 'spent').mockReturnValue(true);
+
+describe('heartbeat intake', () => {
+  let c: RunningCoordinator;
+
+  beforeAll(async () => {
+    c = await start();
+  });
+  afterAll(async () => {
+    await c?.close();
+  });
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  /** The order in which the coordinator was asked: steady answers again, and decisions. */
+  function watchDecisions(): string[] {
+    const order: string[] = [];
+    const again = c.host.steadyAgain.bind(c.host);
+    const ticket = c.host.steadyTicket.bind(c.host);
+    vi.spyOn(c.host, 'steadyAgain').mockImplementation((t) => {
+      order.push('steady again');
+      return again(t);
+    });
+    vi.spyOn(c.host, 'steadyTicket').mockImplementation((ref, heartbeat) => {
+      order.push(`decide ${heartbeat.memberId}`);
+      return ticket(ref, heartbeat);
+    });
+    return order;
+  }
+
+  it('with the budget spent, a join read with a steady heartbeat is decided after it, in a later turn', async () => {
+    const path = await createGroup(c, 'spent');
+    const steady = await steadyMember(c, path, 'steady-1');
+    const before = await deferredCount(c);
+    const order = watchDecisions();
+    spendBudget();
+    const [joined, repeated] = await pipelined(c, [
+      request(path, { ...JOIN, memberId: 'joiner-1' }),
+      request(path, steady),
+    ]);
+    // Read first, decided second; both answered, the join as any join is.
+    expect(order).toEqual(['steady again', 'decide joiner-1']);
+    expect(joined!.status).toBe(200);
+    expect(joined!.body.memberEpoch).toBeGreaterThan(0);
+    expect(repeated!.body).toMatchObject({ outcome: 'OK', memberId: 'steady-1' });
+    expect((await deferredCount(c)) - before).toBe(1);
+  });
+
+  it('with budget left, a join is decided in the turn its body ends, before what is read after it', async () => {
+    const path = await createGroup(c, 'left');
+    const steady = await steadyMember(c, path, 'steady-2');
+    const before = await deferredCount(c);
+    const order = watchDecisions();
+    const [joined] = await pipelined(c, [
+      request(path, { ...JOIN, memberId: 'joiner-2' }),
+      request(path, steady),
+    ]);
+    // (The steady one is then decided anew: the join moved the group's shards.)
+    expect(order.slice(0, 2)).toEqual(['decide joiner-2', 'steady again']);
+    expect(joined!.body.memberEpoch).toBeGreaterThan(0);
+    expect(await deferredCount(c)).toBe(before);
+  });
+
+  it("a member's steady heartbeat waits behind its own heartbeat in the intake: decided in the order they came", async () => {
+    const path = await createGroup(c, 'order');
+    const steady = await steadyMember(c, path, 'leaver');
+    spendBudget();
+    const [left, after] = await pipelined(c, [
+      request(path, { ...steady, memberEpoch: -1 }),
+      request(path, steady),
+    ]);
+    expect(left!.status).toBe(200);
+    expect(left!.body.memberEpoch).toBe(-1);
+    // Decided after the leave, as with budget left: the member is gone, not told it is fine.
+    expect(after!.body.outcome).toBe('FENCED_MEMBER_EPOCH');
+  });
+});
+
+describe('heartbeat intake at shutdown', () => {
+  it('a join waiting in the intake when the replica closes is decided and answered first', async () => {
+    const c = await start();
+    try {
+      const path = await createGroup(c, 'closing');
+      spendBudget();
+      // The replica closes in the very turn the join is put in the intake.
+      const closing: Array<Promise<void>> = [];
+      vi.spyOn(c.services.metrics.deferredHeartbeats, 'inc').mockImplementation(() => {
+        closing.push(c.close());
+      });
+      const [joined] = await pipelined(c, [request(path, { ...JOIN, memberId: 'last' })]);
+      expect(joined!.status).toBe(200);
+      expect(joined!.body.memberEpoch).toBeGreaterThan(0);
+      expect(closing).toHaveLength(1);
+      await Promise.all(closing);
+    } finally {
+      vi.restoreAllMocks();
+      await c.close();
+    }
+  });
+});
