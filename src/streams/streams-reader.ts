@@ -136,9 +136,11 @@ export class StreamsReader {
       ]);
       return toReading(stream, reply, dead);
     };
+    // Set when the reading is given up (timed out or failed): no further slice is sent.
+    let abandoned = false;
     const reading = (async () => {
       const readings: ShardStreamReading[] = [];
-      for (let from = 0; from < streams.length; from += READ_SLICE) {
+      for (let from = 0; from < streams.length && !abandoned; from += READ_SLICE) {
         const slice = streams.slice(from, from + READ_SLICE);
         readings.push(...(await Promise.all(slice.map(readOne))));
       }
@@ -151,6 +153,7 @@ export class StreamsReader {
     try {
       return await Promise.race([reading, timeout]);
     } catch (error) {
+      abandoned = true;
       reading.catch(() => undefined);
       throw this.unavailable(error);
     } finally {

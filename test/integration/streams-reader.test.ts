@@ -1,11 +1,12 @@
 /**
  * The streams reader on a real redis-server: a group's shards are read a slice at a time, in
  * order, so that a large group's reading never puts thousands of commands and their replies
- * into one turn of the event loop (docs/architecture.md#fairness-between-groups).
+ * into one turn of the event loop (docs/architecture.md#fairness-between-groups), and a reading
+ * that timed out sends nothing more.
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { READ_SLICE, StreamsReader } from '../../src/streams/streams-reader.js';
 import { startRedisServer, type RedisServerHandle } from '../support/redis-server.js';
 
@@ -23,6 +24,24 @@ afterAll(async () => {
   await server.stop();
 });
 
+/** Wraps `reader`'s client: counts what it sends, each command `delayMs` late when asked. */
+function instrumented(reader: StreamsReader, delayMs = 0) {
+  const client = (reader as unknown as { client: Redis }).client;
+  const send = client.sendCommand.bind(client);
+  const counts = { sent: 0, inFlight: 0, most: 0 };
+  client.sendCommand = (command: Parameters<Redis['sendCommand']>[0]) => {
+    counts.sent++;
+    counts.inFlight++;
+    counts.most = Math.max(counts.most, counts.inFlight);
+    const settled = () => counts.inFlight--;
+    command.promise.then(settled, settled);
+    if (delayMs === 0) return send(command);
+    setTimeout(() => void send(command), delayMs);
+    return command.promise;
+  };
+  return { counts, restore: () => (client.sendCommand = send) };
+}
+
 describe('StreamsReader.read', () => {
   it('reads a 300-shard group a slice at a time, every reading in the order asked', async () => {
     const prefix = `orders-${randomBytes(4).toString('hex')}`;
@@ -37,17 +56,7 @@ describe('StreamsReader.read', () => {
     await setup.exec();
 
     // What the reader has sent and not yet had answered, at most, over the whole read.
-    const client = (reader as unknown as { client: Redis }).client;
-    const send = client.sendCommand.bind(client);
-    let inFlight = 0;
-    let most = 0;
-    client.sendCommand = (command: Parameters<Redis['sendCommand']>[0]) => {
-      inFlight++;
-      most = Math.max(most, inFlight);
-      const settled = () => inFlight--;
-      command.promise.then(settled, settled);
-      return send(command);
-    };
+    const { counts, restore } = instrumented(reader);
     try {
       const readings = await reader.read(streams, 'billing');
       expect(readings.map((r) => r.stream)).toEqual(streams);
@@ -56,10 +65,30 @@ describe('StreamsReader.read', () => {
         expect(reading.noConsumerGroup).toBe(shard % 2 === 1 && shard % 7 > 0);
       });
       // A script call and an XLEN per stream, one slice at a time.
-      expect(most).toBeLessThanOrEqual(2 * READ_SLICE);
-      expect(most).toBeGreaterThan(0);
+      expect(counts.most).toBeLessThanOrEqual(2 * READ_SLICE);
+      expect(counts.most).toBeGreaterThan(0);
     } finally {
-      client.sendCommand = send;
+      restore();
+    }
+  });
+
+  it('sends no further slice once the reading timed out', async () => {
+    const slow = new StreamsReader({ url: server.url, timeoutMs: 100 });
+    // Every command answered 30 ms late: each slice takes about that long.
+    const { counts, restore } = instrumented(slow, 30);
+    try {
+      const streams = Array.from({ length: 1_024 }, (_, shard) => `late:${shard}`);
+      await expect(slow.read(streams, 'billing')).rejects.toMatchObject({
+        code: 'STREAMS_UNAVAILABLE',
+      });
+      const sentByThen = counts.sent;
+      expect(sentByThen).toBeLessThan(2 * streams.length);
+      // What was sent before the timeout is answered; nothing more goes out.
+      await vi.waitFor(() => expect(counts.inFlight).toBe(0));
+      expect(counts.sent).toBe(sentByThen);
+    } finally {
+      restore();
+      await slow.close();
     }
   });
 });
