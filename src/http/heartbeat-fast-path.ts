@@ -522,7 +522,9 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
         if (left === 0) waiting.delete(memberId);
         else waiting.set(memberId, left);
       }
-      if (!p.res.closed) serve(p, bytes, text);
+      // Its connection is gone or closing (either side): nobody would read the answer.
+      const { socket } = p.req;
+      if (!p.res.closed && !socket.destroyed && socket.writable) serve(p, bytes, text);
     });
   }
 

@@ -189,6 +189,31 @@ describe('heartbeat intake', () => {
     expect(await deferredCount(c)).toBe(before);
   });
 
+  it('a join whose connection closed while it waited in the intake is not decided', async () => {
+    const path = await createGroup(c, 'ghost');
+    spendBudget();
+    // The connection drops in the very turn the join is put in the intake.
+    const order = watchDecisions();
+    let connection: Socket | null = null;
+    c.server.once('request', (req: { socket: Socket }) => (connection = req.socket));
+    vi.spyOn(c.services.metrics.deferredHeartbeats, 'inc').mockImplementation(() => {
+      connection?.destroy();
+    });
+    await expect(pipelined(c, [request(path, { ...JOIN, memberId: 'ghost' })])).rejects.toThrow(
+      'closed after 0 answers',
+    );
+    vi.restoreAllMocks();
+    // A member that does join after it is decided; the ghost never was.
+    await pipelined(c, [request(path, { ...JOIN, memberId: 'real' })]);
+    expect(order).toEqual([]);
+    const res = await fetch(`${c.url}/coord/v1/monitoring/streams/in/groups/ghost/members`, {
+      headers: { authorization: `Bearer ${token(['READ'])}` },
+    });
+    const members = JSON.stringify(await res.json());
+    expect(members).toContain('"real"');
+    expect(members).not.toContain('"ghost"');
+  });
+
   it("a member's steady heartbeat waits behind its own heartbeat in the intake: decided in the order they came", async () => {
     const path = await createGroup(c, 'order');
     const steady = await steadyMember(c, path, 'leaver');
