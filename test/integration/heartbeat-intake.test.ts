@@ -2,44 +2,26 @@
  * The heartbeat fast path's intake (docs/architecture.md#fairness-between-groups), over real
  * HTTP on an in-process coordinator: while the replica's turn budget is spent, a heartbeat that
  * needs a decision waits for a later turn of the event loop, and a steady one is answered first;
- * a member's heartbeats still go in the order they came; and a shutdown answers what waited. The budget is held spent by replacing its `spent()`, as
- * while another group's batch of joins runs.
+ * a member's heartbeats still go in the order they came; one whose connection closed is not
+ * decided; and a shutdown answers what waited. The budget is held spent by replacing its
+ * `spent()`, as while another group's batch of joins runs.
  */
 import { connect, type Socket } from 'node:net';
-import jwt from 'jsonwebtoken';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { replicaTurnBudget } from '../../src/actors/turn-budget.js';
-import { loadSettings } from '../../src/config/load.js';
-import { createLogger } from '../../src/observability/logger.js';
-import { startCoordinator, type RunningCoordinator } from '../../src/server.js';
-import { CHANGE, TEST_SECRET } from '../support/coordinator.js';
+import type { Role } from '../../src/http/auth/roles.js';
+import type { RunningCoordinator } from '../../src/server.js';
+import { CHANGE, mintToken, startTestCoordinator } from '../support/coordinator.js';
 
-function token(roles: string[]): string {
-  const now = Math.floor(Date.now() / 1000);
-  return jwt.sign({ sub: 'intake', roles, iat: now, exp: now + 3600 }, TEST_SECRET, {
-    algorithm: 'HS256',
-    issuer: 'stream-coordinator',
-  });
-}
+const token = (roles: Role[]) => mintToken('intake', roles);
 const CONSUMER = token(['CONSUMER']);
 
-async function start(): Promise<RunningCoordinator> {
-  const settings = loadSettings({
-    env: {},
-    overrides: {
-      'http.port': 0,
-      'http.host': '127.0.0.1',
-      'store.type': 'memory',
-      'security.jwt-secret': TEST_SECRET,
-      'security.bootstrap-admin-password': 'not-used-by-these-tests',
-      'membership.assignment-debounce': '0ms',
-    },
+/** An in-process coordinator, memory store, fast path as shipped, joins recomputed at once. */
+const start = () =>
+  startTestCoordinator({
+    store: 'memory',
+    overrides: { 'membership.assignment-debounce': '0ms' },
   });
-  return startCoordinator(settings, {
-    heartbeatFastPath: true,
-    logger: createLogger({ level: 'error', format: 'text', silent: true }),
-  });
-}
 
 async function createGroup(c: RunningCoordinator, group: string): Promise<string> {
   const res = await fetch(`${c.url}/coord/v1/admin/groups`, {
