@@ -31,6 +31,8 @@ const GROUP = 'g';
 const CHANGE = { requestedBy: 'redis-restart-e2e', reason: 'store outage test' };
 const TOKEN = replicaToken('e2e', ['READ', 'WRITE', 'CONSUMER', 'PRODUCER']);
 const say = (line: string) => console.log(`[redis-restart] ${line}`);
+/** How long each part of the run may take to stop at its end. */
+const STOP_WITHIN_MS = 5_000;
 
 interface Probe {
   readonly replica: number;
@@ -124,7 +126,7 @@ describe('Redis restarted under running replicas, consumers and a producer', () 
   it('says the store is down, answers in time, then serves again with every epoch and message kept', async () => {
     const children = new ChildProcesses('redis-restart');
     let redis: RedisServerHandle | null = null;
-    const stoppers: Array<() => Promise<unknown>> = [];
+    const stoppers: Array<[string, () => Promise<unknown>]> = [];
     let failed = true;
     try {
       redis = await startRedisServer({ extraArgs: ['--appendonly', 'yes'] });
@@ -140,6 +142,7 @@ describe('Redis restarted under running replicas, consumers and a producer', () 
           COORDINATOR_LOG_LEVEL: 'info',
         },
       });
+      say('replicas started');
       const admin = new CoordinatorClient({ baseUrl: set.urls, token: TOKEN });
       await admin.createGroup(STREAM, GROUP, SHARDS, CHANGE);
 
@@ -167,7 +170,8 @@ describe('Redis restarted under running replicas, consumers and a producer', () 
         return consumer;
       });
       await Promise.all(consumers.map((c) => c.start()));
-      stoppers.push(() => Promise.all(consumers.map((c) => c.close())));
+      say('consumers started');
+      stoppers.push(['the consumers', () => Promise.all(consumers.map((c) => c.close()))]);
       // Settled: the shards spread evenly and the group stable (no rebalance under way), so the
       // epochs read before the outage are the ones that must come back.
       await waitFor(
@@ -176,6 +180,7 @@ describe('Redis restarted under running replicas, consumers and a producer', () 
           (await admin.request<{ phase: string }>('GET', view())).phase === 'stable',
         { timeoutMs: 20_000, intervalMs: 50, what: 'the shards spread and the group stable' },
       );
+      say('shards spread, group stable');
 
       const producer = new Producer({
         client: new CoordinatorClient({ baseUrl: set.urls, token: TOKEN }),
@@ -184,7 +189,7 @@ describe('Redis restarted under running replicas, consumers and a producer', () 
         consumerGroup: GROUP,
         longPollWaitMs: 5_000,
       });
-      stoppers.push(() => producer.close());
+      stoppers.push(['the producer', () => producer.close()]);
       const sent: string[] = [];
       let producing = true;
       const producing$ = (async () => {
@@ -326,7 +331,21 @@ describe('Redis restarted under running replicas, consumers and a producer', () 
       say(`${sent.length} messages sent, ${processed.length} processed, none lost`);
       failed = false;
     } finally {
-      for (const stop of stoppers.reverse()) await stop().catch(() => undefined);
+      // Each stop bounded and named when it hangs: a hang here would otherwise hide the failure
+      // behind the test's own timeout.
+      for (const [what, stop] of stoppers.reverse()) {
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<'late'>((resolve) => {
+          timer = setTimeout(() => resolve('late'), STOP_WITHIN_MS);
+        });
+        const stopped = stop().then(
+          () => 'stopped' as const,
+          () => 'stopped' as const,
+        );
+        if ((await Promise.race([stopped, late])) === 'late')
+          say(`${what}: not stopped within ${STOP_WITHIN_MS} ms`);
+        clearTimeout(timer);
+      }
       if (failed) say(`replica logs kept in ${children.dir}`);
       await children.cleanUp(failed);
       await redis?.stop();
