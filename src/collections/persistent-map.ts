@@ -198,15 +198,6 @@ function each<V>(node: TrieNode<V>, visit: (leaf: Leaf<V>) => void): void {
   else for (const child of node.children) each(child, visit);
 }
 
-/** `visit` for every entry under `node`, in trie order. */
-function forEachLeaf<V>(node: TrieNode<V>, visit: (value: V, key: string) => void): void {
-  if (node.kind === LEAF) visit(node.value, node.key);
-  else {
-    const children: readonly TrieNode<V>[] = node.kind === COLLISION ? node.leaves : node.children;
-    for (const child of children) forEachLeaf(child, visit);
-  }
-}
-
 /** Every leaf under `node`, in trie order, appended to `out`. */
 function collect<V>(node: TrieNode<V>, out: Leaf<V>[]): Leaf<V>[] {
   if (node.kind === LEAF) out.push(node);
@@ -408,7 +399,7 @@ export class PersistentMap<V> implements Iterable<[string, V]> {
 
   /** Visits every entry in trie order, walking the trie: no list of thousands of entries for it. */
   forEach(visit: (value: V, key: string) => void): void {
-    forEachLeaf(this.#root, visit);
+    each(this.#root, (leaf) => visit(leaf.value, leaf.key));
   }
 
   keys(): string[] {

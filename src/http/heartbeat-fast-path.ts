@@ -506,7 +506,9 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
   function take(p: Pending, bytes: Buffer): void {
     const text = bytes.length > 0 ? bytes.toString('utf8') : null;
     const { waiting } = p.route;
-    const memo = text === null ? undefined : p.route.memos.get(text);
+    // Only a body short enough to be remembered can have a remembered answer (see `serve`).
+    const memo =
+      text === null || text.length > REMEMBERED_BODY_MAX ? undefined : p.route.memos.get(text);
     if (memo !== undefined ? !waiting.has(memo.memberId) : !intake.wouldWait()) {
       serve(p, bytes, text);
       if (!p.res.writableEnded) track(p.res);

@@ -28,22 +28,20 @@ export class PacedWrites {
   constructor(private readonly budget: TurnBudget = replicaTurnBudget) {}
 
   /**
-   * Runs `write` now if this turn's budget allows and nothing waits before it, else later;
-   * true when it ran now. `write` answers its request itself, errors included (it must not
-   * throw).
+   * Runs `write` now if this turn's budget allows and nothing waits before it, else later.
+   * `write` answers its request itself, errors included (it must not throw).
    */
-  write(write: () => void): boolean {
+  write(write: () => void): void {
     if (!this.wouldWait()) {
       this.budget.begin();
       write();
-      return true;
+      return;
     }
     this.queue.push(write);
     if (this.turnStart === null) {
       this.turnStart = this.budget.clock();
       setImmediate(this.nextTurn);
     }
-    return false;
   }
 
   /** Whether a write handed over now would wait for a later turn (see {@link write}). */
