@@ -11,10 +11,17 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { replicaTurnBudget } from '../../src/actors/turn-budget.js';
 import type { Role } from '../../src/http/auth/roles.js';
 import type { RunningCoordinator } from '../../src/server.js';
-import { CHANGE, mintToken, startTestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  mintToken,
+  startTestCoordinator,
+  type TestCoordinator,
+} from '../support/coordinator.js';
+import { heartbeatOf, SimulatedMember } from '../support/members.js';
 
 const token = (roles: Role[]) => mintToken('intake', roles);
-const CONSUMER = token(['CONSUMER']);
+// The test user the simulated members beat as: the same principal, so remembered answers hold.
+const CONSUMER = mintToken('consumer', ['CONSUMER']);
 
 /** An in-process coordinator, memory store, fast path as shipped, joins recomputed at once. */
 const start = () =>
@@ -85,21 +92,11 @@ function pipelined(c: RunningCoordinator, requests: readonly string[]): Promise<
 const JOIN = { memberEpoch: 0, assignmentEpoch: 0, metadataVersion: 0, currentAssignments: [] };
 
 /** `memberId` joined and beaten until its answer repeats: the body of its steady heartbeat. */
-async function steadyMember(c: RunningCoordinator, path: string, memberId: string) {
-  let body: Record<string, unknown> = { ...JOIN, memberId };
-  for (let i = 0; i < 5; i++) {
-    const [answer] = await pipelined(c, [request(path, body)]);
-    const reply = answer!.body;
-    body = {
-      memberId,
-      memberEpoch: reply.memberEpoch,
-      assignmentEpoch: reply.assignmentEpoch,
-      metadataVersion: reply.metadataVersion,
-      currentAssignments: reply.assignedShards,
-      revokeProgress: (reply.revokeShards as number[]).map((shard) => ({ shard, state: 'DONE' })),
-    };
-  }
-  return body;
+/** `memberId` of `group` beaten until its answer repeats: the body of its steady heartbeat. */
+async function steadyMember(c: TestCoordinator, group: string, memberId: string) {
+  const member = new SimulatedMember(c, memberId, 'in', group);
+  for (let i = 0; i < 5; i++) await member.beat();
+  return heartbeatOf(member);
 }
 
 async function deferredCount(c: RunningCoordinator): Promise<number> {
@@ -110,7 +107,7 @@ async function deferredCount(c: RunningCoordinator): Promise<number> {
 const spendBudget = () => vi.spyOn(replicaTurnBudget, 'spent').mockReturnValue(true);
 
 describe('heartbeat intake', () => {
-  let c: RunningCoordinator;
+  let c: TestCoordinator;
 
   beforeAll(async () => {
     c = await start();
@@ -140,7 +137,7 @@ describe('heartbeat intake', () => {
 
   it('with the budget spent, a join read with a steady heartbeat is decided after it, in a later turn', async () => {
     const path = await createGroup(c, 'spent');
-    const steady = await steadyMember(c, path, 'steady-1');
+    const steady = await steadyMember(c, 'spent', 'steady-1');
     const before = await deferredCount(c);
     const order = watchDecisions();
     spendBudget();
@@ -158,7 +155,7 @@ describe('heartbeat intake', () => {
 
   it('with budget left, a join is decided in the turn its body ends, before what is read after it', async () => {
     const path = await createGroup(c, 'left');
-    const steady = await steadyMember(c, path, 'steady-2');
+    const steady = await steadyMember(c, 'left', 'steady-2');
     const before = await deferredCount(c);
     const order = watchDecisions();
     const [joined] = await pipelined(c, [
@@ -198,7 +195,7 @@ describe('heartbeat intake', () => {
 
   it("a member's steady heartbeat waits behind its own heartbeat in the intake: decided in the order they came", async () => {
     const path = await createGroup(c, 'order');
-    const steady = await steadyMember(c, path, 'leaver');
+    const steady = await steadyMember(c, 'order', 'leaver');
     spendBudget();
     const [left, after] = await pipelined(c, [
       request(path, { ...steady, memberEpoch: -1 }),
