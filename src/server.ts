@@ -14,6 +14,7 @@ import { Forwarder } from './actors/ownership/forwarder.js';
 import { leaseCommandTimeoutMs } from './actors/ownership/lease.js';
 import { Replication } from './actors/ownership/replication.js';
 import { ReplicaState } from './actors/replica-state.js';
+import { replicaTurnBudget } from './actors/turn-budget.js';
 import { keyNames } from './store/keys.js';
 import { toErrorResponse } from './http/errors.js';
 import { isEmbedded, type Settings } from './config/settings.js';
@@ -233,6 +234,7 @@ export async function startCoordinator(
   const logger =
     options.logger ?? createLogger({ level: settings.log.level, format: settings.log.format });
   const metrics = new Metrics({ defaultMetrics: true });
+  metrics.watchRests(() => replicaTurnBudget.restedMs);
   let jwtSecret = settings.security['jwt-secret'];
   if (!jwtSecret) {
     if (!isEmbedded(settings))

@@ -18,7 +18,6 @@ import { applyEffects } from './effects.js';
 import { startActor, type ActorFactory, type GroupEntry, type GroupEvent } from './group-entry.js';
 import type { Settled } from './mailbox.js';
 import { announcedStep, type AnnouncedStep, type Publication } from './publication.js';
-import { nextTurn } from './slices.js';
 import type { StoreGuard } from './store-guard.js';
 import { replicaTurnBudget, type TurnBudget } from './turn-budget.js';
 import type { WriteRefusal } from './write-refusal.js';
@@ -85,7 +84,7 @@ function settle<T>(answer: () => T): Settled<T> {
  */
 async function yieldIfSpent(budget: TurnBudget, entry: GroupEntry, run: Run): Promise<void> {
   if (!budget.spentFor(run.since)) return;
-  await nextTurn();
+  await budget.nextTurn();
   budget.begin();
   run.since = budget.clock();
   if (entry.phase === 'dropped') throw new EntryDroppedError();

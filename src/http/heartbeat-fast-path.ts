@@ -16,6 +16,7 @@ import {
   ownerUrlOf,
 } from './forwarding.js';
 import { PacedWrites } from './paced-writes.js';
+import { replicaTurnBudget } from '../actors/turn-budget.js';
 import { errorResult, requestIdOf } from './pipeline.js';
 import { assertJsonContentType, isEncoded, parseJsonText, readRawBody } from './request-body.js';
 import { checkParams, checkRequest, checkRole, checkScope } from './request-checks.js';
@@ -216,14 +217,16 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
    * through than it holds ({@link RecentMap}).
    */
   const bodies = new RecentMap<HeartbeatBody>(16_384, 4 << 20, { rest: true });
+  /** The replica's one budget for work that may wait (docs/architecture.md#fairness-between-groups). */
+  const budget = replicaTurnBudget;
   /** Answers decided after their request was read, written a little per turn of the loop. */
-  const paced = new PacedWrites();
+  const paced = new PacedWrites(budget);
   /**
    * The checks and decisions of heartbeats no steady answer covers, on the same budget: a flood
    * of joins read in one turn is worked through over several, and the steady heartbeats read
    * with it are answered first (docs/architecture.md#fairness-between-groups).
    */
-  const intake = new PacedWrites();
+  const intake = new PacedWrites(budget);
   /** Requests taken and not answered yet (decided later, or waiting in the intake): see `flushed`. */
   const unanswered = new Set<ServerResponse>();
 
@@ -510,6 +513,8 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     const memo =
       text === null || text.length > REMEMBERED_BODY_MAX ? undefined : p.route.memos.get(text);
     if (memo !== undefined ? !waiting.has(memo.memberId) : !intake.wouldWait()) {
+      // A steady heartbeat answered at once: work that may wait now rests between its turns.
+      if (memo !== undefined) budget.servedAtOnce();
       serve(p, bytes, text);
       if (!p.res.writableEnded) track(p.res);
       return;

@@ -10,8 +10,8 @@ export const PACED_WRITE_SHARE = 0.25;
 /**
  * Writes answers that were decided after their request was read (heartbeats decided together
  * after their batch's one write: a burst of joins) while the turn's budget lasts (the replica's
- * {@link TurnBudget}, shared with the groups' steps); the rest are written on the next turns
- * (`setImmediate`), in order. Writing an answer costs a system call (about 0.1 ms on loopback
+ * {@link TurnBudget}, shared with the groups' steps); the rest are written in its next turns
+ * (`TurnBudget.after`), in order. Writing an answer costs a system call (about 0.1 ms on loopback
  * here), so 64 joins answered at once would hold the loop for several milliseconds, and every
  * other group's heartbeats that arrive meanwhile would wait for them
  * (docs/architecture.md#fairness-between-groups).
@@ -40,7 +40,7 @@ export class PacedWrites {
     this.queue.push(write);
     if (this.turnStart === null) {
       this.turnStart = this.budget.clock();
-      setImmediate(this.nextTurn);
+      this.budget.after(this.nextTurn);
     }
   }
 
@@ -64,13 +64,19 @@ export class PacedWrites {
     // This turn's clock first: its reset is then queued before the next turn of answers, which
     // finds a fresh budget (the other way round it would find this turn's, spent).
     this.budget.begin();
-    // The next turn is due before anything is written: an answer that throws stops nothing.
-    setImmediate(this.nextTurn);
     const start = this.budget.clock();
     const share = this.turnStart === null ? 0 : (start - this.turnStart) * PACED_WRITE_SHARE;
     this.turnStart = start;
-    // At least one answer per turn, however long it takes.
-    do this.queue.shift()!();
-    while (this.queue.length > 0 && (!this.budget.spent() || this.budget.clock() - start < share));
+    try {
+      // At least one answer per turn, however long it takes.
+      do this.queue.shift()!();
+      while (
+        this.queue.length > 0 &&
+        (!this.budget.spent() || this.budget.clock() - start < share)
+      );
+    } finally {
+      // The next turn is due whatever happened: an answer that throws stops nothing.
+      this.budget.after(this.nextTurn);
+    }
   };
 }

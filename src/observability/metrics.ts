@@ -103,6 +103,14 @@ export class Metrics {
     help: 'Heartbeats that waited in the intake for a later turn of the event loop: the turn budget was spent, or an earlier heartbeat of their member waited there',
     registers: [this.registry],
   });
+  readonly deferredRest = new Counter({
+    name: 'coord_deferred_work_rest_seconds_total',
+    help:
+      "Time the work that may wait (busy groups' batches, their answers, heartbeats in the " +
+      'intake) rested between its turns so that steady heartbeats were answered in between',
+    registers: [this.registry],
+    collect: () => this.flushRests(),
+  });
   readonly adminRequests = new Counter({
     name: 'coord_admin_requests_total',
     help: 'Admin API requests by operation and status',
@@ -201,6 +209,10 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** The milliseconds rested so far, and how many of them `deferred_work_rest` counts. */
+  private restedMs: () => number = () => 0;
+  private restedCounted = 0;
+
   /** Children of `heartbeats_total` by outcome, bound on first use. */
   private readonly heartbeatOutcomes = new Map<string, { inc(value?: number): void }>();
 
@@ -231,6 +243,21 @@ export class Metrics {
    */
   recordRepeated(): void {
     this.pendingRepeated++;
+  }
+
+  /**
+   * Where `deferred_work_rest_seconds_total` reads the milliseconds rested so far (the replica's
+   * turn budget): read when the metric is, nothing added on the hot path.
+   */
+  watchRests(restedMs: () => number): void {
+    this.restedMs = restedMs;
+    this.restedCounted = restedMs();
+  }
+
+  private flushRests(): void {
+    const rested = this.restedMs();
+    if (rested > this.restedCounted) this.deferredRest.inc((rested - this.restedCounted) / 1000);
+    this.restedCounted = rested;
   }
 
   private flushRepeated(): void {

@@ -3,7 +3,8 @@
  * HTTP on an in-process coordinator: while the replica's turn budget is spent, a heartbeat that
  * needs a decision waits for a later turn of the event loop, and a steady one is answered first;
  * a member's heartbeats still go in the order they came; one whose connection closed is not
- * decided; and a shutdown answers what waited. The budget is held spent by replacing its
+ * decided; what waits rests between its turns once a steady heartbeat was answered at once, and
+ * only then; and a shutdown answers what waited. The budget is held spent by replacing its
  * `spent()`, as while another group's batch of joins runs.
  */
 import { connect, type Socket } from 'node:net';
@@ -102,6 +103,11 @@ async function steadyMember(c: TestCoordinator, group: string, memberId: string)
 async function deferredCount(c: RunningCoordinator): Promise<number> {
   const text = await (await fetch(`${c.url}/metrics`)).text();
   return Number(/^coord_heartbeats_deferred_total (\d+)$/m.exec(text)?.[1]);
+}
+
+async function restedSeconds(c: RunningCoordinator): Promise<number> {
+  const text = await (await fetch(`${c.url}/metrics`)).text();
+  return Number(/^coord_deferred_work_rest_seconds_total (\S+)$/m.exec(text)?.[1]);
 }
 
 const spendBudget = () => vi.spyOn(replicaTurnBudget, 'spent').mockReturnValue(true);
@@ -205,6 +211,51 @@ describe('heartbeat intake', () => {
     expect(left!.body.memberEpoch).toBe(-1);
     // Decided after the leave, as with budget left: the member is gone, not told it is fine.
     expect(after!.body.outcome).toBe('FENCED_MEMBER_EPOCH');
+  });
+});
+
+describe('heartbeat intake sharing the loop with steady heartbeats', () => {
+  let c: TestCoordinator;
+
+  beforeAll(async () => {
+    c = await start();
+  });
+  afterAll(async () => {
+    await c?.close();
+  });
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  const joins = (prefix: string, n: number) =>
+    Array.from({ length: n }, (_, i) => ({ ...JOIN, memberId: `${prefix}-${i}` }));
+
+  it('joins that wait rest between their turns once a steady heartbeat was answered at once', async () => {
+    const path = await createGroup(c, 'rest');
+    const steady = await steadyMember(c, 'rest', 'steady-3');
+    const before = await restedSeconds(c);
+    spendBudget();
+    const answers = await pipelined(c, [
+      ...joins('early', 4).map((body) => request(path, body)),
+      request(path, steady),
+      ...joins('late', 4).map((body) => request(path, body)),
+    ]);
+    expect(answers.map((a) => a.status)).toEqual(Array(9).fill(200));
+    expect(answers[4]!.body).toMatchObject({ memberId: 'steady-3' });
+    expect(answers.filter((a) => Number(a.body.memberEpoch) > 0)).toHaveLength(9);
+    expect(await restedSeconds(c)).toBeGreaterThan(before);
+  });
+
+  it('joins alone do not rest: no steady heartbeat was answered', async () => {
+    const path = await createGroup(c, 'alone');
+    const before = await restedSeconds(c);
+    spendBudget();
+    const answers = await pipelined(
+      c,
+      joins('alone', 8).map((body) => request(path, body)),
+    );
+    expect(answers.map((a) => a.status)).toEqual(Array(8).fill(200));
+    expect(await restedSeconds(c)).toBe(before);
   });
 });
 

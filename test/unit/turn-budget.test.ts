@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TurnBudget } from '../../src/actors/turn-budget.js';
+import { MAX_REST_MS, TurnBudget } from '../../src/actors/turn-budget.js';
 import { nextTurn } from '../../src/actors/slices.js';
 import { PacedWrites } from '../../src/http/paced-writes.js';
 
@@ -58,5 +58,108 @@ describe('one budget per turn of the event loop', () => {
     }
     // 1 ms of answers of 0.25 ms each, turn after turn.
     expect(perTurn).toEqual([4, 4, 4, 4, 4, 4, 4, 4, 4]);
+  });
+});
+
+/** A budget on a manual clock whose rests wait for a manual timer. */
+function restingBudgetOf(ms: number, share: number) {
+  let now = 0;
+  const timers: Array<{ fn: () => void; ms: number }> = [];
+  const budget = new TurnBudget(ms, () => now, {
+    share,
+    wait: (fn, wait) => timers.push({ fn, ms: wait }),
+  });
+  return { budget, timers, spend: (d: number) => (now += d) };
+}
+
+describe('a share of the loop while steady heartbeats are answered', () => {
+  it('rests deferrable work for three times its turn once a heartbeat was answered at once', async () => {
+    const { budget, timers, spend } = restingBudgetOf(1, 0.25);
+    budget.begin();
+    spend(1.2);
+    budget.servedAtOnce();
+    let ran = false;
+    budget.after(() => (ran = true));
+    // 1.2 ms of work at a quarter of the loop: 3.6 ms of rest, on a timer, not the next turn.
+    expect(timers).toHaveLength(1);
+    expect(timers[0]!.ms).toBeCloseTo(3.6);
+    await nextTurn();
+    await nextTurn();
+    expect(ran).toBe(false);
+    // The rest counts as a spent budget for work that could start meanwhile.
+    expect(budget.spent()).toBe(true);
+    spend(3.5);
+    expect(budget.spent()).toBe(true);
+    spend(0.2);
+    expect(budget.spent()).toBe(false);
+    timers[0]!.fn();
+    expect(ran).toBe(true);
+  });
+
+  it('never rests while no heartbeat is answered at once: a flood alone goes at full speed', async () => {
+    const { budget, timers, spend } = restingBudgetOf(1, 0.25);
+    budget.begin();
+    spend(1.2);
+    let ran = false;
+    budget.after(() => (ran = true));
+    expect(budget.spent()).toBe(true);
+    await nextTurn();
+    expect(ran).toBe(true);
+    expect(timers).toEqual([]);
+    // The next turn's budget is fresh: no rest was earned.
+    expect(budget.spent()).toBe(false);
+  });
+
+  it('lengthens a rest by the work done during it, and caps a rest', async () => {
+    const { budget, timers, spend } = restingBudgetOf(1, 0.25);
+    budget.begin();
+    spend(1);
+    budget.servedAtOnce();
+    budget.after(() => {});
+    // Rest until 4 ms.
+    expect(timers.at(-1)!.ms).toBeCloseTo(3);
+    // A second piece of work stops in the same turn: its 0.5 ms earn 1.5 ms more, the first
+    // piece's millisecond is not counted again.
+    spend(0.5);
+    budget.after(() => {});
+    expect(timers.at(-1)!.ms).toBeCloseTo(3 - 0.5 + 1.5);
+    await nextTurn();
+    // Work that had to run during the rest (a batch's first step) earns rest of its own, with
+    // no further heartbeat answered: at 2 ms, 0.5 ms of it move the end from 5.5 to 7 ms.
+    spend(0.5);
+    budget.begin();
+    spend(0.5);
+    budget.after(() => {});
+    expect(timers.at(-1)!.ms).toBeCloseTo(7 - 2.5);
+    await nextTurn();
+    // A single step of 40 ms rests 50 ms, not 120.
+    spend(10);
+    budget.begin();
+    spend(40);
+    budget.servedAtOnce();
+    budget.after(() => {});
+    expect(timers.at(-1)!.ms).toBe(MAX_REST_MS);
+  });
+
+  it('keeps the order of paced answers across a rest', async () => {
+    const { budget, timers, spend } = restingBudgetOf(1, 0.25);
+    const paced = new PacedWrites(budget);
+    const written: number[] = [];
+    budget.servedAtOnce();
+    for (let i = 0; i < 6; i++)
+      paced.write(() => {
+        spend(0.4);
+        written.push(i);
+      });
+    await nextTurn();
+    await nextTurn();
+    // The first answers ran until the budget was spent, then the rest began.
+    expect(written).toEqual([0, 1, 2]);
+    expect(timers).toHaveLength(1);
+    expect(timers[0]!.ms).toBeCloseTo(3.6);
+    spend(timers[0]!.ms);
+    timers.shift()!.fn();
+    await paced.flushed();
+    expect(written).toEqual([0, 1, 2, 3, 4, 5]);
   });
 });
