@@ -470,8 +470,11 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
         { params: route.raw, body, query: undefined },
         { params: route.params ?? undefined, body: known },
       );
-      // Remembered once it passed every check for an authenticated caller (and unless too long).
-      if (known === undefined && text !== null) bodies.set(text, deepFreeze(heartbeat));
+      // Remembered once it passed every check for an authenticated caller (and unless too long),
+      // and only a member's: a join's or a leave's body is sent once, and 5,000 joins' bodies
+      // kept for nothing were copied through young GCs during a flood.
+      if (known === undefined && text !== null && heartbeat.memberEpoch > 0)
+        bodies.set(text, deepFreeze(heartbeat));
       waitMs = heartbeat.waitMs ?? 0;
       answered = answerHeartbeat(services, caller, params, heartbeat, p.res);
     } catch (error) {

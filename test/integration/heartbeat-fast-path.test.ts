@@ -4,6 +4,7 @@ import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import jwt from 'jsonwebtoken';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { RecentMap } from '../../src/collections/recent-map.js';
 import { loadSettings } from '../../src/config/load.js';
 import { HEARTBEAT_PATH } from '../../src/http/routes/consumer.js';
 import type { GroupRef } from '../../src/machines/types.js';
@@ -588,6 +589,38 @@ describe('heartbeat fast path', () => {
       collected = entry.deref() === undefined;
     }
     expect(collected).toBe(true);
+  });
+
+  it("remembers a member's validated body, never a join's or a leave's (each is sent once)", async () => {
+    const path = await createGroup(fast, 'bodies');
+    const kept: string[] = [];
+    const set = RecentMap.prototype.set;
+    vi.spyOn(RecentMap.prototype, 'set').mockImplementation(function (
+      this: RecentMap<unknown>,
+      key,
+      value,
+    ) {
+      if (key.startsWith('{')) kept.push(key);
+      set.call(this, key, value);
+    });
+    try {
+      let body: Record<string, unknown> = { ...JOIN, memberId: 'once' };
+      const sent: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        sent.push(JSON.stringify(body));
+        const answer = await ask(fast, path, consumerInit(body));
+        body = nextOf('once', answer.body as Record<string, unknown>);
+      }
+      sent.push(JSON.stringify({ ...body, memberEpoch: -1 }));
+      await ask(fast, path, consumerInit({ ...body, memberEpoch: -1 }));
+      // A heartbeat of the member, in the group, decided anew (the next one is answered from
+      // the steady memo); not the join, not the leave.
+      expect(kept).toContain(sent[1]);
+      expect(kept).not.toContain(sent[0]);
+      expect(kept).not.toContain(sent[3]);
+    } finally {
+      vi.restoreAllMocks();
+    }
   });
 
   it('what the fast path remembers (a body, a URL, a token) changes no answer', async () => {
