@@ -212,20 +212,6 @@ describe('heartbeat intake', () => {
     // Decided after the leave, as with budget left: the member is gone, not told it is fine.
     expect(after!.body.outcome).toBe('FENCED_MEMBER_EPOCH');
   });
-});
-
-describe('heartbeat intake sharing the loop with steady heartbeats', () => {
-  let c: TestCoordinator;
-
-  beforeAll(async () => {
-    c = await start();
-  });
-  afterAll(async () => {
-    await c?.close();
-  });
-  afterEach(() => {
-    vi.restoreAllMocks();
-  });
 
   const joins = (prefix: string, n: number) =>
     Array.from({ length: n }, (_, i) => ({ ...JOIN, memberId: `${prefix}-${i}` }));
