@@ -408,13 +408,19 @@ export async function startCoordinator(
     async close() {
       if (closed) return;
       closed = true;
-      storeState?.stop();
-      // Hand every group over while still answering (forwarding to the new owners), bounded.
-      if (replication) await within(replication.leave(), SHUTDOWN_HANDOVER_MS);
-      // Held heartbeats are answered (decided on the groups as they are now), not cut off.
-      await within(host.releaseHeld(), SHUTDOWN_HANDOVER_MS);
-      await new Promise((resolve) => setImmediate(resolve));
-      if (fastPath) await within(fastPath.flushed(), SHUTDOWN_HANDOVER_MS);
+      // What waits is answered at full speed from now on (docs/architecture.md#fairness-between-groups).
+      const releaseRests = replicaTurnBudget.holdRests();
+      try {
+        storeState?.stop();
+        // Hand every group over while still answering (forwarding to the new owners), bounded.
+        if (replication) await within(replication.leave(), SHUTDOWN_HANDOVER_MS);
+        // Held heartbeats are answered (decided on the groups as they are now), not cut off.
+        await within(host.releaseHeld(), SHUTDOWN_HANDOVER_MS);
+        await new Promise((resolve) => setImmediate(resolve));
+        if (fastPath) await within(fastPath.flushed(), SHUTDOWN_HANDOVER_MS);
+      } finally {
+        releaseRests();
+      }
       deadlines.stop();
       outage?.stop();
       server.closeAllConnections();

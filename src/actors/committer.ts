@@ -84,7 +84,7 @@ function settle<T>(answer: () => T): Settled<T> {
  */
 async function yieldIfSpent(budget: TurnBudget, entry: GroupEntry, run: Run): Promise<void> {
   if (!budget.spentFor(run.since)) return;
-  await budget.nextTurn();
+  await budget.nextTurn(run.since);
   budget.begin();
   run.since = budget.clock();
   if (entry.phase === 'dropped') throw new EntryDroppedError();

@@ -25,8 +25,8 @@ export const OWN_SHARE_MS = 0.25;
  * t × (1 / share − 1) ms (3 t), and meanwhile the loop serves the sockets alone (and the cores
  * are left to Redis and the clients). With no steady heartbeat answered it never rests: a flood
  * alone goes at full speed. During 5,000 unpaced joins into one group, with another group
- * under load, that group's worst 1 s window of p99 had a median of 11.5 ms over 11 interleaved
- * rounds, against 20.1 ms with no rest (docs/BENCHMARKS.md#notes).
+ * under load, that group's worst 1 s window of p99 had a median of 10.4 ms over 5 interleaved
+ * rounds, against 18.9 ms with no rest (docs/BENCHMARKS.md#notes).
  */
 export const BUSY_SHARE = 0.25;
 
@@ -65,6 +65,9 @@ export class TurnBudget {
 
   /** Until when (the budget's clock) the work of this turn has earned its rest already. */
   private earnedTo = Number.NEGATIVE_INFINITY;
+
+  /** How many {@link holdRests} are in force: no rest while any is. */
+  private held = 0;
 
   /** Whether a heartbeat was answered at once since the last rest was set. */
   private steadyServed = false;
@@ -125,15 +128,19 @@ export class TurnBudget {
 
   /**
    * Calls `fn` in deferrable work's next turn: the next turn of the loop, or, while heartbeats
-   * are answered at once ({@link servedAtOnce}), once the rest that this turn's work earned is
-   * over. Called by work that stops for now, after it ran.
+   * are answered at once ({@link servedAtOnce}), once the rest is over. Called by work that stops
+   * for now: `since` is when its own work began in this turn (the budget's clock), and the time
+   * from then on earns rest; work that only queued and has not run passes none, and waits out a
+   * rest under way without earning one. Steady answers or anything else that ran meanwhile are
+   * not counted as its work.
    */
-  after(fn: () => void): void {
+  after(fn: () => void, since?: number): void {
     const now = this.now();
-    if (this.started !== null && (this.steadyServed || now < this.restUntil)) {
+    const resting = now < this.restUntil;
+    if (since !== undefined && this.held === 0 && (this.steadyServed || resting)) {
       this.steadyServed = false;
-      // The work since the turn began, or since the last rest was earned in it.
-      const worked = now - Math.max(this.started, this.earnedTo);
+      // Its work, less what already earned rest in this turn (another piece's, or its own).
+      const worked = now - Math.max(since, this.earnedTo);
       this.earnedTo = now;
       const from = Math.max(this.restUntil, now);
       const until = Math.min(from + worked * (1 / this.share - 1), now + MAX_REST_MS);
@@ -145,14 +152,31 @@ export class TurnBudget {
     else setImmediate(fn);
   }
 
+  /**
+   * No rests until the returned function is called: a replica that shuts down answers what waits
+   * at full speed, within its handover time, while steady heartbeats still arrive. A rest under
+   * way ends at once; a turn already waiting on its timer still waits for it (at most
+   * {@link MAX_REST_MS}).
+   */
+  holdRests(): () => void {
+    this.held++;
+    this.restUntil = Number.NEGATIVE_INFINITY;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.held--;
+    };
+  }
+
   /** How long deferrable work has rested so far, all rests together (ms). */
   get restedMs(): number {
     return this.rested;
   }
 
   /** {@link after} as a promise. */
-  nextTurn(): Promise<void> {
-    return new Promise((resolve) => this.after(resolve));
+  nextTurn(since?: number): Promise<void> {
+    return new Promise((resolve) => this.after(resolve, since));
   }
 
   private readonly endTurn = (): void => {

@@ -516,7 +516,8 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     const memo =
       text === null || text.length > REMEMBERED_BODY_MAX ? undefined : p.route.memos.get(text);
     if (memo !== undefined ? !waiting.has(memo.memberId) : !intake.wouldWait()) {
-      // A steady heartbeat answered at once: work that may wait now rests between its turns.
+      // A heartbeat with a remembered steady answer, taken at once: work that may wait now
+      // rests between its turns (docs/architecture.md#fairness-between-groups).
       if (memo !== undefined) budget.servedAtOnce();
       serve(p, bytes, text);
       if (!p.res.writableEnded) track(p.res);

@@ -76,7 +76,7 @@ export class PacedWrites {
       );
     } finally {
       // The next turn is due whatever happened: an answer that throws stops nothing.
-      this.budget.after(this.nextTurn);
+      this.budget.after(this.nextTurn, start);
     }
   };
 }

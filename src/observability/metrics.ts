@@ -107,7 +107,8 @@ export class Metrics {
     name: 'coord_deferred_work_rest_seconds_total',
     help:
       "Time the work that may wait (busy groups' batches, their answers, heartbeats in the " +
-      'intake) rested between its turns so that steady heartbeats were answered in between',
+      'intake) rested between its turns so that steady heartbeats were answered in between ' +
+      '(counted when each rest begins)',
     registers: [this.registry],
     collect: () => this.flushRests(),
   });

@@ -234,6 +234,8 @@ describe('heartbeat intake', () => {
 
   it('joins alone do not rest: no steady heartbeat was answered', async () => {
     const path = await createGroup(c, 'alone');
+    // No rest of the test before is still under way.
+    await vi.waitFor(() => expect(replicaTurnBudget.spent()).toBe(false));
     const before = await restedSeconds(c);
     spendBudget();
     const answers = await pipelined(

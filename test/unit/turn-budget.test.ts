@@ -79,10 +79,11 @@ describe('a share of the loop while steady heartbeats are answered', () => {
     spend(1.2);
     budget.servedAtOnce();
     let ran = false;
-    budget.after(() => (ran = true));
+    budget.after(() => (ran = true), 0);
     // 1.2 ms of work at a quarter of the loop: 3.6 ms of rest, on a timer, not the next turn.
     expect(timers).toHaveLength(1);
     expect(timers[0]!.ms).toBeCloseTo(3.6);
+    expect(budget.restedMs).toBeCloseTo(3.6);
     await nextTurn();
     await nextTurn();
     expect(ran).toBe(false);
@@ -101,7 +102,7 @@ describe('a share of the loop while steady heartbeats are answered', () => {
     budget.begin();
     spend(1.2);
     let ran = false;
-    budget.after(() => (ran = true));
+    budget.after(() => (ran = true), 0);
     expect(budget.spent()).toBe(true);
     await nextTurn();
     expect(ran).toBe(true);
@@ -110,18 +111,34 @@ describe('a share of the loop while steady heartbeats are answered', () => {
     expect(budget.spent()).toBe(false);
   });
 
+  it('bills a rest only to the work that stops, not to what ran before it in the turn', async () => {
+    const { budget, timers, spend } = restingBudgetOf(1, 0.25);
+    // 10 ms of other things this turn (steady answers, another piece), then 0.5 ms of this one.
+    budget.begin();
+    spend(10);
+    budget.servedAtOnce();
+    const since = 10;
+    spend(0.5);
+    budget.after(() => {}, since);
+    expect(timers).toHaveLength(1);
+    expect(timers[0]!.ms).toBeCloseTo(1.5);
+    // Work that only queued (it has not run) waits out the rest and earns none.
+    budget.after(() => {});
+    expect(timers[1]!.ms).toBeCloseTo(1.5);
+    expect(budget.restedMs).toBeCloseTo(1.5);
+  });
+
   it('lengthens a rest by the work done during it, and caps a rest', async () => {
     const { budget, timers, spend } = restingBudgetOf(1, 0.25);
     budget.begin();
     spend(1);
     budget.servedAtOnce();
-    budget.after(() => {});
+    budget.after(() => {}, 0);
     // Rest until 4 ms.
     expect(timers.at(-1)!.ms).toBeCloseTo(3);
-    // A second piece of work stops in the same turn: its 0.5 ms earn 1.5 ms more, the first
-    // piece's millisecond is not counted again.
+    // A second piece of work stops in the same turn: its 0.5 ms earn 1.5 ms more.
     spend(0.5);
-    budget.after(() => {});
+    budget.after(() => {}, 1);
     expect(timers.at(-1)!.ms).toBeCloseTo(3 - 0.5 + 1.5);
     await nextTurn();
     // Work that had to run during the rest (a batch's first step) earns rest of its own, with
@@ -129,37 +146,70 @@ describe('a share of the loop while steady heartbeats are answered', () => {
     spend(0.5);
     budget.begin();
     spend(0.5);
-    budget.after(() => {});
+    budget.after(() => {}, 2);
     expect(timers.at(-1)!.ms).toBeCloseTo(7 - 2.5);
+    expect(budget.restedMs).toBeCloseTo(3 + 1.5 + 1.5);
     await nextTurn();
     // A single step of 40 ms rests 50 ms, not 120.
     spend(10);
     budget.begin();
     spend(40);
     budget.servedAtOnce();
-    budget.after(() => {});
+    budget.after(() => {}, 12.5);
     expect(timers.at(-1)!.ms).toBe(MAX_REST_MS);
   });
 
-  it('keeps the order of paced answers across a rest', async () => {
+  it('rests nothing while held (a replica shutting down), and ends a rest under way', async () => {
+    const { budget, timers, spend } = restingBudgetOf(2, 0.25);
+    budget.begin();
+    spend(1);
+    budget.servedAtOnce();
+    budget.after(() => {}, 0);
+    expect(timers).toHaveLength(1);
+    expect(budget.spent()).toBe(true);
+    const release = budget.holdRests();
+    expect(budget.spent()).toBe(false);
+    budget.servedAtOnce();
+    spend(0.5);
+    let ran = false;
+    budget.after(() => (ran = true), 1);
+    await nextTurn();
+    expect(ran).toBe(true);
+    expect(timers).toHaveLength(1);
+    release();
+    budget.begin();
+    spend(1);
+    budget.servedAtOnce();
+    budget.after(() => {}, 1.5);
+    expect(timers).toHaveLength(2);
+  });
+
+  it('rests every turn of paced answers and keeps their order', async () => {
     const { budget, timers, spend } = restingBudgetOf(1, 0.25);
     const paced = new PacedWrites(budget);
     const written: number[] = [];
     budget.servedAtOnce();
-    for (let i = 0; i < 6; i++)
+    for (let i = 0; i < 9; i++)
       paced.write(() => {
         spend(0.4);
         written.push(i);
       });
+    // The first three were written as they came; the next turn wrote three more and rested.
     await nextTurn();
     await nextTurn();
-    // The first answers ran until the budget was spent, then the rest began.
-    expect(written).toEqual([0, 1, 2]);
+    expect(written).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(timers).toHaveLength(1);
+    expect(timers[0]!.ms).toBeCloseTo(3.6);
+    // Steady heartbeats keep coming: the turn after the rest rests again.
+    budget.servedAtOnce();
+    spend(timers[0]!.ms);
+    timers.shift()!.fn();
+    expect(written).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
     expect(timers).toHaveLength(1);
     expect(timers[0]!.ms).toBeCloseTo(3.6);
     spend(timers[0]!.ms);
     timers.shift()!.fn();
     await paced.flushed();
-    expect(written).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(written).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
   });
 });

@@ -139,7 +139,9 @@ export class TestOwnership implements Ownership {
 }
 
 /** The host's parts wired as in production, to drive one of them on its own. */
-export function partsRig(options: { storeKind?: 'memory' | 'redis'; budgetMs?: number } = {}) {
+export function partsRig(
+  options: { storeKind?: 'memory' | 'redis'; budgetMs?: number; turnBudget?: TurnBudget } = {},
+) {
   const faulty = new FaultyStore(options.storeKind ?? 'memory');
   const clock = new ManualClock(T0);
   const metrics = new Metrics();
@@ -150,7 +152,7 @@ export function partsRig(options: { storeKind?: 'memory' | 'redis'; budgetMs?: n
     metrics,
     logger: silentLogger(),
     replicaId: 'replica-a',
-    turnBudget: new TurnBudget(options.budgetMs ?? DETERMINISTIC_BUDGET_MS),
+    turnBudget: options.turnBudget ?? new TurnBudget(options.budgetMs ?? DETERMINISTIC_BUDGET_MS),
   });
   return { ...parts, faulty, clock, metrics };
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { unwrap } from '../../../src/actors/commands.js';
+import { TurnBudget } from '../../../src/actors/turn-budget.js';
 import { EntryDroppedError } from '../../../src/errors.js';
 import { groupOf, type GroupEntry } from '../../../src/actors/group-entry.js';
 import type { HeartbeatReply } from '../../../src/machines/protocol.js';
@@ -148,6 +149,52 @@ describe('committer: a batch of several steps', () => {
     ]);
     expect(rig.faulty.count('commitGroup')).toBe(before + 1);
     expect(publishedMembers(entry)).toBe(3);
+  });
+});
+
+describe('committer: a batch rests between its steps while steady heartbeats are answered', () => {
+  /** A budget of 0 ms whose clock moves on at every read, and whose rests wait for `timers`. */
+  function restingRig() {
+    let now = 0;
+    const timers: Array<() => void> = [];
+    const turnBudget = new TurnBudget(0, () => (now += 0.1), {
+      wait: (fn) => timers.push(fn),
+    });
+    return { rig: partsRig({ turnBudget }), turnBudget, timers };
+  }
+
+  const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+  it('waits out the rest its own steps earned, then goes on: all joined, written once', async () => {
+    const { rig, turnBudget, timers } = restingRig();
+    const entry = await rig.owned.create(REF, 4);
+    const before = rig.faulty.count('commitGroup');
+    turnBudget.servedAtOnce();
+    let done = false;
+    const batch = rig.committer
+      .heartbeats(entry, [joinRequest('a'), joinRequest('b'), joinRequest('c')])
+      .finally(() => (done = true));
+    for (let i = 0; i < 5; i++) await turn();
+    // One step ran, then the batch rests on a timer: turns of the loop pass without it.
+    expect(timers).toHaveLength(1);
+    expect(done).toBe(false);
+    expect(entry.actor.getSnapshot().context.group.members.size).toBe(1);
+    for (let i = 0; i < 50 && !done; i++) {
+      timers.shift()?.();
+      await turn();
+    }
+    const answers = await batch;
+    expect(answers.every((a) => a.ok)).toBe(true);
+    expect(entry.actor.getSnapshot().context.group.members.size).toBe(3);
+    expect(rig.faulty.count('commitGroup')).toBe(before + 1);
+  });
+
+  it('does not rest when no steady heartbeat was answered', async () => {
+    const { rig, timers } = restingRig();
+    const entry = await rig.owned.create(REF, 4);
+    const answers = await rig.committer.heartbeats(entry, [joinRequest('a'), joinRequest('b')]);
+    expect(answers.every((a) => a.ok)).toBe(true);
+    expect(timers).toEqual([]);
   });
 });
 
