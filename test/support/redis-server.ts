@@ -301,11 +301,31 @@ async function startClusterNode(dir: string): Promise<{ port: number; server: Ru
   }
 }
 
+/** How long `redis-cli --cluster create` may take (about 2 s here, idle; see below). */
+const CLUSTER_CREATE_TIMEOUT_MS = 30_000;
+
+/** Attempts at a whole cluster before giving up (see {@link startRedisCluster}). */
+const CLUSTER_ATTEMPTS = 2;
+
 /**
  * Starts three cluster-enabled masters, joins them with `redis-cli --cluster create`, and
- * resolves once every node reports `cluster_state:ok`.
+ * resolves once every node reports `cluster_state:ok`. `--cluster create` waits for the nodes
+ * to agree, about 2 s on an idle machine; a clean CI run once had it killed at a 10 s limit
+ * while the other test files loaded both cores. It gets 30 s now, and a cluster that still does
+ * not form is stopped and started again once on fresh ports, the error naming what redis-cli
+ * printed.
  */
 export async function startRedisCluster(): Promise<RedisClusterHandle> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startRedisClusterOnce();
+    } catch (error) {
+      if (attempt >= CLUSTER_ATTEMPTS) throw error;
+    }
+  }
+}
+
+async function startRedisClusterOnce(): Promise<RedisClusterHandle> {
   const dir = await mkdtemp(join(tmpdir(), 'coord-redis-cluster-'));
   const servers: RunningServer[] = [];
   const ports: number[] = [];
@@ -323,8 +343,12 @@ export async function startRedisCluster(): Promise<RedisClusterHandle> {
     await execFileAsync(
       'redis-cli',
       ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'],
-      { timeout: START_TIMEOUT_MS },
-    );
+      { timeout: CLUSTER_CREATE_TIMEOUT_MS },
+    ).catch((error: Error & { stdout?: string; stderr?: string; killed?: boolean }) => {
+      const said = `${error.stdout ?? ''}${error.stderr ?? ''}`.trim().split('\n').slice(-5);
+      const why = error.killed ? `killed after ${CLUSTER_CREATE_TIMEOUT_MS} ms` : 'failed';
+      throw new Error(`redis-cli --cluster create ${why}; it said: ${said.join(' | ')}`);
+    });
     await waitFor(
       async () => (await Promise.all(ports.map(clusterState))).every((state) => state === 'ok'),
       { timeoutMs: START_TIMEOUT_MS, what: 'cluster_state:ok on every node' },
