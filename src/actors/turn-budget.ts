@@ -22,8 +22,8 @@ export const OWN_SHARE_MS = 0.25;
 /**
  * The share of the loop's time that deferrable work gets, all of it together, while steady
  * heartbeats are being answered at once: after it ran for t ms, its next turn waits
- * t × (1 / share − 1) ms (3 t), and meanwhile the loop serves the sockets alone (and the cores
- * are left to Redis and the clients). With no steady heartbeat answered it never rests: a flood
+ * t × (1 / share − 1) ms (3 t), and meanwhile the loop reads the sockets, answers steady
+ * heartbeats and runs its timers (and the cores are left to Redis and the clients). With no steady heartbeat answered it never rests: a flood
  * alone goes at full speed. During 5,000 unpaced joins into one group, with another group
  * under load, that group's worst 1 s window of p99 had a median of 10.4 ms over 5 interleaved
  * rounds, against 18.9 ms with no rest (docs/BENCHMARKS.md#notes).
@@ -73,7 +73,7 @@ export class TurnBudget {
   private steadyServed = false;
 
   /** {@link BUSY_SHARE} of this budget. */
-  readonly share: number;
+  private readonly share: number;
 
   /** Calls a function after a rest (ms); a timer of the loop but in tests. */
   private readonly wait: (fn: () => void, ms: number) => void;
@@ -142,10 +142,11 @@ export class TurnBudget {
       // Its work, less what already earned rest in this turn (another piece's, or its own).
       const worked = now - Math.max(since, this.earnedTo);
       this.earnedTo = now;
+      // Never before `from` (which is never past the cap), so the rest only grows.
       const from = Math.max(this.restUntil, now);
       const until = Math.min(from + worked * (1 / this.share - 1), now + MAX_REST_MS);
-      if (until > from) this.rested += until - from;
-      this.restUntil = Math.max(this.restUntil, until);
+      this.rested += until - from;
+      this.restUntil = until;
     }
     const rest = this.restUntil - now;
     if (rest > 0) this.wait(fn, rest);

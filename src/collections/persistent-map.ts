@@ -178,9 +178,9 @@ function remove<V>(
   return new Branch(node.bitmap, children);
 }
 
-/** The leaf of `key` under `node`, a node at the level of `shift`. */
-function lookup<V>(root: TrieNode<V>, hash: number, key: string, shift = 0): Leaf<V> | undefined {
-  let node: TrieNode<V> = root;
+/** The leaf of `key` under `under`, a node at the level of `shift` (0: the root). */
+function lookup<V>(under: TrieNode<V>, hash: number, key: string, shift = 0): Leaf<V> | undefined {
+  let node: TrieNode<V> = under;
   while (node.kind === BRANCH) {
     const bitmap: number = node.bitmap;
     const bit = slot(hash, shift);

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
 import { OWNER_HEADER, OWNER_URL_HEADER } from '../actors/ownership/forwarder.js';
+import { replicaTurnBudget } from '../actors/turn-budget.js';
 import type { SteadyTicket } from '../actors/types.js';
 import { RecentMap } from '../collections/recent-map.js';
 import type { HeartbeatReply } from '../machines/protocol.js';
@@ -16,7 +17,6 @@ import {
   ownerUrlOf,
 } from './forwarding.js';
 import { PacedWrites } from './paced-writes.js';
-import { replicaTurnBudget } from '../actors/turn-budget.js';
 import { errorResult, requestIdOf } from './pipeline.js';
 import { assertJsonContentType, isEncoded, parseJsonText, readRawBody } from './request-body.js';
 import { checkParams, checkRequest, checkRole, checkScope } from './request-checks.js';
