@@ -1,6 +1,11 @@
 import { EntryDroppedError } from '../errors.js';
 import type { Clock } from '../machines/clock.js';
-import { earliestDeadlineOf, nextDeadline, type GroupContext } from '../machines/context.js';
+import {
+  deadlineWithin,
+  earliestDeadlineOf,
+  earliestMemberDeadline,
+  type GroupContext,
+} from '../machines/context.js';
 import type { MemberLiveness } from '../machines/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Committer } from './committer.js';
@@ -53,22 +58,26 @@ export interface DeadlineSweepOptions {
  * its earliest deadline (1 ms slots, one clock timer for all groups). Kept lazily, so a heartbeat
  * costs nothing here: heartbeats only move a member's session deadline later, so the time a
  * group waits for stays at or before its earliest deadline ({@link noteMember} is one
- * comparison). When it comes, the group's deadlines are read again (O(members)): a due one ticks
- * the group, and the group waits again for its next one. With members heartbeating at most every
- * half session (the advised interval, the longest hold), a group is read again at most about
- * once per half session timeout: O(1) per heartbeat amortised. An event that may bring a deadline
- * forward (a join, a revoke, a debounce, a converged migration) reports the members whose
- * liveness it touched ({@link noteChanges}); a group loaded or recovered is read whole
- * ({@link track}).
+ * comparison). When it comes, the group is looked at: a due deadline ticks it, and it waits
+ * again for its next one. An event that may bring a deadline forward (a join, a revoke, a
+ * debounce, a converged migration) reports the members whose liveness it touched
+ * ({@link noteChanges}); a group loaded or recovered is read whole ({@link track}).
+ *
+ * **Looking at a group is O(1) until a member's deadline may have come.** Per group the entry
+ * keeps a time no member's deadline comes before: the earliest one found when every member was
+ * last read, lowered by the deadlines of liveness records set or refreshed since
+ * (`LivenessTable.takeEarliestSet`), for the liveness table it was read from. The group's own
+ * deadlines (a recompute, a rollback window) are read from its context each time. Its members
+ * are read again (O(members)) only when that bound has passed: with members heartbeating at
+ * most every half session (the advised interval, the longest hold), about once per half session
+ * timeout, O(1) per heartbeat amortised. During a flood of joins the debounced recompute wakes
+ * the group every few hundred milliseconds, and reading 5,000 members each time held the loop
+ * for up to 2 ms.
  *
  * **Behind it: the periodic sweep** (every `sweep-interval`; with more than
  * {@link SWEEP_GROUPS_PER_INTERVAL} groups, that many per interval in turn) ticks whatever has
- * come due and was not ticked. It looks at every member of a group only when one of its
- * deadlines may have come:
- * per group it keeps (on the entry) the context it last looked at and the earliest deadline it found then,
- * lowered by the deadlines of liveness records refreshed since (`LivenessTable.takeEarliestSet`).
- * While the context is the same object, nothing else can bring a deadline forward, so a group
- * whose bound lies ahead is passed over in O(1): a sweep costs O(groups), not O(members).
+ * come due and was not ticked, looking at each group the same way: a sweep costs O(groups), not
+ * O(members).
  */
 export class DeadlineSweep {
   private readonly wheel: TimerWheel<GroupEntry>;
@@ -165,10 +174,13 @@ export class DeadlineSweep {
     await Promise.allSettled(ticks);
   }
 
-  /** Reads the group's deadlines whole and waits for the earliest (the caller holds its mailbox, or it is new). */
+  /**
+   * Waits for the group's earliest deadline (the caller holds its mailbox, or it is new): a group
+   * loaded or recovered, whose liveness table is new, is read whole.
+   */
   track(entry: GroupEntry): void {
     if (!this.started) return;
-    this.waitFor(entry, nextDeadline(entry.snapshot().context));
+    this.waitFor(entry, this.deadlineBound(entry, this.options.clock.now()));
   }
 
   /**
@@ -197,17 +209,29 @@ export class DeadlineSweep {
 
   /** Whether a deadline of `entry` has passed; its members are looked at only if one may have. */
   private isDue(entry: GroupEntry, now: number): boolean {
+    const deadline = this.deadlineBound(entry, now);
+    return deadline !== null && deadline <= now;
+  }
+
+  /**
+   * A time no deadline of the group comes before, and its next deadline itself whenever that
+   * time has come (null: none). Its members are read whole (O(members)) only when the bound of
+   * their deadlines kept on the entry has passed, or their liveness table is not the one it was
+   * kept for; otherwise O(1). A bound that is early only wakes the group early once: it is then
+   * read whole, and the bound is exact again.
+   */
+  private deadlineBound(entry: GroupEntry, now: number): number | null {
     const ctx = entry.snapshot().context;
     // Taken on every look, so that what it reports is what was refreshed since the last one.
     const refreshed = ctx.liveness.takeEarliestSet();
-    if (entry.sweptContext === ctx) {
-      if (refreshed < entry.sweptBound) entry.sweptBound = refreshed;
-      if (entry.sweptBound > now) return false;
+    const bound = Math.min(entry.sweptBound, refreshed);
+    if (entry.sweptLiveness === ctx.liveness && bound > now) {
+      entry.sweptBound = bound;
+    } else {
+      entry.sweptLiveness = ctx.liveness;
+      entry.sweptBound = earliestMemberDeadline(ctx);
     }
-    const deadline = nextDeadline(ctx);
-    entry.sweptContext = ctx;
-    entry.sweptBound = deadline ?? Infinity;
-    return deadline !== null && deadline <= now;
+    return deadlineWithin(ctx, entry.sweptBound);
   }
 
   private noteEarlier(entry: GroupEntry, at: number | null): void {
@@ -227,7 +251,7 @@ export class DeadlineSweep {
   private async check(entry: GroupEntry): Promise<void> {
     const { clock, run, committer, logger, intervalMs } = this.options;
     await run(entry, async () => {
-      const deadline = nextDeadline(entry.snapshot().context);
+      const deadline = this.deadlineBound(entry, clock.now());
       if (deadline !== null && deadline <= clock.now()) {
         try {
           await committer.dispatch(entry, { type: 'TICK', now: clock.now() });

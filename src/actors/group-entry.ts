@@ -3,6 +3,7 @@ import type { Clock } from '../machines/clock.js';
 import type { MembershipConfig } from '../machines/config.js';
 import { createGroupContext, type GroupContext } from '../machines/context.js';
 import { groupMachine, restoreGroupSnapshot } from '../machines/group-machine.js';
+import type { LivenessTable } from '../machines/liveness.js';
 import type { FailureReason, GroupRef, GroupState } from '../machines/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { StoredGroup } from '../store/store.js';
@@ -63,11 +64,11 @@ export interface GroupEntry {
   /** Evidence from a persisted failure record (what recovery must stay above). */
   floor: Evidence | null;
   /**
-   * The deadline sweep's note (DeadlineSweep.isDue): the context it last looked at, and a time
-   * no deadline of the group comes before. Kept on the entry, not in a map: the sweep reads it
-   * for every group four times a second.
+   * The deadline sweep's note (`DeadlineSweep`): the liveness table it last read whole, and a
+   * time no deadline of the group's members comes before. Kept on the entry, not in a map: the
+   * sweep reads it for every group four times a second.
    */
-  sweptContext: GroupContext | null;
+  sweptLiveness: LivenessTable | null;
   sweptBound: number;
   /**
    * Whether the group may be served now, bound to the lease it was loaded under
@@ -143,7 +144,7 @@ class Entry implements GroupEntry {
   unrecorded: GroupEntry['unrecorded'] = null;
   deleting = false;
   floor: Evidence | null = null;
-  sweptContext: GroupContext | null = null;
+  sweptLiveness: LivenessTable | null = null;
   sweptBound = Infinity;
   serving: (() => boolean) | null = null;
   steadyTickets: GroupEntry['steadyTickets'] = null;

@@ -178,8 +178,20 @@ function graceLiveness(group: GroupState, memberId: string, now: number): Member
  * may change until it is recovered).
  */
 export function nextDeadline(ctx: GroupContext): number | null {
+  return deadlineWithin(ctx, earliestMemberDeadline(ctx));
+}
+
+/**
+ * The earliest session expiry or revoke deadline of the group's members (O(members)); Infinity
+ * when none has one.
+ */
+export function earliestMemberDeadline(ctx: GroupContext): number {
   // Every member in any order, visited where it is: no list of thousands of ids for it.
-  return earliestAmong(ctx, (visit) => ctx.group.members.forEach((_member, id) => visit(id)));
+  let earliest = Infinity;
+  ctx.group.members.forEach((_member, id) => {
+    earliest = Math.min(earliest, memberDeadline(ctx, id));
+  });
+  return earliest;
 }
 
 /**
@@ -188,30 +200,32 @@ export function nextDeadline(ctx: GroupContext): number | null {
  * members in `changed` (the ones whose liveness the event touched). O(changed). Null when none.
  */
 export function earliestDeadlineOf(ctx: GroupContext, changed: Iterable<string>): number | null {
-  return earliestAmong(ctx, (visit) => {
-    for (const memberId of changed) visit(memberId);
-  });
+  let earliest = Infinity;
+  for (const memberId of changed) earliest = Math.min(earliest, memberDeadline(ctx, memberId));
+  return deadlineWithin(ctx, earliest);
 }
 
-/** The earliest of the group's own deadlines and those of the members `members` visits. */
-function earliestAmong(
-  ctx: GroupContext,
-  members: (visit: (memberId: string) => void) => void,
-): number | null {
+/**
+ * As {@link nextDeadline}, with `members` standing for the members' earliest deadline: the
+ * group's own deadlines (a due recompute, the end of a converged migration's rollback window)
+ * are read here, in O(1). A lower bound of the members' gives a lower bound of the group's.
+ */
+export function deadlineWithin(ctx: GroupContext, members: number): number | null {
   if (ctx.group.status === 'FAILED_CLOSED') return null;
-  let earliest = ctx.recomputeAt;
-  const consider = (at: number | null): void => {
-    if (at !== null && (earliest === null || at < earliest)) earliest = at;
-  };
-  members((memberId) => {
-    const live = ctx.liveness.get(memberId);
-    if (!live) return;
-    consider(live.sessionExpiresAt);
-    consider(live.revokeDeadline);
-  });
+  let earliest = Math.min(members, ctx.recomputeAt ?? Infinity);
   const migration = ctx.group.activeMigration;
-  if (migration?.state === 'CONVERGED') consider(migration.rollbackAllowedUntil);
-  return earliest;
+  if (migration?.state === 'CONVERGED' && migration.rollbackAllowedUntil !== null)
+    earliest = Math.min(earliest, migration.rollbackAllowedUntil);
+  return earliest === Infinity ? null : earliest;
+}
+
+/** A member's earliest deadline (session expiry, revoke deadline); Infinity: none. */
+function memberDeadline(ctx: GroupContext, memberId: string): number {
+  const live = ctx.liveness.get(memberId);
+  if (!live) return Infinity;
+  return live.revokeDeadline === null
+    ? live.sessionExpiresAt
+    : Math.min(live.sessionExpiresAt, live.revokeDeadline);
 }
 
 /** Starts a command event: the previous result and effects are dropped. */

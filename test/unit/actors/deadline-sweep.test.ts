@@ -14,6 +14,7 @@ import { createLogger, type Logger } from '../../../src/observability/logger.js'
 import { EntryDroppedError } from '../../../src/errors.js';
 import type { HeartbeatReply } from '../../../src/machines/protocol.js';
 import type { MemberLiveness } from '../../../src/machines/types.js';
+import type { Committer } from '../../../src/actors/committer.js';
 import { joinRequest, nextRequest, partsRig, REF, testSettings } from './actor-harness.js';
 
 const SESSION_TIMEOUT = 10_000; // testSettings()
@@ -297,6 +298,118 @@ describe('deadline timers: a deadline fires when it comes, not a sweep interval 
   });
 });
 
+describe('deadline timers: a group woken by its own deadlines is not read whole', () => {
+  const live = (sessionExpiresAt: number): MemberLiveness => ({
+    lastHeartbeatAt: T0,
+    sessionExpiresAt,
+    revokeDeadline: null,
+    reportedMetadataVersion: 0,
+    reportedAssignmentEpoch: 0,
+    currentAssignments: [],
+    revokeProgress: [],
+  });
+
+  /**
+   * One group of 100 members whose sessions end at T0 + 10 s, with a recompute due in 100 ms
+   * that every tick puts 100 ms further (joins that keep coming): each tick makes a new context
+   * over the same liveness table, as a committed event does. A tick expires the members whose
+   * session has ended. `reads` counts the looks at every member.
+   */
+  function joiningGroup() {
+    const clock = new ManualClock(T0);
+    const liveness = new LivenessTable();
+    const ids = Array.from({ length: 100 }, (_, i) => `m${i}`);
+    for (const id of ids) liveness.set(id, live(T0 + 10_000));
+    const state = { reads: 0, ticks: [] as number[] };
+    const members = {
+      forEach(visit: (member: unknown, id: string) => void) {
+        state.reads++;
+        for (const id of ids) visit(undefined, id);
+      },
+    };
+    let context = {
+      group: { status: 'STABLE', members, activeMigration: null },
+      recomputeAt: (T0 + 100) as number | null,
+      liveness,
+    };
+    const entry = {
+      snapshot: () => ({ context }),
+      lastActiveAt: T0,
+      parked: false,
+      sweptLiveness: null,
+      sweptBound: Infinity,
+    } as unknown as GroupEntry;
+    const tick = () => {
+      const now = clock.now();
+      state.ticks.push(now);
+      for (const id of [...ids])
+        if (liveness.get(id)!.sessionExpiresAt <= now) {
+          liveness.delete(id);
+          ids.splice(ids.indexOf(id), 1);
+        }
+      context = { ...context, recomputeAt: now < T0 + 2_000 ? now + 100 : null };
+      return Promise.resolve(context);
+    };
+    const sweep = new DeadlineSweep({
+      clock,
+      logger: createLogger({ level: 'error', format: 'text' }),
+      intervalMs: 60_000,
+      entries: () => [entry],
+      run: (_entry, work) => work(),
+      committer: { dispatch: tick } as unknown as Pick<Committer, 'dispatch'>,
+    });
+    return { clock, liveness, state, sweep, ids };
+  }
+
+  it('a recompute that keeps falling due ticks the group without reading its members', async () => {
+    const { clock, state, sweep } = joiningGroup();
+    sweep.start();
+    expect(state.reads).toBe(1);
+    for (let i = 0; i < 20; i++) {
+      clock.advance(100);
+      await flush();
+    }
+    expect(state.ticks).toEqual(Array.from({ length: 20 }, (_, i) => T0 + 100 * (i + 1)));
+    expect(state.reads).toBe(1);
+    // The periodic sweep looks at it the same way.
+    await sweep.sweep();
+    expect(state.reads).toBe(1);
+  });
+
+  it('the members are read again when their bound comes, and expire on time', async () => {
+    const { clock, liveness, state, sweep, ids } = joiningGroup();
+    /** Moves the clock on `ms`, letting each timer's work finish before the next one. */
+    const pass = async (ms: number) => {
+      for (const end = clock.now() + ms; clock.now() < end;) {
+        clock.advance(Math.min(50, end - clock.now()));
+        await flush();
+      }
+    };
+    sweep.start();
+    // Every member but m0 beats once: its session moves on; the bound stays at m0's.
+    await pass(1_000);
+    for (const id of ids.slice(1)) liveness.set(id, live(clock.now() + 10_000));
+    await pass(9_000 - 1);
+    expect(state.ticks).toHaveLength(20); // the recompute's, until it stopped at T0 + 2 s
+    expect(state.reads).toBe(1);
+    expect(ids).toContain('m0');
+    // The timers keep deadlines to the millisecond: one fires within 1 ms after it.
+    await pass(2);
+    // Read whole when the bound came (m0's deadline, due: ticked), and once after the tick.
+    expect(ids).not.toContain('m0');
+    expect(ids).toHaveLength(99);
+    expect(state.ticks.at(-1)).toBeGreaterThanOrEqual(T0 + 10_000);
+    expect(state.reads).toBe(3);
+    // The next wake is the others' deadline, exactly: nothing before it.
+    const ticks = state.ticks.length;
+    await pass(1_000 - 3);
+    expect(state.ticks).toHaveLength(ticks);
+    await pass(2);
+    expect(ids).toEqual([]);
+    expect(state.reads).toBe(5);
+  });
+});
+
 describe('deadline sweep: an idle group holds no actor', () => {
   const longSession = async () => {
     const rig = partsRig();
@@ -381,7 +494,7 @@ describe('deadline sweep: the periodic sweep looks at many groups a share per in
         snapshot: () => ({ context }),
         lastActiveAt: T0,
         parked: false,
-        sweptContext: null,
+        sweptLiveness: null,
         sweptBound: Infinity,
       } as unknown as GroupEntry;
     });
