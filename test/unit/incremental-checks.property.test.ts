@@ -10,6 +10,7 @@ import {
 } from '../../src/machines/invariants.js';
 import {
   allShards,
+  memberIds,
   memberShards,
   ownedShards,
   retiringRecords,
@@ -273,6 +274,62 @@ describe('what is kept per shards object is what a fresh computation gives', () 
         expect(membershipPhase(later)).toBe(phaseByScan(later));
       }),
       { numRuns: 1_000 },
+    );
+  });
+});
+
+describe('member ids in order, from the last members map put in order', () => {
+  /** Ids from a universe wide enough that a step of a few changes stays under the merge limit. */
+  const ID_UNIVERSE = Array.from({ length: 120 }, (_, i) => `member-${(i * 37) % 120}`);
+  const record = (memberId: string, memberEpoch: number) => ({ memberId, memberEpoch }) as never;
+  type Step =
+    | { readonly op: 'join' | 'leave' | 'renew'; readonly id: string }
+    | { readonly op: 'ask' }
+    | { readonly op: 'unrelated'; readonly ids: readonly string[] };
+  const stepArb: fc.Arbitrary<Step> = fc.oneof(
+    {
+      weight: 6,
+      arbitrary: fc.record({
+        op: fc.constantFrom('join', 'leave', 'renew'),
+        id: fc.constantFrom(...ID_UNIVERSE),
+      }),
+    },
+    { weight: 3, arbitrary: fc.record({ op: fc.constant('ask' as const) }) },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        op: fc.constant('unrelated' as const),
+        ids: fc.uniqueArray(fc.constantFrom(...ID_UNIVERSE), { maxLength: 40 }),
+      }),
+    },
+  );
+
+  it('are every id of the map, sorted in code-unit order, whatever maps were put in order before', () => {
+    fc.assert(
+      fc.property(fc.array(stepArb, { minLength: 1, maxLength: 200 }), (steps) => {
+        let members = PersistentMap.from(
+          ID_UNIVERSE.slice(0, 60).map((id) => [id, record(id, 1)] as const),
+        );
+        const group = () => ({ members }) as unknown as GroupState;
+        memberIds(group());
+        for (const step of steps) {
+          if (step.op === 'join') members = members.set(step.id, record(step.id, 1));
+          else if (step.op === 'leave') members = members.delete(step.id);
+          else if (step.op === 'renew') {
+            if (members.get(step.id)) members = members.set(step.id, record(step.id, 2));
+          } else if (step.op === 'unrelated') {
+            // Another group's members put in order in between.
+            const other = PersistentMap.from(step.ids.map((id) => [id, record(id, 1)] as const));
+            expect(memberIds({ members: other } as unknown as GroupState)).toEqual(
+              [...step.ids].sort(),
+            );
+          } else {
+            expect(memberIds(group())).toEqual(members.keys().sort());
+          }
+        }
+        expect(memberIds(group())).toEqual(members.keys().sort());
+      }),
+      { numRuns: 500 },
     );
   });
 });
