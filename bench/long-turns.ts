@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { frameKey, type Profile, type ProfileNode } from './cpu-profile.js';
 
 /*
  * `npx tsx bench/long-turns.ts <turns file> <profile.cpuprofile> [--min-ms N]`: what the long
@@ -15,18 +16,6 @@ import { readFileSync } from 'node:fs';
  * kind it held (docs/architecture.md#fairness-between-groups).
  */
 
-interface ProfileNode {
-  readonly id: number;
-  readonly callFrame: { functionName: string; url: string; lineNumber: number };
-  readonly children?: number[];
-}
-interface Profile {
-  readonly nodes: ProfileNode[];
-  readonly startTime: number;
-  readonly endTime: number;
-  readonly samples: number[];
-  readonly timeDeltas: number[];
-}
 interface Turn {
   readonly start: number;
   readonly end: number;
@@ -90,11 +79,7 @@ profile.samples.forEach((id, i) => {
     steps = isSteps(byId.get(n)!);
   if (steps) turn.stepsMs += ms;
   if (turn.gc) return;
-  const { functionName, url, lineNumber } = leaf.callFrame;
-  const where = url
-    ? `${url.replace(/^.*?\/(node_modules|dist|src)\//, '$1/')}:${lineNumber + 1}`
-    : '';
-  const key = `${functionName || '(anonymous)'} ${where}`.trim();
+  const key = frameKey(leaf.callFrame);
   self.set(key, (self.get(key) ?? 0) + ms);
 });
 

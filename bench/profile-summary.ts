@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { frameKey, type Profile, type ProfileNode } from './cpu-profile.js';
 
 /*
  * `npx tsx bench/profile-summary.ts <dir|file.cpuprofile>... [--top N]`: the top self-time
@@ -7,17 +8,6 @@ import { join, relative } from 'node:path';
  * the coordinator processes), as a share of busy time (idle left out), and the share per area
  * (src/ folders, node_modules packages, node internals).
  */
-
-interface ProfileNode {
-  readonly id: number;
-  readonly callFrame: { functionName: string; url: string; lineNumber: number };
-  readonly children?: number[];
-}
-interface Profile {
-  readonly nodes: ProfileNode[];
-  readonly samples: number[];
-  readonly timeDeltas: number[];
-}
 
 const argv = process.argv.slice(2);
 const topIndex = argv.indexOf('--top');
@@ -63,12 +53,9 @@ for (const file of files) {
     const us = profile.timeDeltas[i] ?? 0;
     if (!node || node.callFrame.functionName === '(idle)' || profiler.has(id)) return;
     busy += us;
-    const { functionName, url, lineNumber } = node.callFrame;
-    const where = url
-      ? `${url.replace(/^.*?\/(node_modules|dist|src)\//, '$1/')}:${lineNumber + 1}`
-      : '';
-    const key = `${functionName || '(anonymous)'} ${where}`.trim();
+    const key = frameKey(node.callFrame);
     self.set(key, (self.get(key) ?? 0) + us);
+    const { url } = node.callFrame;
     areas.set(area(url), (areas.get(area(url)) ?? 0) + us);
   });
   const pct = (us: number) => `${((100 * us) / busy).toFixed(1).padStart(5)} %`;
