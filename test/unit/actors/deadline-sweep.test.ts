@@ -32,6 +32,19 @@ async function rigWithMember() {
   return { ...rig, entry };
 }
 
+/**
+ * An entry that holds no actor, only the context `context()` gives (a stub of what the sweep
+ * reads of a group: its snapshot's context and its own notes), active at T0.
+ */
+const stubEntry = (context: () => unknown) =>
+  ({
+    snapshot: () => ({ context: context() }),
+    lastActiveAt: T0,
+    parked: false,
+    sweptLiveness: null,
+    sweptBound: Infinity,
+  }) as unknown as GroupEntry;
+
 const joined = new WeakMap<object, HeartbeatReply>();
 const lastReply = (rig: Awaited<ReturnType<typeof rigWithMember>>) => joined.get(rig.entry)!;
 
@@ -332,13 +345,7 @@ describe('deadline timers: a group woken by its own deadlines is not read whole'
       recomputeAt: (T0 + 100) as number | null,
       liveness,
     };
-    const entry = {
-      snapshot: () => ({ context }),
-      lastActiveAt: T0,
-      parked: false,
-      sweptLiveness: null,
-      sweptBound: Infinity,
-    } as unknown as GroupEntry;
+    const entry = stubEntry(() => context);
     const tick = () => {
       const now = clock.now();
       state.ticks.push(now);
@@ -490,13 +497,7 @@ describe('deadline sweep: the periodic sweep looks at many groups a share per in
           },
         },
       };
-      return {
-        snapshot: () => ({ context }),
-        lastActiveAt: T0,
-        parked: false,
-        sweptLiveness: null,
-        sweptBound: Infinity,
-      } as unknown as GroupEntry;
+      return stubEntry(() => context);
     });
 
   const sweepOf = (entries: GroupEntry[]) =>
