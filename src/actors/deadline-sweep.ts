@@ -222,6 +222,10 @@ export class DeadlineSweep {
    */
   private deadlineBound(entry: GroupEntry, now: number): number | null {
     const ctx = entry.snapshot().context;
+    // Nothing of a failed-closed group is due, and its members stop beating: their bound would
+    // pass and stay passed, and every look would read them all. What was set meanwhile stays
+    // in the table (a recovered group gets a new one, read whole).
+    if (ctx.group.status === 'FAILED_CLOSED') return null;
     // Taken on every look, so that what it reports is what was refreshed since the last one.
     const refreshed = ctx.liveness.takeEarliestSet();
     const bound = Math.min(entry.sweptBound, refreshed);

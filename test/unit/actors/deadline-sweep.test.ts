@@ -175,6 +175,37 @@ describe('deadline sweep: members are looked at again only when a deadline may h
   });
 });
 
+describe('deadline sweep: a failed-closed group', () => {
+  it('has nothing due, and its members are not read by every sweep once their sessions lapsed', async () => {
+    const rig = await rigWithMember();
+    for (const id of ['m2', 'm3'])
+      await rig.committer.dispatch(rig.entry, {
+        type: 'HEARTBEAT',
+        now: rig.clock.now(),
+        request: { ...joinRequest(id), sessionTimeoutMs: SESSION_TIMEOUT },
+      });
+    await rig.committer.dispatch(rig.entry, {
+      type: 'FAIL_CLOSED',
+      now: rig.clock.now(),
+      reason: 'METADATA_LOST',
+    });
+    expect(groupOf(rig.entry).status).toBe('FAILED_CLOSED');
+    const writes = rig.faulty.count('commitGroup');
+    rig.clock.advance(2 * SESSION_TIMEOUT); // every session has lapsed
+    await rig.sweeper.sweep();
+    const reads = vi.spyOn(PersistentMap.prototype, 'forEach');
+    for (let i = 0; i < 10; i++) {
+      rig.clock.advance(250);
+      await rig.sweeper.sweep();
+    }
+    expect(reads).not.toHaveBeenCalled();
+    reads.mockRestore();
+    // Nothing was ticked: its members stay as they were until it is recovered.
+    expect(members(rig).sort()).toEqual(['m1', 'm2', 'm3']);
+    expect(rig.faulty.count('commitGroup')).toBe(writes);
+  });
+});
+
 describe('liveness table: the earliest deadline set since the last look', () => {
   const live = (
     sessionExpiresAt: number,
