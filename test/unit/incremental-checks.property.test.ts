@@ -278,14 +278,14 @@ describe('what is kept per shards object is what a fresh computation gives', () 
   });
 });
 
-describe('member ids in order, from the last members map put in order', () => {
+describe('member ids in order, from the last members map of the group put in order', () => {
   /** Ids from a universe wide enough that a step of a few changes stays under the merge limit. */
-  const ID_UNIVERSE = Array.from({ length: 120 }, (_, i) => `member-${(i * 37) % 120}`);
+  const ID_UNIVERSE = Array.from({ length: 400 }, (_, i) => `member-${(i * 37) % 400}`);
   const record = (memberId: string, memberEpoch: number) => ({ memberId, memberEpoch }) as never;
   type Step =
     | { readonly op: 'join' | 'leave' | 'renew'; readonly id: string }
     | { readonly op: 'ask' }
-    | { readonly op: 'unrelated'; readonly ids: readonly string[] };
+    | { readonly op: 'other' | 'rebuilt'; readonly ids: readonly string[] };
   const stepArb: fc.Arbitrary<Step> = fc.oneof(
     {
       weight: 6,
@@ -298,38 +298,40 @@ describe('member ids in order, from the last members map put in order', () => {
     {
       weight: 1,
       arbitrary: fc.record({
-        op: fc.constant('unrelated' as const),
-        ids: fc.uniqueArray(fc.constantFrom(...ID_UNIVERSE), { maxLength: 40 }),
+        op: fc.constantFrom('other' as const, 'rebuilt' as const),
+        ids: fc.uniqueArray(fc.constantFrom(...ID_UNIVERSE), { minLength: 250, maxLength: 400 }),
       }),
     },
   );
+  const groupOf = (lifecycleId: string, members: PersistentMap<never>) =>
+    ({ lifecycleId, members }) as unknown as GroupState;
 
   it('are every id of the map, sorted in code-unit order, whatever maps were put in order before', () => {
     fc.assert(
-      fc.property(fc.array(stepArb, { minLength: 1, maxLength: 200 }), (steps) => {
+      fc.property(fc.array(stepArb, { minLength: 1, maxLength: 100 }), (steps) => {
         let members = PersistentMap.from(
-          ID_UNIVERSE.slice(0, 60).map((id) => [id, record(id, 1)] as const),
+          ID_UNIVERSE.slice(0, 300).map((id) => [id, record(id, 1)] as const),
         );
-        const group = () => ({ members }) as unknown as GroupState;
-        memberIds(group());
+        memberIds(groupOf('this', members));
         for (const step of steps) {
           if (step.op === 'join') members = members.set(step.id, record(step.id, 1));
           else if (step.op === 'leave') members = members.delete(step.id);
           else if (step.op === 'renew') {
             if (members.get(step.id)) members = members.set(step.id, record(step.id, 2));
-          } else if (step.op === 'unrelated') {
+          } else if (step.op === 'other') {
             // Another group's members put in order in between.
             const other = PersistentMap.from(step.ids.map((id) => [id, record(id, 1)] as const));
-            expect(memberIds({ members: other } as unknown as GroupState)).toEqual(
-              [...step.ids].sort(),
-            );
+            expect(memberIds(groupOf('other', other))).toEqual([...step.ids].sort());
+          } else if (step.op === 'rebuilt') {
+            // The same group's members rebuilt from scratch (a reload), sharing nothing.
+            members = PersistentMap.from(step.ids.map((id) => [id, record(id, 3)] as const));
           } else {
-            expect(memberIds(group())).toEqual(members.keys().sort());
+            expect(memberIds(groupOf('this', members))).toEqual(members.keys().sort());
           }
         }
-        expect(memberIds(group())).toEqual(members.keys().sort());
+        expect(memberIds(groupOf('this', members))).toEqual(members.keys().sort());
       }),
-      { numRuns: 500 },
+      { numRuns: 300 },
     );
   });
 });
