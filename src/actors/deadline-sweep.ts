@@ -4,6 +4,7 @@ import {
   deadlineWithin,
   earliestDeadlineOf,
   earliestMemberDeadline,
+  waitsForNothing,
   type GroupContext,
 } from '../machines/context.js';
 import type { MemberLiveness } from '../machines/types.js';
@@ -225,7 +226,7 @@ export class DeadlineSweep {
     // Nothing of a failed-closed group is due, and its members stop beating: their bound would
     // pass and stay passed, and every look would read them all. What was set meanwhile stays
     // in the table (a recovered group gets a new one, read whole).
-    if (ctx.group.status === 'FAILED_CLOSED') return null;
+    if (waitsForNothing(ctx)) return null;
     // Taken on every look, so that what it reports is what was refreshed since the last one.
     const refreshed = ctx.liveness.takeEarliestSet();
     const bound = Math.min(entry.sweptBound, refreshed);
@@ -255,8 +256,7 @@ export class DeadlineSweep {
   private async check(entry: GroupEntry): Promise<void> {
     const { clock, run, committer, logger, intervalMs } = this.options;
     await run(entry, async () => {
-      const deadline = this.deadlineBound(entry, clock.now());
-      if (deadline !== null && deadline <= clock.now()) {
+      if (this.isDue(entry, clock.now())) {
         try {
           await committer.dispatch(entry, { type: 'TICK', now: clock.now() });
         } catch (error) {

@@ -211,12 +211,20 @@ export function earliestDeadlineOf(ctx: GroupContext, changed: Iterable<string>)
  * are read here, in O(1). A lower bound of the members' gives a lower bound of the group's.
  */
 export function deadlineWithin(ctx: GroupContext, members: number): number | null {
-  if (ctx.group.status === 'FAILED_CLOSED') return null;
+  if (waitsForNothing(ctx)) return null;
   let earliest = Math.min(members, ctx.recomputeAt ?? Infinity);
   const migration = ctx.group.activeMigration;
   if (migration?.state === 'CONVERGED' && migration.rollbackAllowedUntil !== null)
     earliest = Math.min(earliest, migration.rollbackAllowedUntil);
   return earliest === Infinity ? null : earliest;
+}
+
+/**
+ * Whether no deadline of the group can fall due: it failed closed, and nothing may change until
+ * it is recovered.
+ */
+export function waitsForNothing(ctx: GroupContext): boolean {
+  return ctx.group.status === 'FAILED_CLOSED';
 }
 
 /** A member's earliest deadline (session expiry, revoke deadline); Infinity: none. */
