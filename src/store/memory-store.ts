@@ -345,7 +345,9 @@ export class MemoryStore implements Store {
    * down; the counters follow the rules of reserveLoginAttempt-1.lua and readLoginFailures-1.lua.
    */
 
-  /** Failed logins by id, with the `performance.now()` at which their window closes. */
+  /**
+   * Failed logins by id, with the time at which their window closes ({@link loginClock}).
+   */
   private readonly loginWindows = new Map<string, { failures: number; closesAt: number }>();
 
   outage(): StoreOutage | null {
@@ -354,7 +356,7 @@ export class MemoryStore implements Store {
 
   reserveLoginAttempt(id: string, maxAttempts: number, windowMs: number): Promise<LoginAttempt> {
     return settle(() => {
-      const now = performance.now();
+      const now = loginClock();
       const open = this.openLoginWindow(id, now);
       const window = open ?? { failures: 0, closesAt: now + windowMs };
       const allowed = window.failures < maxAttempts;
@@ -370,7 +372,7 @@ export class MemoryStore implements Store {
 
   readLoginFailures(id: string): Promise<LoginFailures> {
     return settle(() => {
-      const now = performance.now();
+      const now = loginClock();
       const open = this.openLoginWindow(id, now);
       return open
         ? { failures: open.failures, remainingMs: Math.ceil(open.closesAt - now) }
@@ -502,4 +504,13 @@ function mergeLost(earlier: FailureRecord, record: FailureRecord): FailureRecord
     assignmentEpoch: max(earlier.assignmentEpoch, record.assignmentEpoch),
     memberEpochSeq: max(earlier.memberEpochSeq, record.memberEpochSeq),
   };
+}
+
+/**
+ * The clock of the failed-login windows, in whole milliseconds (as Redis's PTTL counts them): a
+ * window's remaining time is then exact, where `Math.ceil((now + 1000) - now)` on fractional
+ * milliseconds read 1,001 for some `now`.
+ */
+function loginClock(): number {
+  return Math.floor(performance.now());
 }

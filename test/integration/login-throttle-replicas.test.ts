@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import type { Store } from '../../src/store/store.js';
@@ -201,6 +201,19 @@ describe('store verbs of the failed-login count', () => {
       expect(await store.readLoginFailures(id)).toEqual({ failures: 0, remainingMs: 0 });
     },
   );
+
+  it('memory: a window of 1,000 ms has 1,000 ms left when opened, whatever the fraction of now', async () => {
+    const store = new MemoryStore({ keyPrefix: 'kp', auditMaxLen: 100 });
+    // A time at which (now + 1000) - now is 1000.0000000000009 in floating point.
+    const now = vi.spyOn(performance, 'now').mockReturnValue(8007.361017239312);
+    try {
+      const first = await store.reserveLoginAttempt('fractional', 5, 1_000);
+      expect(first.remainingMs).toBe(1_000);
+      expect((await store.readLoginFailures('fractional')).remainingMs).toBe(1_000);
+    } finally {
+      now.mockRestore();
+    }
+  });
 
   it.each(stores)(
     '%s: a full window refuses the attempt and counts nothing more',
