@@ -100,6 +100,10 @@ async function steadyMember(c: TestCoordinator, group: string, memberId: string)
   return heartbeatOf(member);
 }
 
+/** The join bodies of members `<prefix>-0` .. `<prefix>-<n-1>`. */
+const joins = (prefix: string, n: number) =>
+  Array.from({ length: n }, (_, i) => ({ ...JOIN, memberId: `${prefix}-${i}` }));
+
 async function deferredCount(c: RunningCoordinator): Promise<number> {
   const text = await (await fetch(`${c.url}/metrics`)).text();
   return Number(/^coord_heartbeats_deferred_total (\d+)$/m.exec(text)?.[1]);
@@ -212,9 +216,6 @@ describe('heartbeat intake', () => {
     // Decided after the leave, as with budget left: the member is gone, not told it is fine.
     expect(after!.body.outcome).toBe('FENCED_MEMBER_EPOCH');
   });
-
-  const joins = (prefix: string, n: number) =>
-    Array.from({ length: n }, (_, i) => ({ ...JOIN, memberId: `${prefix}-${i}` }));
 
   it('joins that wait rest between their turns once a steady heartbeat was answered at once', async () => {
     const path = await createGroup(c, 'rest');
