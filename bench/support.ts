@@ -249,7 +249,8 @@ export function startCoordinator(
     {
       BENCH_REDIS_URL: redis.url,
       BENCH_JWT_SECRET: SECRET,
-      BENCH_OVERRIDES: JSON.stringify(overrides),
+      // BENCH_SETTINGS (docs/BENCHMARKS.md#running) wins: an A/B of a setting.
+      BENCH_OVERRIDES: JSON.stringify({ ...overrides, ...benchSettings() }),
     },
     // With the V8 flags the coordinator is deployed with (npm start, the image).
     {
@@ -261,6 +262,16 @@ export function startCoordinator(
       ],
     },
   );
+}
+
+/** `BENCH_SETTINGS`: settings (dotted names, as in a config file) for every coordinator. */
+function benchSettings(): Record<string, string | number | boolean> {
+  const text = process.env.BENCH_SETTINGS;
+  if (!text) return {};
+  const parsed: unknown = JSON.parse(text);
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new Error(`BENCH_SETTINGS is not a JSON object: ${text}`);
+  return parsed as Record<string, string | number | boolean>;
 }
 
 /**
