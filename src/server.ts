@@ -234,6 +234,7 @@ export async function startCoordinator(
   const logger =
     options.logger ?? createLogger({ level: settings.log.level, format: settings.log.format });
   const metrics = new Metrics({ defaultMetrics: true });
+  replicaTurnBudget.setShare(settings.fairness['busy-share']);
   metrics.watchRests(() => replicaTurnBudget.restedMs);
   let jwtSecret = settings.security['jwt-secret'];
   if (!jwtSecret) {

@@ -22,13 +22,18 @@ export const OWN_SHARE_MS = 0.25;
 /**
  * The share of the loop's time that deferrable work gets, all of it together, while steady
  * heartbeats are being answered at once: after it ran for t ms, its next turn waits
- * t × (1 / share − 1) ms (3 t), and meanwhile the loop reads the sockets, answers steady
- * heartbeats and runs its timers (and the cores are left to Redis and the clients). With no steady heartbeat answered it never rests: a flood
- * alone goes at full speed. During 5,000 unpaced joins into one group, with another group
- * under load, that group's worst 1 s window of p99 had a median of 10.4 ms over 5 interleaved
- * rounds, against 18.9 ms with no rest (docs/BENCHMARKS.md#notes).
+ * t × (1 / share − 1) ms (9 t), and meanwhile the loop reads the sockets, answers steady
+ * heartbeats and runs its timers (and the cores are left to Redis and the clients). With no
+ * steady heartbeat answered it never rests: a flood alone goes at full speed. The default of
+ * `coordinator.fairness.busy-share`. What a flood of joins costs the loop is more than its
+ * own turns: the young GCs of what it allocates and the parsing of its requests fall in other
+ * turns, so its rate sets how often another group's heartbeat meets a pause. During 5,000
+ * unpaced joins into one group with another group under load, interleaved, that group's worst
+ * 1 s window of p99 read 4.6–11.0 ms (median 6.0, 37 floods at 1,579–2,467 joins/s) at a tenth,
+ * against 6.6–22.8 ms (median 8.1, 17 floods at 3,468–4,955 joins/s) at a quarter
+ * (docs/BENCHMARKS.md#notes).
  */
-export const BUSY_SHARE = 0.25;
+export const BUSY_SHARE = 0.1;
 
 /** The longest rest, however long the work before it took. */
 export const MAX_REST_MS = 50;
@@ -72,8 +77,8 @@ export class TurnBudget {
   /** Whether a heartbeat was answered at once since the last rest was set. */
   private steadyServed = false;
 
-  /** {@link BUSY_SHARE} of this budget. */
-  private readonly share: number;
+  /** {@link BUSY_SHARE} of this budget, or what {@link setShare} set. */
+  private share: number;
 
   /** Calls a function after a rest (ms); a timer of the loop but in tests. */
   private readonly wait: (fn: () => void, ms: number) => void;
@@ -84,8 +89,21 @@ export class TurnBudget {
     options: TurnBudgetOptions = {},
   ) {
     this.ownMs = Math.min(OWN_SHARE_MS, budgetMs);
-    this.share = options.share ?? BUSY_SHARE;
+    this.share = checkedShare(options.share ?? BUSY_SHARE);
     this.wait = options.wait ?? ((fn, ms) => setTimeout(fn, ms));
+  }
+
+  /**
+   * The share of the loop deferrable work gets from now on (`coordinator.fairness.busy-share`,
+   * set at startup); a rest already under way keeps its end.
+   */
+  setShare(share: number): void {
+    this.share = checkedShare(share);
+  }
+
+  /** The share of the loop deferrable work gets while steady heartbeats arrive. */
+  get busyShare(): number {
+    return this.share;
   }
 
   /** The budget's clock (ms). */
@@ -183,6 +201,12 @@ export class TurnBudget {
   private readonly endTurn = (): void => {
     this.started = null;
   };
+}
+
+function checkedShare(share: number): number {
+  if (!(share > 0 && share <= 1))
+    throw new RangeError(`a share of the loop is in (0, 1]: ${share}`);
+  return share;
 }
 
 /** The budget of the replica's deferrable work (one event loop, one budget). */

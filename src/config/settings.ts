@@ -1,6 +1,7 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { BUSY_SHARE } from '../actors/turn-budget.js';
 import { parseDuration } from './duration.js';
 
 const duration = (fallback: string) =>
@@ -147,6 +148,20 @@ export const settingsSchema = z.object({
         .union([z.boolean(), z.enum(['true', 'false'])])
         .transform((v) => v === true || v === 'true')
         .default(false),
+    })
+    .prefault({}),
+  /** How the replica's event loop is shared between groups (docs/architecture.md#fairness-between-groups). */
+  fairness: z
+    .object({
+      /**
+       * The share of the loop that busy groups' work (joins, rebalances, their answers) gets
+       * while steady heartbeats are answered; 1: it never rests.
+       */
+      'busy-share': z.coerce
+        .number()
+        .gt(0, 'must be more than 0')
+        .max(1, 'must be at most 1')
+        .default(BUSY_SHARE),
     })
     .prefault({}),
   audit: z.object({ 'max-len': int(100_000, 100, 100_000_000) }).prefault({}),

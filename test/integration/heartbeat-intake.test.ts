@@ -9,7 +9,7 @@
  */
 import { connect, type Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { replicaTurnBudget } from '../../src/actors/turn-budget.js';
+import { BUSY_SHARE, replicaTurnBudget } from '../../src/actors/turn-budget.js';
 import type { Role } from '../../src/http/auth/roles.js';
 import type { RunningCoordinator } from '../../src/server.js';
 import {
@@ -267,6 +267,33 @@ describe('heartbeat intake at shutdown', () => {
     } finally {
       vi.restoreAllMocks();
       await c.close();
+    }
+  });
+});
+
+describe('coordinator.fairness.busy-share', () => {
+  it('at 1, joins that wait never rest, even while steady heartbeats are answered at once', async () => {
+    const c = await startTestCoordinator({
+      store: 'memory',
+      overrides: { 'membership.assignment-debounce': '0ms', 'fairness.busy-share': 1 },
+    });
+    try {
+      expect(replicaTurnBudget.busyShare).toBe(1);
+      const path = await createGroup(c, 'whole-loop');
+      const steady = await steadyMember(c, 'whole-loop', 'steady-1');
+      const before = await restedSeconds(c);
+      spendBudget();
+      const answers = await pipelined(c, [
+        ...joins('early', 4).map((body) => request(path, body)),
+        request(path, steady),
+        ...joins('late', 4).map((body) => request(path, body)),
+      ]);
+      expect(answers.filter((a) => Number(a.body.memberEpoch) > 0)).toHaveLength(9);
+      expect(await restedSeconds(c)).toBe(before);
+    } finally {
+      vi.restoreAllMocks();
+      await c.close();
+      replicaTurnBudget.setShare(BUSY_SHARE);
     }
   });
 });

@@ -17,6 +17,7 @@ describe('settings: defaults < YAML file < environment', () => {
     expect(s.security['token-ttl']).toBe(7 * 24 * 3600 * 1000);
     expect(s.limits['max-shard-count']).toBe(1024);
     expect(s.limits['max-members-per-group']).toBe(10_000);
+    expect(s.fairness['busy-share']).toBe(0.1);
   });
 
   it('reads a YAML file and lets the environment win over it', () => {
@@ -47,6 +48,9 @@ describe('settings: defaults < YAML file < environment', () => {
     ['store.key-prefix', 'bad prefix'],
     ['limits.max-shard-count', '0'],
     ['limits.max-members-per-group', '0'],
+    ['fairness.busy-share', '0'],
+    ['fairness.busy-share', '1.5'],
+    ['fairness.busy-share', 'half'],
   ])('a bad %s stops startup with a message naming it', (name, value) => {
     expect(() => loadSettings({ env: { [envName(name)]: value } })).toThrow(
       new RegExp(`coordinator\\.${name.replace('.', '\\.')}`),

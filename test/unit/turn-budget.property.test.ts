@@ -1,14 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { nextTurn } from '../../src/actors/slices.js';
-import { MAX_REST_MS, TurnBudget } from '../../src/actors/turn-budget.js';
+import { BUSY_SHARE, MAX_REST_MS, TurnBudget } from '../../src/actors/turn-budget.js';
 
 /**
  * Random sequences of what the replica does to its turn budget (docs/architecture.md#fairness-between-groups):
  * time passing, work beginning and stopping for later (with or without having run), steady
  * heartbeats answered at once, turns of the event loop, rests held at shutdown, rest timers
  * firing. Whatever the order: no rest is longer than MAX_REST_MS; the rests add up to at most
- * three times the time that passed (no work is billed twice); nothing rests while held; and
+ * (1 / share − 1) times the time that passed (no work is billed twice); nothing rests while held; and
  * every piece of work that stopped runs again.
  */
 type Op =
@@ -37,6 +37,9 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.constant({ op: 'release' as const }),
   fc.constant({ op: 'fire' as const }),
 );
+
+/** The rest each millisecond of work earns at the default share. */
+const RESTS_PER_MS = 1 / BUSY_SHARE - 1;
 
 describe('turn budget rests, random sequences', () => {
   it('bounds every rest, bills no work twice, rests nothing while held, loses no work', async () => {
@@ -103,8 +106,8 @@ describe('turn budget rests, random sequences', () => {
             }
             expect(budget.restedMs).toBeGreaterThanOrEqual(rested);
             rested = budget.restedMs;
-            // Rests are earned by time that passed, each moment once: at most 3 × all of it.
-            expect(budget.restedMs).toBeLessThanOrEqual(3 * now + 1e-9);
+            // Rests are earned by time that passed, each moment once: at most 9 × all of it.
+            expect(budget.restedMs).toBeLessThanOrEqual(RESTS_PER_MS * now * (1 + 1e-12) + 1e-9);
           }
           // Every piece of work that stopped for later runs again, rest or no rest.
           for (let i = 0; i < 4 * ops.length + 4 && resumed < stopped; i++) {

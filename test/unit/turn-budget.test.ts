@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_REST_MS, TurnBudget } from '../../src/actors/turn-budget.js';
+import { BUSY_SHARE, MAX_REST_MS, TurnBudget } from '../../src/actors/turn-budget.js';
 import { nextTurn } from '../../src/actors/slices.js';
 import { PacedWrites } from '../../src/http/paced-writes.js';
 
@@ -211,5 +211,40 @@ describe('a share of the loop while steady heartbeats are answered', () => {
     timers.shift()!.fn();
     await paced.flushed();
     expect(written).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
+  it('rests nine times its turn by default, and as long as the share set at startup says', async () => {
+    let now = 0;
+    const timers: number[] = [];
+    const budget = new TurnBudget(1, () => now, { wait: (_fn, ms) => timers.push(ms) });
+    expect(budget.busyShare).toBe(BUSY_SHARE);
+    const stopAfter = (worked: number) => {
+      budget.begin();
+      const since = now;
+      now += worked;
+      budget.servedAtOnce();
+      budget.after(() => {}, since);
+      now += timers.at(-1)!;
+    };
+    stopAfter(1);
+    expect(timers.at(-1)).toBeCloseTo(9);
+    budget.setShare(0.5);
+    expect(budget.busyShare).toBe(0.5);
+    stopAfter(2);
+    expect(timers.at(-1)).toBeCloseTo(2);
+    // A share of the whole loop never rests.
+    budget.setShare(1);
+    budget.begin();
+    now += 1;
+    budget.servedAtOnce();
+    budget.after(() => {}, now - 1);
+    expect(timers).toHaveLength(2);
+  });
+
+  it.each([0, -0.1, 1.5, Number.NaN])('refuses a share of %s', (share) => {
+    const budget = new TurnBudget(1, () => 0);
+    expect(() => budget.setShare(share)).toThrow(RangeError);
+    expect(() => new TurnBudget(1, () => 0, { share })).toThrow(RangeError);
+    expect(budget.busyShare).toBe(BUSY_SHARE);
   });
 });
