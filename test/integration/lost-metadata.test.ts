@@ -250,6 +250,61 @@ const ENV = (stateDir: string) => ({
   COORDINATOR_REPLICA_STATE_DIR: stateDir,
 });
 
+/**
+ * Waits until every replica lists all of them as live. A group created before that may be
+ * handed over once a replica sees the others, and a flush while no replica holds its lease
+ * costs no lease: the lease the tests wait to see lost.
+ */
+async function registryConverged(urls: readonly string[]): Promise<void> {
+  await waitFor(
+    async () => {
+      const seen = await Promise.all(
+        urls.map((url) => ask(url, 'GET', '/coord/v1/monitoring/replicas', 'reader')),
+      );
+      return seen.every(
+        (s) =>
+          s.status === 200 && (s.body as { replicas: unknown[] }).replicas.length === urls.length,
+      );
+    },
+    { timeoutMs: 30_000, intervalMs: 100, what: 'every replica to list the others' },
+  );
+}
+
+/** Leases replica `i` holds now: acquired, less released and lost. */
+async function leasesHeld(set: ReplicaSet, i: number): Promise<number> {
+  const text = await set.metrics(i);
+  const count = (event: string) => metricSum(text, 'coord_lease_changes_total', { event });
+  return count('acquired') - count('released') - count('lost');
+}
+
+/**
+ * Waits until every replica names the same owner of the group at `path` (X-Coord-Owner) and that
+ * replica holds the one lease: no handover under way, whose gap (released here, not yet
+ * acquired there) would leave no lease to lose.
+ */
+async function heldByItsOwner(set: ReplicaSet, urls: readonly string[], path: string) {
+  const reader = replicaToken('reader', ROLES.reader ?? []);
+  await waitFor(
+    async () => {
+      const owners = await Promise.all(
+        urls.map(async (url) => {
+          const res = await fetch(`${url}${path}`, {
+            headers: { authorization: `Bearer ${reader}` },
+            signal: AbortSignal.timeout(10_000),
+          });
+          await res.body?.cancel();
+          return res.status === 200 ? res.headers.get('x-coord-owner') : null;
+        }),
+      );
+      const owner = owners[0];
+      if (!owner || owners.some((o) => o !== owner)) return false;
+      const held = await Promise.all(urls.map((_, i) => leasesHeld(set, i)));
+      return held[set.indexOf(owner)] === 1 && held.reduce((a, b) => a + b, 0) === 1;
+    },
+    { timeoutMs: 30_000, intervalMs: 100, what: "the group's lease held by the owner all name" },
+  );
+}
+
 /** A redis-server without persistence and `count` replicas on it, for one describe block. */
 function replicasOnRedis(label: string, count: number) {
   const state = {
@@ -269,6 +324,7 @@ function replicasOnRedis(label: string, count: number) {
       keyPrefix: state.keyPrefix,
       env: ENV(state.stateDir),
     });
+    await registryConverged(state.set.urls);
   }, 150_000);
   afterAll(async () => {
     if (state.failed && state.children)
@@ -300,6 +356,7 @@ describe('Redis flushed under three running replicas', () => {
       await settle(members, urls, 4);
       const before = members[0]!.last!;
       expect(before.metadataVersion).toBeGreaterThan(0);
+      await heldByItsOwner(set, urls, '/coord/v1/monitoring/streams/lost/groups/g');
 
       const leasesLost = async () =>
         (await Promise.all(urls.map((_, i) => set.metrics(i)))).reduce(
