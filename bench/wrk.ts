@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LoadResult } from './load.js';
@@ -11,6 +11,12 @@ import type { LoadResult } from './load.js';
  */
 
 const WRK = '/usr/bin/wrk';
+
+/** The scripts' directories, removed when the benchmarks exit. */
+const scriptDirs: string[] = [];
+process.once('exit', () => {
+  for (const dir of scriptDirs) rmSync(dir, { recursive: true, force: true });
+});
 
 /** Writes a wrk Lua script that cycles through `bodies` as POSTs to `path` with the token. */
 export function wrkScript(path: string, token: string, bodies: readonly string[]): string {
@@ -36,6 +42,7 @@ export function wrkRequestsScript(
   }>,
 ): string {
   const dir = mkdtempSync(join(tmpdir(), 'coord-bench-wrk-'));
+  scriptDirs.push(dir);
   const data = join(dir, 'requests.tsv');
   const file = join(dir, 'requests.lua');
   writeFileSync(
