@@ -116,6 +116,24 @@ async function restedSeconds(c: RunningCoordinator): Promise<number> {
 
 const spendBudget = () => vi.spyOn(replicaTurnBudget, 'spent').mockReturnValue(true);
 
+/**
+ * Creates `group` with member `steadyId` steady in it, holds the budget spent, and sends four
+ * joins, that member's steady heartbeat and four more joins in one write: their answers in
+ * order, and the seconds rested before them.
+ */
+async function joinsAroundSteady(c: TestCoordinator, group: string, steadyId: string) {
+  const path = await createGroup(c, group);
+  const steady = await steadyMember(c, group, steadyId);
+  const restedBefore = await restedSeconds(c);
+  spendBudget();
+  const answers = await pipelined(c, [
+    ...joins('early', 4).map((body) => request(path, body)),
+    request(path, steady),
+    ...joins('late', 4).map((body) => request(path, body)),
+  ]);
+  return { answers, restedBefore };
+}
+
 describe('heartbeat intake', () => {
   let c: TestCoordinator;
 
@@ -218,19 +236,11 @@ describe('heartbeat intake', () => {
   });
 
   it('joins that wait rest between their turns once a steady heartbeat was answered at once', async () => {
-    const path = await createGroup(c, 'rest');
-    const steady = await steadyMember(c, 'rest', 'steady-3');
-    const before = await restedSeconds(c);
-    spendBudget();
-    const answers = await pipelined(c, [
-      ...joins('early', 4).map((body) => request(path, body)),
-      request(path, steady),
-      ...joins('late', 4).map((body) => request(path, body)),
-    ]);
+    const { answers, restedBefore } = await joinsAroundSteady(c, 'rest', 'steady-3');
     expect(answers.map((a) => a.status)).toEqual(Array(9).fill(200));
     expect(answers[4]!.body).toMatchObject({ memberId: 'steady-3' });
     expect(answers.filter((a) => Number(a.body.memberEpoch) > 0)).toHaveLength(9);
-    expect(await restedSeconds(c)).toBeGreaterThan(before);
+    expect(await restedSeconds(c)).toBeGreaterThan(restedBefore);
   });
 
   it('joins alone do not rest: no steady heartbeat was answered', async () => {
@@ -279,17 +289,9 @@ describe('coordinator.fairness.busy-share', () => {
     });
     try {
       expect(replicaTurnBudget.busyShare).toBe(1);
-      const path = await createGroup(c, 'whole-loop');
-      const steady = await steadyMember(c, 'whole-loop', 'steady-1');
-      const before = await restedSeconds(c);
-      spendBudget();
-      const answers = await pipelined(c, [
-        ...joins('early', 4).map((body) => request(path, body)),
-        request(path, steady),
-        ...joins('late', 4).map((body) => request(path, body)),
-      ]);
+      const { answers, restedBefore } = await joinsAroundSteady(c, 'whole-loop', 'steady-1');
       expect(answers.filter((a) => Number(a.body.memberEpoch) > 0)).toHaveLength(9);
-      expect(await restedSeconds(c)).toBe(before);
+      expect(await restedSeconds(c)).toBe(restedBefore);
     } finally {
       vi.restoreAllMocks();
       await c.close();
