@@ -309,6 +309,20 @@ export class CoordinatorClient {
     options: RequestOptions,
   ): Promise<T> {
     const requestId = randomUUID();
+    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    // The timeout is a timer held here, not AbortSignal.timeout(): joined to the caller's signal
+    // by AbortSignal.any(), such a signal is held only weakly and the collector may take it
+    // (timer and all) before it fires, and the request would then wait for ever.
+    const abort = new AbortController();
+    const timer = setTimeout(
+      () => abort.abort(new DOMException(`no answer within ${timeoutMs} ms`, 'TimeoutError')),
+      timeoutMs,
+    );
+    // As AbortSignal.timeout()'s: it does not keep the process alive by itself.
+    timer.unref();
+    const cancel = () => abort.abort(options.signal?.reason);
+    if (options.signal?.aborted) cancel();
+    else options.signal?.addEventListener('abort', cancel, { once: true });
     let res: Response;
     let text: string;
     try {
@@ -321,12 +335,7 @@ export class CoordinatorClient {
           ...options.headers,
         },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: options.signal
-          ? AbortSignal.any([
-              options.signal,
-              AbortSignal.timeout(options.timeoutMs ?? this.timeoutMs),
-            ])
-          : AbortSignal.timeout(options.timeoutMs ?? this.timeoutMs),
+        signal: abort.signal,
       });
       text = await res.text();
     } catch (error) {
@@ -336,8 +345,11 @@ export class CoordinatorClient {
       throw CoordinatorUnreachableError.fromFetchError(
         `${url.origin}${url.pathname}`,
         error,
-        options.timeoutMs ?? this.timeoutMs,
+        timeoutMs,
       );
+    } finally {
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', cancel);
     }
     const owner = res.headers.get('x-coord-owner');
     const group = groupKeyOf(path);
