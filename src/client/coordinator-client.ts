@@ -9,6 +9,9 @@ import {
 } from './errors.js';
 import { retryPolicy, withRetry, type RetryDecision, type RetryOptions } from './retry.js';
 
+/** The longest delay a Node timer keeps (2³¹ − 1 ms, about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 interface CommonOptions {
   /**
    * Base URL of any coordinator replica, e.g. `http://127.0.0.1:8080`, or several: a request
@@ -316,7 +319,8 @@ export class CoordinatorClient {
     const abort = new AbortController();
     const timer = setTimeout(
       () => abort.abort(new DOMException(`no answer within ${timeoutMs} ms`, 'TimeoutError')),
-      timeoutMs,
+      // setTimeout runs a longer delay after 1 ms.
+      Math.min(timeoutMs, MAX_TIMER_MS),
     );
     // As AbortSignal.timeout()'s: it does not keep the process alive by itself.
     timer.unref();

@@ -156,4 +156,24 @@ describe('a request whose answer never comes', () => {
       await proxy.close();
     }
   }, 60_000);
+
+  it('a timeout longer than a timer can wait does not end the request at once', async () => {
+    const client = new CoordinatorClient({
+      baseUrl: coordinator.url,
+      token: coordinator.token('reader'),
+      // Past 2³¹ − 1 ms a Node timer fires after 1 ms instead.
+      timeoutMs: 2 ** 32,
+      retry: { maxAttempts: 1 },
+    });
+    const cancel = new AbortController();
+    const answer = await client.request(
+      'GET',
+      client.groupPath('routing', STREAM, 'g'),
+      undefined,
+      {
+        signal: cancel.signal,
+      },
+    );
+    expect(answer).toMatchObject({ consumerGroup: 'g' });
+  });
 });
