@@ -234,6 +234,7 @@ export async function startCoordinator(
   const logger =
     options.logger ?? createLogger({ level: settings.log.level, format: settings.log.format });
   const metrics = new Metrics({ defaultMetrics: true });
+  const shareBefore = replicaTurnBudget.busyShare;
   replicaTurnBudget.setShare(settings.fairness['busy-share']);
   metrics.watchRests(() => replicaTurnBudget.restedMs);
   let jwtSecret = settings.security['jwt-secret'];
@@ -421,6 +422,7 @@ export async function startCoordinator(
         if (fastPath) await within(fastPath.flushed(), SHUTDOWN_HANDOVER_MS);
       } finally {
         releaseRests();
+        replicaTurnBudget.setShare(shareBefore);
       }
       deadlines.stop();
       outage?.stop();

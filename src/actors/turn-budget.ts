@@ -38,6 +38,13 @@ export const BUSY_SHARE = 0.1;
 /** The longest rest, however long the work before it took. */
 export const MAX_REST_MS = 50;
 
+/**
+ * The smallest share `coordinator.fairness.busy-share` takes: below it the cap on a rest
+ * ({@link MAX_REST_MS}) would give a 1 ms turn of work the same share (about 1/51) whatever the
+ * setting said.
+ */
+export const MIN_BUSY_SHARE = 0.02;
+
 export interface TurnBudgetOptions {
   /** {@link BUSY_SHARE} by default; 1 never rests. */
   readonly share?: number;
@@ -95,7 +102,9 @@ export class TurnBudget {
 
   /**
    * The share of the loop deferrable work gets from now on (`coordinator.fairness.busy-share`,
-   * set at startup); a rest already under way keeps its end.
+   * {@link MIN_BUSY_SHARE} to 1); a rest already under way keeps its end. The replica's budget is
+   * one per process: a coordinator sets it when it starts and puts the previous share back when
+   * it closes.
    */
   setShare(share: number): void {
     this.share = checkedShare(share);
@@ -204,8 +213,10 @@ export class TurnBudget {
 }
 
 function checkedShare(share: number): number {
-  if (!(share > 0 && share <= 1))
-    throw new RangeError(`a share of the loop is in (0, 1]: ${share}`);
+  if (!(share >= MIN_BUSY_SHARE && share <= 1))
+    throw new RangeError(
+      `coordinator.fairness.busy-share must be from ${MIN_BUSY_SHARE} to 1: ${share}`,
+    );
   return share;
 }
 

@@ -1,7 +1,7 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { BUSY_SHARE } from '../actors/turn-budget.js';
+import { BUSY_SHARE, MIN_BUSY_SHARE } from '../actors/turn-budget.js';
 import { parseDuration } from './duration.js';
 
 const duration = (fallback: string) =>
@@ -159,7 +159,7 @@ export const settingsSchema = z.object({
        */
       'busy-share': z.coerce
         .number()
-        .gt(0, 'must be more than 0')
+        .min(MIN_BUSY_SHARE, `must be at least ${MIN_BUSY_SHARE}`)
         .max(1, 'must be at most 1')
         .default(BUSY_SHARE),
     })

@@ -283,6 +283,7 @@ describe('heartbeat intake at shutdown', () => {
 
 describe('coordinator.fairness.busy-share', () => {
   it('at 1, joins that wait never rest, even while steady heartbeats are answered at once', async () => {
+    expect(replicaTurnBudget.busyShare).toBe(BUSY_SHARE);
     const c = await startTestCoordinator({
       store: 'memory',
       overrides: { 'membership.assignment-debounce': '0ms', 'fairness.busy-share': 1 },
@@ -295,7 +296,8 @@ describe('coordinator.fairness.busy-share', () => {
     } finally {
       vi.restoreAllMocks();
       await c.close();
-      replicaTurnBudget.setShare(BUSY_SHARE);
     }
+    // The process's budget is left as the coordinator found it.
+    expect(replicaTurnBudget.busyShare).toBe(BUSY_SHARE);
   });
 });

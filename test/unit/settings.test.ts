@@ -49,6 +49,7 @@ describe('settings: defaults < YAML file < environment', () => {
     ['limits.max-shard-count', '0'],
     ['limits.max-members-per-group', '0'],
     ['fairness.busy-share', '0'],
+    ['fairness.busy-share', '0.01'],
     ['fairness.busy-share', '1.5'],
     ['fairness.busy-share', 'half'],
   ])('a bad %s stops startup with a message naming it', (name, value) => {

@@ -1,14 +1,19 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { nextTurn } from '../../src/actors/slices.js';
-import { BUSY_SHARE, MAX_REST_MS, TurnBudget } from '../../src/actors/turn-budget.js';
+import {
+  BUSY_SHARE,
+  MAX_REST_MS,
+  MIN_BUSY_SHARE,
+  TurnBudget,
+} from '../../src/actors/turn-budget.js';
 
 /**
  * Random sequences of what the replica does to its turn budget (docs/architecture.md#fairness-between-groups):
  * time passing, work beginning and stopping for later (with or without having run), steady
  * heartbeats answered at once, turns of the event loop, rests held at shutdown, rest timers
- * firing. Whatever the order: no rest is longer than MAX_REST_MS; the rests add up to at most
- * (1 / share − 1) times the time that passed (no work is billed twice); nothing rests while held; and
+ * firing, at a share drawn from MIN_BUSY_SHARE to 1. Whatever the order: no rest is longer than
+ * MAX_REST_MS; the rests add up to at most (1 / share − 1) times the time that passed (no work is billed twice); nothing rests while held; and
  * every piece of work that stopped runs again.
  */
 type Op =
@@ -38,19 +43,26 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.constant({ op: 'fire' as const }),
 );
 
-/** The rest each millisecond of work earns at the default share. */
-const RESTS_PER_MS = 1 / BUSY_SHARE - 1;
+/** Shares of the loop: the bounds, the default and any between. */
+const shareArb = fc.oneof(
+  fc.constantFrom(MIN_BUSY_SHARE, BUSY_SHARE, 1),
+  fc.double({ min: MIN_BUSY_SHARE, max: 1, noNaN: true }),
+);
 
 describe('turn budget rests, random sequences', () => {
   it('bounds every rest, bills no work twice, rests nothing while held, loses no work', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.array(opArb, { minLength: 5, maxLength: 60, size: 'max' }),
-        async (ops) => {
+        shareArb,
+        async (ops, share) => {
+          /** The rest each millisecond of work earns. */
+          const restsPerMs = 1 / share - 1;
           let now = 0;
           const timers: Array<() => void> = [];
           const waits: number[] = [];
           const budget = new TurnBudget(1, () => now, {
+            share,
             wait: (fn, ms) => {
               waits.push(ms);
               timers.push(fn);
@@ -106,8 +118,9 @@ describe('turn budget rests, random sequences', () => {
             }
             expect(budget.restedMs).toBeGreaterThanOrEqual(rested);
             rested = budget.restedMs;
-            // Rests are earned by time that passed, each moment once: at most 9 × all of it.
-            expect(budget.restedMs).toBeLessThanOrEqual(RESTS_PER_MS * now * (1 + 1e-12) + 1e-9);
+            // Rests are earned by time that passed, each moment once: at most (1 / share − 1) ×
+            // all of it.
+            expect(budget.restedMs).toBeLessThanOrEqual(restsPerMs * now * (1 + 1e-12) + 1e-9);
           }
           // Every piece of work that stopped for later runs again, rest or no rest.
           for (let i = 0; i < 4 * ops.length + 4 && resumed < stopped; i++) {

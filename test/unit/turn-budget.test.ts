@@ -241,10 +241,26 @@ describe('a share of the loop while steady heartbeats are answered', () => {
     expect(timers).toHaveLength(2);
   });
 
-  it.each([0, -0.1, 1.5, Number.NaN])('refuses a share of %s', (share) => {
+  it.each([0, -0.1, 0.01, 1.5, Number.NaN])('refuses a share of %s', (share) => {
     const budget = new TurnBudget(1, () => 0);
     expect(() => budget.setShare(share)).toThrow(RangeError);
     expect(() => new TurnBudget(1, () => 0, { share })).toThrow(RangeError);
     expect(budget.busyShare).toBe(BUSY_SHARE);
+  });
+
+  it('keeps the end of a rest under way when the share changes', async () => {
+    let now = 0;
+    const budget = new TurnBudget(1, () => now, { share: 0.1, wait: () => {} });
+    budget.begin();
+    now += 1;
+    budget.servedAtOnce();
+    budget.after(() => {}, 0);
+    // 9 ms of rest earned at a tenth; a share of the whole loop from now on does not end it.
+    budget.setShare(1);
+    now += 8.9;
+    expect(budget.spent()).toBe(true);
+    now += 0.2;
+    await nextTurn();
+    expect(budget.spent()).toBe(false);
   });
 });
