@@ -36,7 +36,16 @@ export function assertPageLimit(limit: number): void {
   }
 }
 
-/** Byte order of Redis BYLEX (memcmp of UTF-8), which JS string order is not beyond the BMP. */
+/** A UTF-16 surrogate: only where one is does JS string order part from UTF-8 byte order. */
+const SURROGATE = /[\uD800-\uDFFF]/;
+
+/**
+ * Byte order of Redis BYLEX (memcmp of UTF-8), which JS string order is not beyond the BMP.
+ * Without surrogates the UTF-16 code units are the code points, whose order UTF-8 keeps, so the
+ * strings are compared as they are: the embedded store's registry asks this about 14 times a
+ * lookup, and encoding both sides each time took about a third of building 3,000 groups.
+ */
 export function compareMembers(a: string, b: string): number {
+  if (!SURROGATE.test(a) && !SURROGATE.test(b)) return a < b ? -1 : a > b ? 1 : 0;
   return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 }
