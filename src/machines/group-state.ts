@@ -153,7 +153,7 @@ function mergedIds(
   let next = 0;
   for (const id of sorted) {
     if (removed.has(id)) continue;
-    while (next < added.length && added[next]! < id) ids.push(added[next++]!);
+    while (next < added.length && compareIds(added[next]!, id) < 0) ids.push(added[next++]!);
     ids.push(id);
   }
   while (next < added.length) ids.push(added[next++]!);
