@@ -27,6 +27,7 @@ import { startRedisServer, waitFor, type RedisServerHandle } from '../support/re
 import {
   ChildProcesses,
   metricSum,
+  ownersNamed,
   replicaToken,
   ReplicaSet,
 } from '../support/replica-processes.js';
@@ -391,15 +392,8 @@ describe(`a paused group owner (${profile.name} profile: lease TTL ${profile.lea
             let recoveredMs = 0;
             await waitFor(
               async () => {
-                const answers = await Promise.all(
-                  running.map(async (url) => {
-                    const res = await fetch(`${url}${viewPath}`, {
-                      headers: { authorization: `Bearer ${TOKEN}` },
-                      signal: AbortSignal.timeout(10_000),
-                    });
-                    await res.body?.cancel();
-                    return res.status === 200 && res.headers.get('x-coord-owner') !== owner;
-                  }),
+                const answers = (await ownersNamed(running, viewPath, TOKEN)).map(
+                  (named) => named !== null && named !== owner,
                 );
                 if (answers.some(Boolean)) recoveredMs = Date.now() - pausedAt;
                 return answers.some(Boolean);

@@ -5,8 +5,6 @@
  * real coordinator on a real port, reached through a TCP proxy that stalls; V8's collector is
  * run on demand while the answer is awaited.
  */
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   Consumer,
@@ -17,15 +15,10 @@ import {
 import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
+import { forcedGc } from '../support/gc.js';
 
 const STREAM = 'deadline';
 const SESSION_TIMEOUT_MS = 10_000;
-
-/** V8's collector, called on demand (`--expose-gc` set at run time, for this file). */
-function forcedGc(): () => void {
-  setFlagsFromString('--expose-gc');
-  return runInNewContext('gc') as () => void;
-}
 
 describe('a request whose answer never comes', () => {
   let redis: RedisServerHandle;

@@ -1,5 +1,3 @@
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import jwt from 'jsonwebtoken';
@@ -12,6 +10,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { startCoordinator, type RunningCoordinator } from '../../src/server.js';
 import { CHANGE, TEST_SECRET } from '../support/coordinator.js';
 import { canonicalPath, pathSpelling, spelt } from '../support/path-spellings.js';
+import { forcedGc } from '../support/gc.js';
 
 /*
  * The heartbeat fast path (src/http/heartbeat-fast-path.ts) against express: every request is
@@ -150,12 +149,6 @@ function weakEntryOf(c: RunningCoordinator, ref: GroupRef): WeakRef<object> {
   const held = (c.host as unknown as HostInternals).parts.table.get(ref);
   if (held === undefined) throw new Error(`no entry for ${ref.consumerGroup}`);
   return new WeakRef(held);
-}
-
-/** V8's collector, called on demand (`--expose-gc` set at run time, for one test). */
-function forcedGc(): () => void {
-  setFlagsFromString('--expose-gc');
-  return runInNewContext('gc') as () => void;
 }
 
 describe('heartbeat fast path', () => {

@@ -29,6 +29,7 @@ import {
 import {
   ChildProcesses,
   metricSum,
+  ownersNamed,
   replicaToken,
   ReplicaSet,
 } from '../support/replica-processes.js';
@@ -286,16 +287,7 @@ async function heldByItsOwner(set: ReplicaSet, urls: readonly string[], path: st
   const reader = replicaToken('reader', ROLES.reader ?? []);
   await waitFor(
     async () => {
-      const owners = await Promise.all(
-        urls.map(async (url) => {
-          const res = await fetch(`${url}${path}`, {
-            headers: { authorization: `Bearer ${reader}` },
-            signal: AbortSignal.timeout(10_000),
-          });
-          await res.body?.cancel();
-          return res.status === 200 ? res.headers.get('x-coord-owner') : null;
-        }),
-      );
+      const owners = await ownersNamed(urls, path, reader);
       const owner = owners[0];
       if (!owner || owners.some((o) => o !== owner)) return false;
       const held = await Promise.all(urls.map((_, i) => leasesHeld(set, i)));

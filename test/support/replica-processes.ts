@@ -364,3 +364,24 @@ export function metricSum(text: string, name: string, labels: Record<string, str
   }
   return sum;
 }
+
+/**
+ * The owner each replica names for `path` (`X-Coord-Owner` of a 200 answer; null for any other
+ * answer), asking them all at once with `token`, each bounded to 10 s.
+ */
+export async function ownersNamed(
+  urls: readonly string[],
+  path: string,
+  token: string,
+): Promise<Array<string | null>> {
+  return Promise.all(
+    urls.map(async (url) => {
+      const res = await fetch(`${url}${path}`, {
+        headers: { authorization: `Bearer ${token}` },
+        signal: AbortSignal.timeout(10_000),
+      });
+      await res.body?.cancel();
+      return res.status === 200 ? res.headers.get('x-coord-owner') : null;
+    }),
+  );
+}
