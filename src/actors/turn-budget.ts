@@ -22,18 +22,19 @@ export const OWN_SHARE_MS = 0.25;
 /**
  * The share of the loop's time that deferrable work gets, all of it together, while steady
  * heartbeats are being answered at once: after it ran for t ms, its next turn waits
- * t × (1 / share − 1) ms (9 t), and meanwhile the loop reads the sockets, answers steady
+ * t × (1 / share − 1) ms (about 5.7 t), and meanwhile the loop reads the sockets, answers steady
  * heartbeats and runs its timers (and the cores are left to Redis and the clients). With no
  * steady heartbeat answered it never rests: a flood alone goes at full speed. The default of
  * `coordinator.fairness.busy-share`. What a flood of joins costs the loop is more than its
  * own turns: the young GCs of what it allocates and the parsing of its requests fall in other
- * turns, so its rate sets how often another group's heartbeat meets a pause. During 5,000
- * unpaced joins into one group with another group under load, interleaved, that group's worst
- * 1 s window of p99 read 4.6–11.0 ms (median 6.0, 37 floods at 1,579–2,467 joins/s) at a tenth,
- * against 6.6–22.8 ms (median 8.1, 17 floods at 3,468–4,955 joins/s) at a quarter
+ * turns, so its rate sets how often another group's heartbeat meets a pause, and the share
+ * trades the flood's rate against the other groups' pauses. During 5,000 unpaced joins into one
+ * group with another group under load, interleaved on one machine: at a tenth the flood ran at
+ * 851–1,199 joins/s (three floods of 14 under 1,000) with that group's worst 1 s window of p99
+ * at 5.7–9.6 ms; at 0.15, at 1,313–1,951 joins/s, 6.5–9.9 ms in nine floods of ten
  * (docs/BENCHMARKS.md#notes).
  */
-export const BUSY_SHARE = 0.1;
+export const BUSY_SHARE = 0.15;
 
 /** The longest rest, however long the work before it took. */
 export const MAX_REST_MS = 50;

@@ -17,7 +17,7 @@ describe('settings: defaults < YAML file < environment', () => {
     expect(s.security['token-ttl']).toBe(7 * 24 * 3600 * 1000);
     expect(s.limits['max-shard-count']).toBe(1024);
     expect(s.limits['max-members-per-group']).toBe(10_000);
-    expect(s.fairness['busy-share']).toBe(0.1);
+    expect(s.fairness['busy-share']).toBe(0.15);
   });
 
   it('reads a YAML file and lets the environment win over it', () => {
