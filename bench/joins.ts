@@ -57,6 +57,95 @@ interface JoinPhase {
   readonly windows: LoadResult[];
 }
 
+/** Prebuilt joins of `MEMBERS` members into `group` of `stream`, as bytes for `port`. */
+function joinRequests(port: number, stream: string, group: string): Buffer[] {
+  const path = heartbeatPath(stream, group);
+  return Array.from({ length: MEMBERS }, (_, i) =>
+    postBytes(
+      port,
+      path,
+      CONSUMER_TOKEN,
+      joinBody(`joiner-${String(i).padStart(5, '0')}`, {
+        revokeProgress: [],
+        sessionTimeoutMs: 1_800_000,
+      }),
+    ),
+  );
+}
+
+interface FloodOptions {
+  readonly port: number;
+  readonly requests: readonly Buffer[];
+  /** Offered at this rate (open loop, up to 64 in flight); unset: as fast as 64 in flight go. */
+  readonly ratePerSecond?: number;
+  readonly capMs: number;
+  /** One window of the other group's load, run again and again while joins are answered. */
+  readonly load: () => Promise<LoadResult>;
+  readonly log: (line: string) => void;
+  /** Runs the joins (a profile of them, with --profile). */
+  readonly profiled: (work: () => Promise<void>) => Promise<void>;
+}
+
+/** Sends the joins on 64 connections and loads the other group meanwhile, window by window. */
+async function flood(o: FloodOptions): Promise<JoinPhase> {
+  let joined = 0;
+  let failed = 0;
+  const joinedAt: number[] = [];
+  const started = nowMs();
+  const clientCpu = process.cpuUsage();
+  const deadline = started + o.capMs;
+  let joining = true;
+  const joiners = o.profiled(() =>
+    sendEach({
+      port: o.port,
+      connections: 64,
+      requests: o.requests,
+      ...(o.ratePerSecond ? { ratePerSecond: o.ratePerSecond } : {}),
+      keepGoing: () => nowMs() < deadline,
+      abortAfterMs: o.capMs + 30_000,
+      onResponse: (_i, status, body) => {
+        if (
+          status === 200 &&
+          (JSON.parse(body.toString()) as { memberEpoch: number }).memberEpoch > 0
+        ) {
+          joined++;
+          joinedAt.push(nowMs());
+        } else failed++;
+      },
+    }).finally(() => (joining = false)),
+  );
+  const windows: LoadResult[] = [];
+  while (joining) {
+    windows.push(await o.load());
+    // B's answers in the window: its p99 is about the (answers / 100)-th slowest of them.
+    const last = windows.at(-1);
+    o.log(
+      `  ${fmt(joined)} joined, B p99 ${fmt(last?.p99Ms ?? NaN, 1)} ms of ${fmt(last?.completed ?? NaN)} answers`,
+    );
+  }
+  await joiners;
+  const cpu = process.cpuUsage(clientCpu);
+  const elapsedS = ((joinedAt.at(-1) ?? nowMs()) - started) / 1000;
+  // Joins from..to-1: to-from-1 intervals between the first and the last of them.
+  const rateOf = (from: number, to: number) =>
+    (to - from - 1) / (((joinedAt[to - 1] ?? NaN) - (joinedAt[from] ?? NaN)) / 1000);
+  const result: JoinPhase = {
+    joined,
+    failed,
+    rate: joined / elapsedS,
+    elapsedS,
+    first: joined >= 1000 ? rateOf(0, 1000) : NaN,
+    last: joined >= 1000 ? rateOf(joined - 1000, joined) : NaN,
+    windows,
+  };
+  o.log(
+    `  ${fmt(joined)} joined in ${elapsedS.toFixed(1)} s (${fmt(failed)} failed), ${fmt(result.rate)}/s; ` +
+      `first 1,000 at ${fmt(result.first)}/s, last 1,000 at ${fmt(result.last)}/s; ` +
+      `this process (the joining client) used ${fmt((cpu.user + cpu.system) / 1000)} ms of CPU`,
+  );
+  return result;
+}
+
 export async function joins(ctx: BenchContext): Promise<Row[]> {
   const capMs = ctx.quick ? 30_000 : 90_000;
   const windowMs = 1_000;
@@ -84,18 +173,7 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
   const joinsInto = async (group: string): Promise<Buffer[]> => {
     // A stream prefix of its own: every group on a prefix has the prefix's shard count.
     await createGroup(port, `bench-${group}`, group, SHARDS);
-    const path = heartbeatPath(`bench-${group}`, group);
-    return Array.from({ length: MEMBERS }, (_, i) =>
-      postBytes(
-        port,
-        path,
-        CONSUMER_TOKEN,
-        joinBody(`joiner-${String(i).padStart(5, '0')}`, {
-          revokeProgress: [],
-          sessionTimeoutMs: 1_800_000,
-        }),
-      ),
-    );
+    return joinRequests(port, `bench-${group}`, group);
   };
   const fastJoins = await joinsInto('fast');
   const pacedJoins = await joinsInto('paced');
@@ -104,68 +182,16 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
   const quiet: LoadResult[] = [];
   for (let i = 0; i < 5; i++) quiet.push(await load());
 
-  const phase = async (
-    group: string,
-    requests: readonly Buffer[],
-    ratePerSecond?: number,
-  ): Promise<JoinPhase> => {
-    let joined = 0;
-    let failed = 0;
-    const joinedAt: number[] = [];
-    const started = nowMs();
-    const clientCpu = process.cpuUsage();
-    const deadline = started + capMs;
-    let joining = true;
-    const joiners = profilePhase(coordinator, profiles, `join-phase-${group}`, () =>
-      sendEach({
-        port,
-        connections: 64,
-        requests,
-        ...(ratePerSecond ? { ratePerSecond } : {}),
-        keepGoing: () => nowMs() < deadline,
-        abortAfterMs: capMs + 30_000,
-        onResponse: (_i, status, body) => {
-          if (
-            status === 200 &&
-            (JSON.parse(body.toString()) as { memberEpoch: number }).memberEpoch > 0
-          ) {
-            joined++;
-            joinedAt.push(nowMs());
-          } else failed++;
-        },
-      }).finally(() => (joining = false)),
-    );
-    const windows: LoadResult[] = [];
-    while (joining) {
-      windows.push(await load());
-      // B's answers in the window: its p99 is about the (answers / 100)-th slowest of them.
-      const last = windows.at(-1);
-      ctx.log(
-        `  ${fmt(joined)} joined, B p99 ${fmt(last?.p99Ms ?? NaN, 1)} ms of ${fmt(last?.completed ?? NaN)} answers`,
-      );
-    }
-    await joiners;
-    const cpu = process.cpuUsage(clientCpu);
-    const elapsedS = ((joinedAt.at(-1) ?? nowMs()) - started) / 1000;
-    // Joins from..to-1: to-from-1 intervals between the first and the last of them.
-    const rateOf = (from: number, to: number) =>
-      (to - from - 1) / (((joinedAt[to - 1] ?? NaN) - (joinedAt[from] ?? NaN)) / 1000);
-    const result: JoinPhase = {
-      joined,
-      failed,
-      rate: joined / elapsedS,
-      elapsedS,
-      first: joined >= 1000 ? rateOf(0, 1000) : NaN,
-      last: joined >= 1000 ? rateOf(joined - 1000, joined) : NaN,
-      windows,
-    };
-    ctx.log(
-      `  ${fmt(joined)} joined in ${elapsedS.toFixed(1)} s (${fmt(failed)} failed), ${fmt(result.rate)}/s; ` +
-        `first 1,000 at ${fmt(result.first)}/s, last 1,000 at ${fmt(result.last)}/s; ` +
-        `this process (the joining client) used ${fmt((cpu.user + cpu.system) / 1000)} ms of CPU`,
-    );
-    return result;
-  };
+  const phase = (group: string, requests: readonly Buffer[], ratePerSecond?: number) =>
+    flood({
+      port,
+      requests,
+      ...(ratePerSecond ? { ratePerSecond } : {}),
+      capMs,
+      load,
+      log: (line) => ctx.log(line),
+      profiled: (work) => profilePhase(coordinator, profiles, `join-phase-${group}`, work),
+    });
 
   ctx.log('  as fast as it goes:');
   const fast = await phase('fast', fastJoins);

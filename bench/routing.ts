@@ -1,4 +1,4 @@
-import { createServer } from 'node:net';
+import { freePort } from '../test/support/redis-server.js';
 import type { BenchContext } from './context.js';
 import {
   CONSUMER_TOKEN,
@@ -32,20 +32,6 @@ const STREAM = 'bench-routing';
 const GROUP = 'g';
 const SHARDS = 16;
 const MEMBERS = 16;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address
-          ? resolve(address.port)
-          : reject(new Error('no port')),
-      );
-    });
-  });
-}
 
 /** coord_forwarded_requests_total summed over its outcomes. */
 async function forwardedOf(port: number): Promise<number> {
