@@ -1,4 +1,6 @@
+import { rendezvousOwner } from '../src/actors/ownership/rendezvous.js';
 import { joinBody } from '../test/support/members.js';
+import { freePort } from '../test/support/redis-server.js';
 import type { BenchContext } from './context.js';
 import { assertAllOk, sendEach, type LoadResult } from './load.js';
 import {
@@ -11,10 +13,12 @@ import {
   nowMs,
   postBytes,
   profilePhase,
+  sleep,
   startCoordinator,
   startRedis,
   steadyGroup,
   verdict,
+  type Child,
   type Row,
 } from './support.js';
 import { runWrk, wrkScript } from './wrk.js';
@@ -246,6 +250,117 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
       verdict: verdict(
         all(fast) && fast.rate >= 1000 && fastWorst <= 10 && fastWorst <= 3 * quietP99,
       ),
+    },
+  ];
+}
+
+/*
+ * Joins apart (informative): the same unpaced flood, into a group that another replica on the
+ * same machine owns. Two coordinator processes on one Redis; group B is owned by one of them
+ * and loaded by wrk as in `joins` (five quiet windows, then windows while joins are answered);
+ * the 5,000 joins go straight to the other, which owns the flood's group (its name chosen by
+ * the owners' rendezvous hash, then checked against `X-Coord-Owner`) and answers no steady
+ * heartbeats, so it never rests its work. What it shows: what the flood costs another group
+ * when the two do not share an event loop and a heap, only the machine's cores
+ * (docs/architecture.md#fairness-between-groups).
+ */
+export async function joinsApart(ctx: BenchContext): Promise<Row[]> {
+  const capMs = ctx.quick ? 30_000 : 90_000;
+  const redis = await startRedis();
+  const ids = ['r1', 'r2'];
+  const replicas = new Map<string, Child>();
+  for (const id of ids) {
+    const port = await freePort();
+    const overrides = {
+      'replica.id': id,
+      'http.port': port,
+      'http.advertised-url': `http://127.0.0.1:${port}`,
+    };
+    replicas.set(id, await startCoordinator(`replica ${id}`, redis, overrides));
+  }
+  await sleep(2_000); // both registered, each knows the other
+  const replica = (id: string) => replicas.get(id) as Child;
+  const owners = ids.map((id) => ({ id }));
+  const ownerOf = (streamPrefix: string, consumerGroup: string) =>
+    rendezvousOwner({ streamPrefix, consumerGroup }, owners)?.id ?? '';
+  const bOwner = ownerOf('bench', 'b');
+  const b = await steadyGroup(replica(bOwner).port, 'bench', 'b', 64, 32);
+  // The flood's group: the first name the other replica owns.
+  let group = '';
+  for (let i = 0; group === ''; i++)
+    if (ownerOf(`bench-apart-${i}`, `apart-${i}`) !== bOwner) group = `apart-${i}`;
+  const stream = `bench-${group}`;
+  const floodOwner = ownerOf(stream, group);
+  const floodPort = replica(floodOwner).port;
+  await createGroup(floodPort, stream, group, SHARDS);
+  const said = async (port: number, path: string, body: unknown) => {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${CONSUMER_TOKEN}` },
+      body: JSON.stringify(body),
+    });
+    await res.arrayBuffer();
+    return res.headers.get('x-coord-owner');
+  };
+  const bPath = heartbeatPath('bench', 'b');
+  const bSays = await said(replica(bOwner).port, bPath, heartbeatBody(b.members[0]!));
+  if (bSays !== bOwner) throw new Error(`group B is owned by ${bSays}, not ${bOwner}`);
+  const floodSays = await said(floodPort, heartbeatPath(stream, group), {
+    memberId: 'owner-probe',
+    memberEpoch: -1,
+  });
+  if (floodSays !== floodOwner)
+    throw new Error(`group ${group} is owned by ${floodSays}, not ${floodOwner}`);
+
+  const script = wrkScript(
+    bPath,
+    CONSUMER_TOKEN,
+    b.members.map((m) => JSON.stringify(heartbeatBody(m))),
+  );
+  const bPort = replica(bOwner).port;
+  const load = async () =>
+    assertAllOk(
+      await runWrk({ port: bPort, script, connections: 8, durationMs: 1_000 }),
+      'group B',
+    );
+  ctx.log(
+    `  group B (64 shards / 32 members) on ${bOwner} under wrk, 8 connections, 1 s windows; ` +
+      `${MEMBERS.toLocaleString('en-US')} joins into a ${SHARDS}-shard group on ${floodOwner}, as fast as 64 in flight go`,
+  );
+  const requests = joinRequests(floodPort, stream, group);
+  await load(); // warm-up
+  const quiet: LoadResult[] = [];
+  for (let i = 0; i < 5; i++) quiet.push(await load());
+  const profiles = ctx.profileDir('joins-apart');
+  const apart = await flood({
+    port: floodPort,
+    requests,
+    capMs,
+    load,
+    log: (line) => ctx.log(line),
+    profiled: (work) => profilePhase(replica(floodOwner), profiles, 'join-phase-apart', work),
+  });
+  const quietP99 = median(quiet.map((r) => r.p99Ms));
+  const worst = Math.max(...apart.windows.map((r) => r.p99Ms));
+  const joined = `${fmt(apart.joined)}/${fmt(MEMBERS)} joined`;
+  return [
+    {
+      bench: 'joins-apart',
+      metric: `joins/s into 1,024 shards another replica owns, 64 in flight (${joined})`,
+      value: fmt(apart.rate),
+      baseline: `first 1k ${fmt(apart.first)}/s, last 1k ${fmt(apart.last)}/s`,
+      ratio: '-',
+      goal: '- (info)',
+      verdict: '-',
+    },
+    {
+      bench: 'joins-apart',
+      metric: `other group heartbeat p99 ms, its replica's neighbour flooded (worst window; ${joined} at ${fmt(apart.rate)}/s)`,
+      value: fmt(worst, 1),
+      baseline: `quiet ${fmt(quietP99, 1)}`,
+      ratio: `${(worst / quietP99).toFixed(1)} x`,
+      goal: '- (info)',
+      verdict: '-',
     },
   ];
 }

@@ -5,7 +5,7 @@ import { benchContext, type Benchmark } from './context.js';
 import { handoff, replicaKill } from './handoff.js';
 import { capacity } from './capacity.js';
 import { capacityEmbedded, scaling } from './in-process.js';
-import { joins } from './joins.js';
+import { joins, joinsApart } from './joins.js';
 import { lag } from './lag.js';
 import { routing } from './routing.js';
 import { cleanup, here, type Row } from './support.js';
@@ -23,6 +23,7 @@ const BENCHMARKS: Record<string, Benchmark> = {
   throughput,
   scaling,
   joins,
+  'joins-apart': joinsApart,
   capacity,
   'capacity-embedded': capacityEmbedded,
   handoff,
