@@ -93,10 +93,11 @@ const kindOf = (t: Turn) =>
         : 'other';
 const kinds = new Map<string, { n: number; ms: number }>();
 for (const turn of turns) {
-  const kind = kinds.get(kindOf(turn)) ?? { n: 0, ms: 0 };
+  const name = kindOf(turn);
+  const kind = kinds.get(name) ?? { n: 0, ms: 0 };
   kind.n++;
   kind.ms += turn.ms;
-  kinds.set(kindOf(turn), kind);
+  kinds.set(name, kind);
 }
 const spanS = (profile.endTime - profile.startTime) / 1e6;
 console.log(
