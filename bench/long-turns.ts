@@ -39,8 +39,18 @@ if (!turnsFile || !profileFile) {
 }
 
 const profile = JSON.parse(readFileSync(profileFile, 'utf8')) as Profile;
+const turnsText = readFileSync(turnsFile, 'utf8');
+// The file lists the turns of at least BENCH_LONG_TURN_MS as it was when it was written.
+const listedFromMs = Math.min(
+  ...[...turnsText.matchAll(/^turns over ([\d.]+) ms/gm)].map((m) => Number(m[1])),
+);
+if (minMs < listedFromMs)
+  console.error(
+    `${turnsFile} lists only the turns of ${listedFromMs} ms or more: run the benchmark with ` +
+      `BENCH_LONG_TURN_MS=${minMs} to see shorter ones`,
+  );
 // `<start µs> <end µs> <ms> cpu <ms>[ gc <kind> <ms>, ...]`, one line per long turn.
-const turns: Turn[] = readFileSync(turnsFile, 'utf8')
+const turns: Turn[] = turnsText
   .split('\n')
   .map((line) => /^(\d+) (\d+) ([\d.]+) cpu [\d.]+( gc .*)?$/.exec(line))
   .filter((m): m is RegExpExecArray => m !== null)
