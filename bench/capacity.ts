@@ -161,8 +161,30 @@ function newMembers(count: number): MemberState[] {
  */
 const agent = new Agent({ keepAlive: true, maxSockets: GROUPS_IN_FLIGHT });
 
-/** POSTs `body` as JSON with the token over {@link agent}: the status and the reply's text. */
-function postKeepAlive(
+/**
+ * POSTs `body` as JSON with the token over {@link agent}: the status and the reply's text. A
+ * request on a kept-alive socket that the coordinator closed as idle (`coordinator.http.
+ * keep-alive-timeout`) just as it was sent fails with ECONNRESET before the coordinator read
+ * it; it is sent once more on a new socket, as node's documentation advises (`reusedSocket`).
+ */
+async function postKeepAlive(
+  port: number,
+  path: string,
+  token: string,
+  body: unknown,
+): Promise<{ status: number; text: string }> {
+  try {
+    return await postOnce(port, path, token, body);
+  } catch (error) {
+    if (!(error instanceof ResetOnReuse)) throw error;
+    return postOnce(port, path, token, body);
+  }
+}
+
+/** A request on a reused socket that the server had closed: never read by it. */
+class ResetOnReuse extends Error {}
+
+function postOnce(
   port: number,
   path: string,
   token: string,
@@ -191,7 +213,13 @@ function postKeepAlive(
         res.on('error', reject);
       },
     );
-    req.on('error', reject);
+    req.on('error', (error: NodeJS.ErrnoException) =>
+      reject(
+        req.reusedSocket && error.code === 'ECONNRESET'
+          ? new ResetOnReuse(error.message, { cause: error })
+          : error,
+      ),
+    );
     req.end(payload);
   });
 }
