@@ -164,8 +164,10 @@ const agent = new Agent({ keepAlive: true, maxSockets: GROUPS_IN_FLIGHT });
 /**
  * POSTs `body` as JSON with the token over {@link agent}: the status and the reply's text. A
  * request on a kept-alive socket that the coordinator closed as idle (`coordinator.http.
- * keep-alive-timeout`) just as it was sent fails with ECONNRESET before the coordinator read
- * it; it is sent once more on a new socket, as node's documentation advises (`reusedSocket`).
+ * keep-alive-timeout`) just as it was sent fails with ECONNRESET (or EPIPE) before the
+ * coordinator read it; it is sent once more, as node's documentation advises (`reusedSocket`).
+ * A request the coordinator did handle before such a reset would be sent twice: in this build
+ * a heartbeat repeated, or a group created twice, which fails the run with its 409.
  */
 async function postKeepAlive(
   port: number,
@@ -215,7 +217,7 @@ function postOnce(
     );
     req.on('error', (error: NodeJS.ErrnoException) =>
       reject(
-        req.reusedSocket && error.code === 'ECONNRESET'
+        req.reusedSocket && (error.code === 'ECONNRESET' || error.code === 'EPIPE')
           ? new ResetOnReuse(error.message, { cause: error })
           : error,
       ),

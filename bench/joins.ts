@@ -305,6 +305,7 @@ export async function joinsApart(ctx: BenchContext): Promise<Row[]> {
   const bPath = heartbeatPath('bench', 'b');
   const bSays = await said(replica(bOwner).port, bPath, heartbeatBody(b.members[0]!));
   if (bSays !== bOwner) throw new Error(`group B is owned by ${bSays}, not ${bOwner}`);
+  // A body the route refuses (400, nothing joins or leaves); its answer still names the owner.
   const floodSays = await said(floodPort, heartbeatPath(stream, group), {
     memberId: 'owner-probe',
     memberEpoch: -1,
@@ -325,7 +326,7 @@ export async function joinsApart(ctx: BenchContext): Promise<Row[]> {
     );
   ctx.log(
     `  group B (64 shards / 32 members) on ${bOwner} under wrk, 8 connections, 1 s windows; ` +
-      `${MEMBERS.toLocaleString('en-US')} joins into a ${SHARDS}-shard group on ${floodOwner}, as fast as 64 in flight go`,
+      `${MEMBERS.toLocaleString('en-US')} joins into a ${SHARDS.toLocaleString('en-US')}-shard group on ${floodOwner}, as fast as 64 in flight go`,
   );
   const requests = joinRequests(floodPort, stream, group);
   await load(); // warm-up
