@@ -339,7 +339,11 @@ export async function joinsApart(ctx: BenchContext): Promise<Row[]> {
     capMs,
     load,
     log: (line) => ctx.log(line),
-    profiled: (work) => profilePhase(replica(floodOwner), profiles, 'join-phase-apart', work),
+    // --profile: both replicas during the flood; B's is the loop that delays B's answers.
+    profiled: (work) =>
+      profilePhase(replica(bOwner), profiles, 'join-phase-apart-b-replica', () =>
+        profilePhase(replica(floodOwner), profiles, 'join-phase-apart-flood-replica', work),
+      ),
   });
   const quietP99 = median(quiet.map((r) => r.p99Ms));
   const worst = Math.max(...apart.windows.map((r) => r.p99Ms));
