@@ -31,6 +31,7 @@ import {
   replicaToken,
   ReplicaSet,
 } from '../support/replica-processes.js';
+import { watchedHeartbeats } from '../support/watched-heartbeats.js';
 
 interface FaultProfile {
   readonly name: string;
@@ -268,13 +269,9 @@ describe(`a paused group owner (${profile.name} profile: lease TTL ${profile.lea
             epochs: [],
             fenced: [],
             consumer: new Consumer({
-              client: {
-                heartbeat: async (...args: Parameters<CoordinatorClient['heartbeat']>) => {
-                  const reply = await client.heartbeat(...args);
-                  run.epochs.push({ at: Date.now(), epoch: reply.memberEpoch });
-                  return reply;
-                },
-              },
+              client: watchedHeartbeats(client, (reply) =>
+                run.epochs.push({ at: Date.now(), epoch: reply.memberEpoch }),
+              ),
               redis: redis.url,
               streamPrefix: STREAM,
               consumerGroup: GROUP,

@@ -16,6 +16,7 @@ import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/c
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { forcedGc } from '../support/gc.js';
+import { watchedHeartbeats } from '../support/watched-heartbeats.js';
 
 const STREAM = 'deadline';
 const SESSION_TIMEOUT_MS = 10_000;
@@ -97,14 +98,9 @@ describe('a request whose answer never comes', () => {
     const answers: Array<{ sentAt: number; epoch: number; held: boolean }> = [];
     const fenced: FencedEvent[] = [];
     const consumer = new Consumer({
-      client: {
-        heartbeat: async (...args: Parameters<CoordinatorClient['heartbeat']>) => {
-          const sentAt = Date.now();
-          const reply = await client.heartbeat(...args);
-          answers.push({ sentAt, epoch: reply.memberEpoch, held: (args[4]?.waitMs ?? 0) > 0 });
-          return reply;
-        },
-      },
+      client: watchedHeartbeats(client, (reply, args, sentAt) =>
+        answers.push({ sentAt, epoch: reply.memberEpoch, held: (args[4]?.waitMs ?? 0) > 0 }),
+      ),
       redis: redis.url,
       streamPrefix: STREAM,
       consumerGroup: 'g',

@@ -18,6 +18,7 @@ import { ChildProcesses, metricSum } from '../support/replica-processes.js';
 import { randomKeyPrefix, startRedisServer, waitFor } from '../support/redis-server.js';
 import type { RedisServerHandle } from '../support/redis-server.js';
 import { startStandInOwner, type StandInOwner } from '../support/stand-in-owners.js';
+import { watchedHeartbeats } from '../support/watched-heartbeats.js';
 
 const STREAM = 'slow';
 
@@ -173,13 +174,7 @@ describe('a client with a replica that does not answer among its base URLs', () 
     const fenced: FencedEvent[] = [];
     const epochs: number[] = [];
     const consumer = new Consumer({
-      client: {
-        heartbeat: async (...args: Parameters<CoordinatorClient['heartbeat']>) => {
-          const reply = await client.heartbeat(...args);
-          epochs.push(reply.memberEpoch);
-          return reply;
-        },
-      },
+      client: watchedHeartbeats(client, (reply) => epochs.push(reply.memberEpoch)),
       redis: redis.url,
       streamPrefix: STREAM,
       consumerGroup: group,
