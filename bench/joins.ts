@@ -11,6 +11,7 @@ import {
   heartbeatPath,
   median,
   nowMs,
+  ownerNamedBy,
   postBytes,
   profilePhase,
   sleep,
@@ -293,20 +294,11 @@ export async function joinsApart(ctx: BenchContext): Promise<Row[]> {
   const floodOwner = ownerOf(stream, group);
   const floodPort = replica(floodOwner).port;
   await createGroup(floodPort, stream, group, SHARDS);
-  const said = async (port: number, path: string, body: unknown) => {
-    const res = await fetch(`http://127.0.0.1:${port}${path}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${CONSUMER_TOKEN}` },
-      body: JSON.stringify(body),
-    });
-    await res.arrayBuffer();
-    return res.headers.get('x-coord-owner');
-  };
   const bPath = heartbeatPath('bench', 'b');
-  const bSays = await said(replica(bOwner).port, bPath, heartbeatBody(b.members[0]!));
+  const bSays = await ownerNamedBy(replica(bOwner).port, bPath, heartbeatBody(b.members[0]!));
   if (bSays !== bOwner) throw new Error(`group B is owned by ${bSays}, not ${bOwner}`);
   // A body the route refuses (400, nothing joins or leaves); its answer still names the owner.
-  const floodSays = await said(floodPort, heartbeatPath(stream, group), {
+  const floodSays = await ownerNamedBy(floodPort, heartbeatPath(stream, group), {
     memberId: 'owner-probe',
     memberEpoch: -1,
   });

@@ -8,6 +8,7 @@ import {
   heartbeatPath,
   median,
   metricsTextOf,
+  ownerNamedBy,
   sleep,
   startCoordinator,
   startRedis,
@@ -58,12 +59,7 @@ export async function routing(ctx: BenchContext): Promise<Row[]> {
   await sleep(2_000); // both registered, each knows the other's advertised URL
   const { members } = await steadyGroup(r1.port, STREAM, GROUP, SHARDS, MEMBERS);
   const path = heartbeatPath(STREAM, GROUP);
-  const probe = await fetch(`http://127.0.0.1:${r1.port}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${CONSUMER_TOKEN}` },
-    body: JSON.stringify(heartbeatBody(members[0]!)),
-  });
-  const ownerId = probe.headers.get('x-coord-owner');
+  const ownerId = await ownerNamedBy(r1.port, path, heartbeatBody(members[0]!));
   const [owner, other]: [Child, Child] = ownerId === 'r2' ? [r2, r1] : [r1, r2];
   const script = wrkScript(
     path,

@@ -318,6 +318,20 @@ export async function post(port: number, path: string, token: string, body: unkn
   return { status: res.status, text: await res.text() };
 }
 
+/**
+ * The owner a replica names (`X-Coord-Owner`) in its answer to a consumer's POST of `body` to
+ * `path`; any answer names it, a refusal too.
+ */
+export async function ownerNamedBy(port: number, path: string, body: unknown) {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${CONSUMER_TOKEN}` },
+    body: JSON.stringify(body),
+  });
+  await res.arrayBuffer();
+  return res.headers.get('x-coord-owner');
+}
+
 export async function createGroup(
   port: number,
   stream: string,
