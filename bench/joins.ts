@@ -16,8 +16,10 @@ import {
   profilePhase,
   sleep,
   startCoordinator,
+  startChild,
   startRedis,
   steadyGroup,
+  stopChild,
   verdict,
   type Child,
   type Row,
@@ -36,6 +38,8 @@ import { runWrk, wrkScript } from './wrk.js';
  *     the joins/s row (B's p99 then is reported, without a goal); it also warms the join path;
  *   - paced: the joins offered at 1,050/s (open loop, just above the goal rate; up to 64 in
  *     flight), B's p99 over the windows begun while joins were being answered: the p99 row.
+ * Before the joins, five windows beside a process that keeps one core busy (bench/busy-core.mjs):
+ * what any core's worth of work on the machine costs B, the floor under the flood's ratio.
  * The joins go out as prebuilt bytes on raw keep-alive sockets (bench/load.ts `sendEach`): a
  * fetch client took 2.9 s of CPU over a 4.2 s join phase in one run, on the two cores the
  * coordinator needs too. A join counts when its reply carries a member epoch. Each phase stops
@@ -151,6 +155,29 @@ async function flood(o: FloodOptions): Promise<JoinPhase> {
   return result;
 }
 
+/**
+ * Five of B's windows while a child process keeps one core busy (bench/busy-core.mjs) and the
+ * coordinator has nothing else to do: what a second core's worth of work on the machine costs
+ * B's p99 when none of it is the coordinator's. A flood's ratio can be no better than this one
+ * on the same machine, whatever the coordinator does with its own loop.
+ */
+async function besideBusyCore(
+  load: () => Promise<LoadResult>,
+  log: (line: string) => void,
+): Promise<LoadResult[]> {
+  const spinner = await startChild('busy core', 'busy-core.mjs', {});
+  try {
+    const windows: LoadResult[] = [];
+    for (let i = 0; i < 5; i++) windows.push(await load());
+    log(
+      `  beside a busy core, no joins: B p99 ${windows.map((w) => fmt(w.p99Ms, 1)).join(', ')} ms`,
+    );
+    return windows;
+  } finally {
+    await stopChild(spinner);
+  }
+}
+
 export async function joins(ctx: BenchContext): Promise<Row[]> {
   const capMs = ctx.quick ? 30_000 : 90_000;
   const windowMs = 1_000;
@@ -186,6 +213,7 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
   await load(); // warm-up
   const quiet: LoadResult[] = [];
   for (let i = 0; i < 5; i++) quiet.push(await load());
+  const busy = await besideBusyCore(load, (line) => ctx.log(line));
 
   const phase = (group: string, requests: readonly Buffer[], ratePerSecond?: number) =>
     flood({
@@ -208,6 +236,7 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
   const pacedP99 = median(pacedP99s);
   const pacedWorst = Math.max(...pacedP99s);
   const fastWorst = Math.max(...fast.windows.map((r) => r.p99Ms));
+  const busyWorst = Math.max(...busy.map((r) => r.p99Ms));
   const all = (p: JoinPhase) => p.joined === MEMBERS;
   const joinedOf = (p: JoinPhase) =>
     `${fmt(p.joined)}/${fmt(MEMBERS)} joined${all(p) ? '' : p.failed > 0 ? `, ${fmt(p.failed)} failed` : ` by the ${capMs / 1000} s cap`}`;
@@ -251,6 +280,16 @@ export async function joins(ctx: BenchContext): Promise<Row[]> {
       verdict: verdict(
         all(fast) && fast.rate >= 1000 && fastWorst <= 10 && fastWorst <= 3 * quietP99,
       ),
+    },
+    {
+      bench: 'joins',
+      metric:
+        'other group heartbeat p99 ms, no joins, a busy loop on one core beside it (worst of 5 windows)',
+      value: fmt(busyWorst, 1),
+      baseline: `quiet ${fmt(quietP99, 1)}`,
+      ratio: `${(busyWorst / quietP99).toFixed(1)} x`,
+      goal: '- (info)',
+      verdict: '-',
     },
   ];
 }
