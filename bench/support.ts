@@ -265,7 +265,7 @@ export function startCoordinator(
 }
 
 /** `BENCH_SETTINGS`: settings (dotted names, as in a config file) for every coordinator. */
-function benchSettings(): Record<string, string | number | boolean> {
+export function benchSettings(): Record<string, string | number | boolean> {
   const text = process.env.BENCH_SETTINGS;
   if (!text) return {};
   const parsed: unknown = JSON.parse(text);
