@@ -12,12 +12,19 @@
  * `npm test` runs the short profile (one pause); `FAULTS_PROFILE=long` pauses the consumers in
  * turn, three times, with a faster producer.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CoordinatorClient } from '../../src/client/index.js';
 import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
-import { lostKeys, overlaps, type Processed } from '../support/processing-log.js';
+import {
+  heldShards,
+  jsonLines,
+  lostKeys,
+  overlaps,
+  type ConsumerEvent,
+  type Processed,
+} from '../support/processing-log.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 import { ChildProcesses, type Child } from '../support/replica-processes.js';
 
@@ -40,46 +47,11 @@ const GROUP = 'billing';
 const SHARDS = 4;
 const say = (line: string) => console.log(`[consumer-pause] ${line}`);
 
-function jsonLines<T>(file: string): T[] {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch {
-    return [];
-  }
-  // A line cut short by a kill is left out.
-  return text.split('\n').flatMap((line) => {
-    try {
-      return line.length > 0 ? [JSON.parse(line) as T] : [];
-    } catch {
-      return [];
-    }
-  });
-}
-
-interface ConsumerEvent {
-  readonly at: number;
-  readonly event: 'started' | 'assigned' | 'revoked' | 'fenced' | 'error';
-  readonly shards?: number[];
-  readonly reason?: string;
-}
-
 /** One consumer child process and its two logs (processed messages, events). */
 interface RunConsumer {
   readonly name: string;
   readonly child: Child;
   readonly log: string;
-}
-
-/** The shards a consumer holds, from its events. */
-function heldShards(events: readonly ConsumerEvent[]): Set<number> {
-  const held = new Set<number>();
-  for (const e of events) {
-    if (e.event === 'assigned') for (const s of e.shards ?? []) held.add(s);
-    if (e.event === 'revoked') for (const s of e.shards ?? []) held.delete(s);
-    if (e.event === 'fenced') held.clear();
-  }
-  return held;
 }
 
 describe(`a paused consumer process (${profile.name} profile: session ${SESSION_TIMEOUT_MS} ms, ${profile.pauses} pause(s))`, () => {

@@ -2,6 +2,46 @@
  * What consumers report about their own work, and the checks the SDK tests run on it: every
  * sent key processed, duplicates counted, and no shard processed by two consumers at once.
  */
+import { readFileSync } from 'node:fs';
+
+/**
+ * The JSON lines of a log a child process appends to (none when the file is not there yet); a
+ * line cut short by a kill is left out.
+ */
+export function jsonLines<T>(file: string): T[] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return [];
+  }
+  return text.split('\n').flatMap((line) => {
+    try {
+      return line.length > 0 ? [JSON.parse(line) as T] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** What a consumer child process (test/e2e/consumer-process.ts) notes in its events log. */
+export interface ConsumerEvent {
+  readonly at: number;
+  readonly event: 'started' | 'assigned' | 'revoked' | 'fenced' | 'error';
+  readonly shards?: number[];
+  readonly reason?: string;
+}
+
+/** The shards a consumer holds, from its events. */
+export function heldShards(events: readonly ConsumerEvent[]): Set<number> {
+  const held = new Set<number>();
+  for (const e of events) {
+    if (e.event === 'assigned') for (const s of e.shards ?? []) held.add(s);
+    if (e.event === 'revoked') for (const s of e.shards ?? []) held.delete(s);
+    if (e.event === 'fenced') held.clear();
+  }
+  return held;
+}
 
 /** One message as one consumer processed it (handler start and end, ms since epoch). */
 export interface Processed {
