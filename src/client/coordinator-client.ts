@@ -277,9 +277,25 @@ export class CoordinatorClient {
         if (!retryDecision(error, idempotent).retry) throw error;
       }
     }
-    const at = this.pick();
-    this.current = at;
+    const owner = this.ownerBaseFor(path);
+    const at = owner ?? this.pick();
+    // The owner's base URL serves its own group only: the others keep the one picked.
+    if (owner === null) this.current = at;
     return this.exchange<T>(this.baseUrls[at]!, at, method, path, body, options);
+  }
+
+  /**
+   * The base URL that is the group's owner (`routing: 'owner'`), unless a failed request demoted
+   * it: the group's requests go there with the whole timeout, as to any base URL, instead of to
+   * the base URL of the moment, which would forward them. Null otherwise: the base URLs decide.
+   */
+  private ownerBaseFor(path: string): number | null {
+    if (this.options.routing === 'any' || this.baseUrls.length === 1) return null;
+    const key = groupKeyOf(path);
+    const at = this.indexOfUrl((key === null ? undefined : this.ownerUrls.get(key)) ?? null);
+    if (at === -1) return null;
+    const mark = this.demoted[at];
+    return mark && mark.until > Date.now() ? null : at;
   }
 
   /** The owner URL to send a group's request to first (`routing: 'owner'`), or null. */

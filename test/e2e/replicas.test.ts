@@ -4,10 +4,13 @@
  * answer or write from what it held before the pause, a rolling restart by SIGTERM, and the
  * failover again on a 3-master Redis Cluster. Leases are short (2 s) so the file stays fast.
  */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Cluster } from 'ioredis';
 import { describe, expect } from 'vitest';
 import { keyNames } from '../../src/store/keys.js';
 import { heartbeatOf } from '../support/members.js';
+import { heldShards, jsonLines, type ConsumerEvent } from '../support/processing-log.js';
 import { startRedisCluster, startRedisServer, waitFor } from '../support/redis-server.js';
 import {
   holdOverlaps,
@@ -17,6 +20,7 @@ import {
   type Answer,
 } from '../support/replica-members.js';
 import {
+  ChildProcesses,
   metricSum,
   replicaSuite,
   replicaToken,
@@ -444,6 +448,73 @@ describe('three replicas on one redis-server', () => {
           new Set([owners.get(busy[i]!)]),
         );
         expect(answers.every((a) => a.status === 200)).toBe(true);
+      }
+    },
+    90_000,
+  );
+
+  step(
+    'SDK consumers that start at a non-owner go to the owner: nothing is forwarded at steady state',
+    async ({ set }) => {
+      const stream = 'direct';
+      const group = 'billing';
+      const shards = 4;
+      await createGroup(set, stream, group, shards);
+      const x = set.indexOf(await servingOwner(set, stream, group));
+      // The owner last: a consumer's first request reaches a replica that must forward it.
+      const baseUrls = [...set.urls.filter((_, i) => i !== x), set.urls[x]!];
+      const streams = await startRedisServer();
+      const children = new ChildProcesses('owner-direct');
+      let failed = true;
+      try {
+        const logs = [0, 1].map((i) => {
+          const log = join(children.dir, `consumer-${i}.log`);
+          writeFileSync(log, '');
+          children.start(`consumer-${i}`, 'test/e2e/consumer-process.ts', {
+            CHAOS_COORDINATORS: baseUrls.join(','),
+            CHAOS_TOKEN: replicaToken('owner-direct', ['CONSUMER']),
+            CHAOS_REDIS: streams.url,
+            CHAOS_STREAM: stream,
+            CHAOS_GROUP: group,
+            CHAOS_MEMBER_ID: `consumer-${i}`,
+            CHAOS_LOG: log,
+            CHAOS_SESSION_TIMEOUT_MS: '6000',
+          });
+          return log;
+        });
+        const held = () => logs.map((log) => heldShards(jsonLines<ConsumerEvent>(`${log}.events`)));
+        await waitFor(() => held().every((h) => h.size === shards / 2), {
+          timeoutMs: 30_000,
+          intervalMs: 100,
+          what: 'the shards spread over both consumers',
+        });
+        const forwarded = async () => {
+          let sum = 0;
+          for (let i = 0; i < set.ids.length; i++)
+            sum += metricSum(await set.metrics(i), 'coord_forwarded_requests_total');
+          return sum;
+        };
+        const answeredByOwner = async () =>
+          metricSum(await set.metrics(x), 'coord_heartbeats_total');
+        const forwardedBefore = await forwarded();
+        // The consumers' first requests went through another replica...
+        expect(forwardedBefore).toBeGreaterThan(0);
+        const answered = await answeredByOwner();
+        await waitFor(async () => (await answeredByOwner()) >= answered + 10, {
+          timeoutMs: 30_000,
+          intervalMs: 200,
+          what: 'ten more heartbeats answered by the owner',
+        });
+        // ...and every one since went straight to the owner.
+        expect(await forwarded()).toBe(forwardedBefore);
+        say(
+          `owner-direct: ${forwardedBefore} requests forwarded while the consumers found the owner, none after`,
+        );
+        failed = false;
+      } finally {
+        if (failed) say(`consumer logs kept in ${children.dir}`);
+        await children.cleanUp(failed);
+        await streams.stop();
       }
     },
     90_000,

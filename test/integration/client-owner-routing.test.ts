@@ -124,6 +124,28 @@ describe('owner-direct clients', () => {
     expect(await forwarded(other)).toBe(before + 3);
   });
 
+  it('the owner among several base URLs: its group goes there, the base URL of the moment forwards nothing', async () => {
+    const sp = await groupOwnedBy('o1');
+    const spOfOther = await groupOwnedBy('o2');
+    const owner = replicas.get('o1')!;
+    const other = replicas.get('o2')!;
+    // Every replica listed, the owner not first: the first request goes through o2.
+    const client = new CoordinatorClient({
+      baseUrl: [other.url, owner.url],
+      token: other.token('admin'),
+    });
+    await client.routing(sp, 'g');
+    const before = await forwarded(other);
+    for (let i = 0; i < 5; i++) await client.routing(sp, 'g');
+    expect(await forwarded(other)).toBe(before);
+    // The other group still goes to the base URL of the moment, which owns it: nothing forwarded.
+    const ownerBefore = await forwarded(owner);
+    for (let i = 0; i < 3; i++) await client.routing(spOfOther, 'g');
+    expect(client.ownerHint(spOfOther, 'g')).toBe('o2');
+    expect(await forwarded(owner)).toBe(ownerBefore);
+    expect(await forwarded(other)).toBe(before);
+  });
+
   it('an advertised URL the client cannot reach: it falls back to its base URLs and keeps working', async () => {
     const sp = await groupOwnedBy('o1');
     const other = replicas.get('o2')!;
