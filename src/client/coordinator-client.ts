@@ -44,7 +44,8 @@ interface CommonOptions {
    * Where a group's requests go. `owner`: straight to the replica that owns the group, at the
    * URL its answers name (`X-Coord-Owner-Url`), falling back to the base URLs when it cannot be
    * reached or answers 503 (then tried again only after `demoteForMs`); one HTTP hop instead of
-   * two; an owner whose URL is a base URL (the only one, too) is reached as that base URL.
+   * two. An owner that is one of several base URLs is reached the same way (and comes after the
+   * other base URLs when it fails); the only base URL is reached as a base URL.
    * `any`: always the base URLs (a load balancer), for deployments whose replicas' advertised
    * URLs clients cannot reach (docs/operations.md#owner-direct-clients).
    * @default 'owner'
@@ -260,8 +261,10 @@ export class CoordinatorClient {
     if (direct !== null) {
       const total = options.timeoutMs ?? this.timeoutMs;
       const bounded = Math.min(total, (options.holdMs ?? 0) + DIRECT_ANSWER_MS);
+      // The owner may be one of the base URLs (a client that lists every replica).
+      const asBase = this.indexOfUrl(direct);
       try {
-        return await this.exchange<T>(direct, -1, method, path, body, {
+        return await this.exchange<T>(direct, asBase, method, path, body, {
           ...options,
           timeoutMs: bounded,
         });
@@ -270,6 +273,8 @@ export class CoordinatorClient {
         // Not reachable from here, or not the owner now: the base URLs, and this URL not for a while.
         this.directBlocked.set(direct, Date.now() + this.demoteForMs);
         this.forgetOwnerUrl(path);
+        // As a base URL, it comes after the others too (a silent one was demoted already).
+        if (asBase !== -1 && error instanceof CoordinatorApiError) this.demote(asBase, 1);
         // A change the owner may have made before it stopped answering is not sent again:
         // the caller is told, as for any request whose answer never came.
         const idempotent =
@@ -277,25 +282,9 @@ export class CoordinatorClient {
         if (!retryDecision(error, idempotent).retry) throw error;
       }
     }
-    const owner = this.ownerBaseFor(path);
-    const at = owner ?? this.pick();
-    // The owner's base URL serves its own group only: the others keep the one picked.
-    if (owner === null) this.current = at;
+    const at = this.pick();
+    this.current = at;
     return this.exchange<T>(this.baseUrls[at]!, at, method, path, body, options);
-  }
-
-  /**
-   * The base URL that is the group's owner (`routing: 'owner'`), unless a failed request demoted
-   * it: the group's requests go there with the whole timeout, as to any base URL, instead of to
-   * the base URL of the moment, which would forward them. Null otherwise: the base URLs decide.
-   */
-  private ownerBaseFor(path: string): number | null {
-    if (this.options.routing === 'any' || this.baseUrls.length === 1) return null;
-    const key = groupKeyOf(path);
-    const at = this.indexOfUrl((key === null ? undefined : this.ownerUrls.get(key)) ?? null);
-    if (at === -1) return null;
-    const mark = this.demoted[at];
-    return mark && mark.until > Date.now() ? null : at;
   }
 
   /** The owner URL to send a group's request to first (`routing: 'owner'`), or null. */
@@ -306,8 +295,9 @@ export class CoordinatorClient {
     if (url === undefined) return null;
     const blocked = this.directBlocked.get(url);
     if (blocked !== undefined && blocked > Date.now()) return null;
-    // A base URL that is that replica is no shorter a way: the base URLs decide then.
-    return this.indexOfUrl(url) === -1 ? url : null;
+    // The only base URL is no other way to the owner: it decides, with the whole timeout, and a
+    // request it leaves unanswered is not sent to it a second time.
+    return this.baseUrls.length === 1 && this.indexOfUrl(url) === 0 ? null : url;
   }
 
   private forgetOwnerUrl(path: string): void {
@@ -316,7 +306,7 @@ export class CoordinatorClient {
   }
 
   /**
-   * One request to `base` (base URL number `at`, or -1 for an owner's own URL): the answer,
+   * One request to `base` (base URL number `at`, or -1 for an owner's URL that is none): the answer,
    * the owner hints it carries, and the demotion of a base URL that failed.
    */
   private async exchange<T>(

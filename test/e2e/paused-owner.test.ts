@@ -583,8 +583,8 @@ describe(`a paused group owner (${profile.name} profile: lease TTL ${profile.lea
           expect(pause.recoveredMs).toBeLessThan(profile.leaseTtlMs + 1_500 + SLACK_MS);
           if (pause.servedAgainMs !== null)
             expect(pause.servedAgainMs).toBeLessThan(profile.leaseTtlMs + 1_500 + SLACK_MS);
-          // A heartbeat sent to the paused replica (held up to the 1 s interval) waits out the
-          // consumer's 2.5 s heartbeat timeout, then goes to a running replica.
+          // A heartbeat sent straight to the paused owner (held up to the 1 s interval) gets the
+          // SDK's 2.5 s direct answer bound, then goes to a running replica in the same call.
           expect(pause.allServedMs).toBeLessThan(
             profile.leaseTtlMs + HEARTBEAT_INTERVAL_MS + 2_500 + SLACK_MS,
           );

@@ -10,7 +10,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinatorClient } from '../../src/client/index.js';
 import { DIRECT_ANSWER_MS } from '../../src/client/coordinator-client.js';
 import type { HeartbeatRequest } from '../../src/machines/protocol.js';
-import { CHANGE, startTestReplica, type TestCoordinator } from '../support/coordinator.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  CHANGE,
+  startTestCoordinator,
+  startTestReplica,
+  type TestCoordinator,
+} from '../support/coordinator.js';
 import {
   freePort,
   randomKeyPrefix,
@@ -18,6 +24,7 @@ import {
   waitFor,
   type RedisServerHandle,
 } from '../support/redis-server.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 
 let redis: RedisServerHandle;
 const replicas = new Map<string, TestCoordinator>();
@@ -240,6 +247,129 @@ describe('owner-direct clients', () => {
     expect(routing.shardCount).toBe(2);
     expect(client.ownerHint(sp, 'g')).toBe('o2');
   });
+});
+
+/**
+ * Two replicas of their own key prefix (leases of 1.5 s): `a`, whose store link goes through a
+ * TCP proxy (and, with `pausable`, whose HTTP is advertised and reached through another), and
+ * `b`; a group `a` owns; a client listing both as base URLs, `b` first, that learned `a` is the
+ * owner.
+ */
+async function ownerAmongBaseUrls(tag: string, pausable: boolean) {
+  const keyPrefix = randomKeyPrefix();
+  const storeLink = await TcpProxy.start(redis.url.replace('redis://', 'http://'));
+  const port = await freePort();
+  const httpLink = pausable ? await TcpProxy.start(`http://127.0.0.1:${port}`) : null;
+  const start = (id: string, overrides: Record<string, unknown>) =>
+    startTestCoordinator({
+      store: 'redis',
+      redisUrl: redis.url,
+      overrides: {
+        'store.key-prefix': keyPrefix,
+        'replica.id': id,
+        'lease.ttl': '1500ms',
+        ...overrides,
+      },
+    });
+  const a = await start(`${tag}-a`, {
+    'store.url': storeLink.url.replace('http://', 'redis://'),
+    // A paused process closes no connection: neither may its server while the link stalls.
+    ...(httpLink
+      ? {
+          'http.port': port,
+          'http.advertised-url': httpLink.url,
+          'http.keep-alive-timeout': '120s',
+          'http.headers-timeout': '0',
+          'http.request-timeout': '0',
+        }
+      : {}),
+  });
+  const b = await start(`${tag}-b`, {});
+  const aUrl = httpLink?.url ?? a.url;
+  await waitFor(
+    () =>
+      [a, b].every(
+        (c) => c.services.replicas?.urlOf(`${tag}-a`) && c.services.replicas?.urlOf(`${tag}-b`),
+      ),
+    {
+      what: 'both replicas seen by each',
+    },
+  );
+  let sp = '';
+  for (let i = 0; sp === '' && i < 50; i++) {
+    const res = await b.call('POST', '/coord/v1/admin/groups', {
+      user: 'writer',
+      body: { streamPrefix: `${tag}-${i}`, consumerGroup: 'g', shardCount: 1, ...CHANGE },
+    });
+    if (res.headers.get('x-coord-owner') === `${tag}-a`) sp = `${tag}-${i}`;
+  }
+  if (sp === '') throw new Error(`no group owned by ${tag}-a`);
+  const client = new CoordinatorClient({ baseUrl: [b.url, aUrl], token: b.token('admin') });
+  const version = (await client.routing(sp, 'g')).metadataVersion;
+  expect(client.ownerHint(sp, 'g')).toBe(`${tag}-a`);
+  /** `b` names itself as the owner: the lease moved. */
+  const movedToB = () =>
+    waitFor(
+      async () => {
+        const res = await b.call('GET', `/coord/v1/routing/streams/${sp}/groups/g`, {
+          user: 'producer',
+        });
+        await res.body?.cancel();
+        return res.status === 200 && res.headers.get('x-coord-owner') === `${tag}-b`;
+      },
+      { timeoutMs: 20_000, intervalMs: 100, what: `${tag}-b serves the group` },
+    );
+  const close = async () => {
+    httpLink?.setMode('pass');
+    storeLink.setMode('pass');
+    // A replica that lost its store may take long to hand over what it thinks it holds.
+    await Promise.all(
+      [a, b].map((c) => Promise.race([c.close().catch(() => undefined), sleep(5_000)])),
+    );
+    await Promise.all([storeLink.close(), httpLink?.close()]);
+  };
+  return { client, sp, version, storeLink, httpLink, movedToB, close };
+}
+
+describe('an owner among several base URLs that fails', () => {
+  it('answering 503 (cut off from its store): the group goes to the other base URL within the call', async () => {
+    const run = await ownerAmongBaseUrls('cut', false);
+    try {
+      await run.storeLink.close();
+      await run.movedToB();
+      const took: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const from = Date.now();
+        await run.client.routing(run.sp, 'g');
+        took.push(Date.now() - from);
+      }
+      expect(run.client.ownerHint(run.sp, 'g')).toBe('cut-b');
+      // The first call learns of the 503 and goes on to the other base URL; the rest go there.
+      expect(took[0]).toBeLessThan(DIRECT_ANSWER_MS + 2_000);
+      expect(Math.max(...took.slice(1))).toBeLessThan(1_000);
+    } finally {
+      await run.close();
+    }
+  }, 60_000);
+
+  it('paused (accepts, answers nothing): a long poll falls back after its wait plus the direct answer bound', async () => {
+    const run = await ownerAmongBaseUrls('pause', true);
+    try {
+      run.httpLink!.setMode('stall');
+      run.storeLink.setMode('stall');
+      const waitMs = 1_000;
+      const from = Date.now();
+      await run.client.routing(run.sp, 'g', { afterVersion: run.version, waitMs });
+      const took = Date.now() - from;
+      // The owner's base URL given up at the bound, then the other replica, which forwards to the
+      // paused owner until the lease moves, then serves the group (each attempt waits `waitMs`).
+      expect(took).toBeGreaterThanOrEqual(waitMs + DIRECT_ANSWER_MS);
+      expect(took).toBeLessThan(waitMs + DIRECT_ANSWER_MS + 2 * (waitMs + 2_000) + 2_000);
+      expect(run.client.ownerHint(run.sp, 'g')).toBe('pause-b');
+    } finally {
+      await run.close();
+    }
+  }, 60_000);
 });
 
 /** A server that accepts connections and never answers (a paused process). */
