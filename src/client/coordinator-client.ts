@@ -33,19 +33,21 @@ interface CommonOptions {
   readonly retry?: RetryOptions;
   /**
    * With several base URLs: how long one that gave no answer (a timeout, a refused connection)
-   * or answered 503 `OWNER_UNAVAILABLE` is tried after the others. A paused replica accepts
-   * connections and answers nothing, so without this every request would wait out its timeout
-   * on it again (docs/operations.md#a-paused-owner). Those without an answer come last, and so
-   * does the base URL of an owner that an `OWNER_UNAVAILABLE` answer names.
+   * or answered 503 `OWNER_UNAVAILABLE` or `STORE_UNAVAILABLE` is tried after the others. A
+   * paused replica accepts connections and answers nothing, so without this every request would
+   * wait out its timeout on it again (docs/operations.md#a-paused-owner). Those without an
+   * answer come last, and so does the base URL of an owner that an `OWNER_UNAVAILABLE` answer
+   * names, or that a request sent straight to it found silent or cut off from its store.
    * @default 15000
    */
   readonly demoteForMs?: number;
   /**
    * Where a group's requests go. `owner`: straight to the replica that owns the group, at the
-   * URL its answers name (`X-Coord-Owner-Url`), falling back to the base URLs when it cannot be
-   * reached or answers 503 (then tried again only after `demoteForMs`); one HTTP hop instead of
-   * two. An owner that is one of several base URLs is reached the same way (and comes after the
-   * other base URLs when it fails); the only base URL is reached as a base URL.
+   * URL its answers name (`X-Coord-Owner-Url`), falling back to the base URLs within the call
+   * when it cannot be reached or answers 503 (a silent replica, or one cut off from its store,
+   * is tried straight again only after `demoteForMs`); one HTTP hop instead of two. An owner
+   * that is one of several base URLs is reached the same way (and comes after the other base
+   * URLs when it fails); the only base URL is reached as a base URL.
    * `any`: always the base URLs (a load balancer), for deployments whose replicas' advertised
    * URLs clients cannot reach (docs/operations.md#owner-direct-clients).
    * @default 'owner'
@@ -258,31 +260,38 @@ export class CoordinatorClient {
     options: RequestOptions,
   ): Promise<T> {
     const direct = this.directUrlFor(path);
+    /** A base URL this call does not go back to: the owner it just tried. */
+    let tried = -1;
     if (direct !== null) {
+      // A change the owner may have made before it stopped answering is never sent again: a
+      // bound would only turn a slow success into an unknown outcome, so it gets the whole time.
+      const repeatable =
+        method === 'GET' || method === 'HEAD' || method === 'PUT' || path.endsWith('/heartbeat');
       const total = options.timeoutMs ?? this.timeoutMs;
-      const bounded = Math.min(total, (options.holdMs ?? 0) + DIRECT_ANSWER_MS);
-      // The owner may be one of the base URLs (a client that lists every replica).
-      const asBase = this.indexOfUrl(direct);
+      const bounded = repeatable
+        ? Math.min(total, (options.holdMs ?? 0) + DIRECT_ANSWER_MS)
+        : total;
       try {
-        return await this.exchange<T>(direct, asBase, method, path, body, {
+        return await this.exchange<T>(direct, -1, method, path, body, {
           ...options,
           timeoutMs: bounded,
         });
       } catch (error) {
         if (options.signal?.aborted || !fallsBack(error)) throw error;
-        // Not reachable from here, or not the owner now: the base URLs, and this URL not for a while.
-        this.directBlocked.set(direct, Date.now() + this.demoteForMs);
+        // Not the owner now, or not reachable from here: this call goes to the base URLs.
         this.forgetOwnerUrl(path);
-        // As a base URL, it comes after the others too (a silent one was demoted already).
-        if (asBase !== -1 && error instanceof CoordinatorApiError) this.demote(asBase, 1);
-        // A change the owner may have made before it stopped answering is not sent again:
-        // the caller is told, as for any request whose answer never came.
-        const idempotent =
-          method === 'GET' || method === 'HEAD' || method === 'PUT' || path.endsWith('/heartbeat');
-        if (!retryDecision(error, idempotent).retry) throw error;
+        // The owner may be one of the base URLs (a client that lists every replica).
+        tried = this.indexOfUrl(direct);
+        if (servesNothing(error)) {
+          // Not straight to it for a while, and as a base URL after the others. A 503 about the
+          // group (moved, failed closed) or about another owner says nothing of the replica.
+          this.directBlocked.set(direct, Date.now() + this.demoteForMs);
+          if (tried !== -1) this.demote(tried, error instanceof CoordinatorApiError ? 1 : 2);
+        }
+        if (!retryDecision(error, repeatable).retry) throw error;
       }
     }
-    const at = this.pick();
+    const at = this.pick(tried);
     this.current = at;
     return this.exchange<T>(this.baseUrls[at]!, at, method, path, body, options);
   }
@@ -377,7 +386,11 @@ export class CoordinatorClient {
       // The owner that does not answer, if it is one of ours: no better than a silent one.
       const owner = this.indexOfUrl(unavailable);
       if (owner !== -1 && owner !== at) this.demote(owner, 2);
-    } else if (at >= 0) this.demoted[at] = null;
+    } else if (at >= 0) {
+      // A replica cut off from its store serves no group: the others first, for a while.
+      if (res.status === 503 && errorCodeOf(parsed) === 'STORE_UNAVAILABLE') this.demote(at, 1);
+      else this.demoted[at] = null;
+    }
     if (!res.ok)
       throw CoordinatorApiError.fromResponse(
         res.status,
@@ -390,17 +403,19 @@ export class CoordinatorClient {
 
   /**
    * The base URL to send to: the current one, or the first after it that is not demoted; when
-   * all are, the least badly failed, the one whose demotion ends first among equals.
+   * all are, the least badly failed, the one whose demotion ends first among equals. Never
+   * `avoid` (the owner a call just tried) when there is another.
    */
-  private pick(): number {
+  private pick(avoid = -1): number {
     const count = this.baseUrls.length;
     if (count === 1) return 0;
     const now = Date.now();
-    let best = this.current;
+    let best = avoid === this.current ? (avoid + 1) % count : this.current;
     let bestRank = Infinity;
     let bestUntil = Infinity;
     for (let k = 0; k < count; k++) {
       const i = (this.current + k) % count;
+      if (i === avoid) continue;
       const mark = this.demoted[i];
       if (!mark || mark.until <= now) return i;
       if (mark.rank < bestRank || (mark.rank === bestRank && mark.until < bestUntil)) {
@@ -630,6 +645,15 @@ function groupKeyOf(path: string): string | null {
 function fallsBack(error: unknown): boolean {
   if (error instanceof CoordinatorUnreachableError) return true;
   return error instanceof CoordinatorApiError && error.status === 503;
+}
+
+/**
+ * Whether a failed request says the replica that got it serves nothing now (no answer, or its
+ * store unreachable), rather than something about one group or another owner.
+ */
+function servesNothing(error: unknown): boolean {
+  if (error instanceof CoordinatorUnreachableError) return true;
+  return error instanceof CoordinatorApiError && error.code === 'STORE_UNAVAILABLE';
 }
 
 /** `error.details.ownerUrl` of an `OWNER_UNAVAILABLE` body: the owner that does not answer. */

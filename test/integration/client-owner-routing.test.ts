@@ -45,11 +45,14 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-/** A group owned by `owner`'s replica; returns its stream prefix. */
-async function groupOwnedBy(owner: string): Promise<string> {
+/**
+ * A group owned by `owner`'s replica; returns its stream prefix (the first `<tag>-<owner>-<i>`
+ * that owner serves: the same one again for the same tag).
+ */
+async function groupOwnedBy(owner: string, tag = 'own'): Promise<string> {
   const any = replicas.get('o1')!;
   for (let i = 0; i < 50; i++) {
-    const sp = `own-${owner}-${i}`;
+    const sp = `${tag}-${owner}-${i}`;
     const res = await any.call('POST', '/coord/v1/admin/groups', {
       user: 'writer',
       body: { streamPrefix: sp, consumerGroup: 'g', shardCount: 2, ...CHANGE },
@@ -191,16 +194,21 @@ describe('owner-direct clients', () => {
       expect(took).toBeLessThan(DIRECT_ANSWER_MS + 3_000);
       // A change sent straight to an owner that never answered may have been made there: it is
       // not sent again through the base URLs; the caller hears that no answer came.
+      // It gets the whole timeout, not the direct bound: cut short, a slow success would only
+      // become an unknown outcome.
       const writer = new CoordinatorClient({
         baseUrl: proxy.url,
         token: other.token('admin'),
         retry: { maxAttempts: 1 },
+        timeoutMs: DIRECT_ANSWER_MS + 1_000,
       });
       await writer.routing(sp, 'g');
       const before = proxy.requests();
+      const writeFrom = Date.now();
       await expect(
         writer.request('POST', `/coord/v1/admin/streams/${sp}/groups/g/freeze`, CHANGE),
       ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
+      expect(Date.now() - writeFrom).toBeGreaterThanOrEqual(DIRECT_ANSWER_MS + 900);
       expect(proxy.requests()).toBe(before);
     } finally {
       await proxy.close();
@@ -230,6 +238,60 @@ describe('owner-direct clients', () => {
       // A change is not given up at the direct bound either: it gets the client's timeout.
       await client.pauseProducers(sp, 'g', CHANGE);
       expect(proxy.requests() - before).toBe(2);
+      expect((await client.routing(sp, 'g')).producersPaused).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a 503 about one group from its owner: that group goes to the base URLs, the owner keeps the others', async () => {
+    const sp = await groupOwnedBy('o1', 'moved');
+    const kept = await groupOwnedBy('o1', 'kept');
+    const owner = await rewritingProxy(replicas.get('o1')!.url);
+    const other = replicas.get('o2')!;
+    // Every answer through the base URL names the proxy in front of o1 as the owner's URL.
+    const base = await rewritingProxy(other.url, owner.url);
+    try {
+      const client = new CoordinatorClient({ baseUrl: base.url, token: other.token('admin') });
+      await client.routing(sp, 'g');
+      await client.routing(kept, 'g');
+      owner.moved(sp);
+      const before = { owner: owner.requests(), base: base.requests() };
+      await client.routing(sp, 'g'); // 503 straight from the owner, then through the base URL
+      expect({
+        owner: owner.requests() - before.owner,
+        base: base.requests() - before.base,
+      }).toEqual({
+        owner: 1,
+        base: 1,
+      });
+      for (let i = 0; i < 3; i++) await client.routing(kept, 'g');
+      expect(owner.requests() - before.owner).toBe(4);
+      expect(base.requests() - before.base).toBe(1);
+    } finally {
+      await owner.close();
+      await base.close();
+    }
+  });
+
+  it('a slow owner among several base URLs: a change gets the whole timeout and is sent once', async () => {
+    const sp = await groupOwnedBy('o1');
+    const owner = replicas.get('o1')!;
+    const other = replicas.get('o2')!;
+    const proxy = await rewritingProxy(owner.url);
+    try {
+      const client = new CoordinatorClient({
+        baseUrl: [proxy.url, other.url],
+        token: owner.token('admin'),
+        timeoutMs: DIRECT_ANSWER_MS + 4_000,
+        retry: { maxAttempts: 1 },
+      });
+      await client.routing(sp, 'g'); // the owner's URL is the first base URL
+      proxy.slow(DIRECT_ANSWER_MS + 1_000);
+      const before = proxy.requests();
+      await client.pauseProducers(sp, 'g', CHANGE);
+      expect(proxy.requests() - before).toBe(1);
+      proxy.slow(0);
       expect((await client.routing(sp, 'g')).producersPaused).toBe(true);
     } finally {
       await proxy.close();
@@ -304,7 +366,9 @@ async function ownerAmongBaseUrls(tag: string, pausable: boolean) {
     if (res.headers.get('x-coord-owner') === `${tag}-a`) sp = `${tag}-${i}`;
   }
   if (sp === '') throw new Error(`no group owned by ${tag}-a`);
-  const client = new CoordinatorClient({ baseUrl: [b.url, aUrl], token: b.token('admin') });
+  // `b` through a link of its own, to make it fail once as a base URL.
+  const bLink = await TcpProxy.start(b.url);
+  const client = new CoordinatorClient({ baseUrl: [bLink.url, aUrl], token: b.token('admin') });
   const version = (await client.routing(sp, 'g')).metadataVersion;
   expect(client.ownerHint(sp, 'g')).toBe(`${tag}-a`);
   /** `b` names itself as the owner: the lease moved. */
@@ -326,15 +390,24 @@ async function ownerAmongBaseUrls(tag: string, pausable: boolean) {
     await Promise.all(
       [a, b].map((c) => Promise.race([c.close().catch(() => undefined), sleep(5_000)])),
     );
-    await Promise.all([storeLink.close(), httpLink?.close()]);
+    await Promise.all([storeLink.close(), httpLink?.close(), bLink.close()]);
   };
-  return { client, sp, version, storeLink, httpLink, movedToB, close };
+  return { client, sp, version, storeLink, httpLink, bLink, movedToB, close };
 }
 
 describe('an owner among several base URLs that fails', () => {
   it('answering 503 (cut off from its store): the group goes to the other base URL within the call', async () => {
     const run = await ownerAmongBaseUrls('cut', false);
     try {
+      // The other base URL gave no answer a moment ago: it is demoted, yet still the way out.
+      run.bLink.setMode('stall');
+      await expect(
+        run.client.request('GET', '/coord/v1/monitoring/health/live', undefined, {
+          timeoutMs: 300,
+          retry: false,
+        }),
+      ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
+      run.bLink.setMode('pass');
       await run.storeLink.close();
       await run.movedToB();
       const took: number[] = [];
@@ -400,8 +473,16 @@ async function rewritingProxy(target: string, ownerUrl?: string) {
   let count = 0;
   let delayMs = 0;
   let url = ownerUrl;
+  let moved: string | null = null;
   const server: Server = createServer((req, res) => {
     count++;
+    if (moved !== null && req.url?.includes(`/streams/${moved}/groups/`)) {
+      // As an owner that just handed the group over answers (a 503 about that group only).
+      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
+      res.end(JSON.stringify({ error: { code: 'GROUP_MOVED', message: 'the group moved' } }));
+      req.resume();
+      return;
+    }
     const forward = () => {
       const upstream = httpRequest(
         {
@@ -433,6 +514,10 @@ async function rewritingProxy(target: string, ownerUrl?: string) {
     requests: () => count,
     slow: (ms: number) => {
       delayMs = ms;
+    },
+    /** Answers 503 `GROUP_MOVED` for the groups of stream prefix `sp` from now on. */
+    moved: (sp: string) => {
+      moved = sp;
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
