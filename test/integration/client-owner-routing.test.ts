@@ -13,7 +13,7 @@ import type { HeartbeatRequest } from '../../src/machines/protocol.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CHANGE,
-  startTestCoordinator,
+  startReplicaOn,
   startTestReplica,
   type TestCoordinator,
 } from '../support/coordinator.js';
@@ -323,16 +323,7 @@ async function ownerAmongBaseUrls(tag: string, pausable: boolean) {
   const port = await freePort();
   const httpLink = pausable ? await TcpProxy.start(`http://127.0.0.1:${port}`) : null;
   const start = (id: string, overrides: Record<string, unknown>) =>
-    startTestCoordinator({
-      store: 'redis',
-      redisUrl: redis.url,
-      overrides: {
-        'store.key-prefix': keyPrefix,
-        'replica.id': id,
-        'lease.ttl': '1500ms',
-        ...overrides,
-      },
-    });
+    startReplicaOn(redis.url, keyPrefix, id, overrides);
   const a = await start(`${tag}-a`, {
     'store.url': storeLink.url.replace('http://', 'redis://'),
     // A paused process closes no connection: neither may its server while the link stalls.

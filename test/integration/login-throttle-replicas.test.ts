@@ -2,7 +2,12 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import type { Store } from '../../src/store/store.js';
-import { PASSWORD, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import {
+  PASSWORD,
+  startReplicaOn,
+  startTestCoordinator,
+  type TestCoordinator,
+} from '../support/coordinator.js';
 import {
   randomKeyPrefix,
   startRedisServer,
@@ -29,16 +34,9 @@ describe('the failed-login count is shared by the replicas on one store', () => 
     redis = await startRedisServer();
     const keyPrefix = randomKeyPrefix();
     const replica = (id: string) =>
-      startTestCoordinator({
-        store: 'redis',
-        redisUrl: redis.url,
-        overrides: {
-          'store.key-prefix': keyPrefix,
-          'replica.id': id,
-          'lease.ttl': '1500ms',
-          'security.login-max-failures': MAX_FAILURES,
-          'security.login-throttle-window': `${WINDOW_MS}ms`,
-        },
+      startReplicaOn(redis.url, keyPrefix, id, {
+        'security.login-max-failures': MAX_FAILURES,
+        'security.login-throttle-window': `${WINDOW_MS}ms`,
       });
     [a, b] = await Promise.all([replica('login-a'), replica('login-b')]);
   });

@@ -6,7 +6,7 @@
  * hang or a closed socket, and the group is served again once the link is healthy.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { CHANGE, startReplicaOn, type TestCoordinator } from '../support/coordinator.js';
 import {
   freePort,
   randomKeyPrefix,
@@ -29,16 +29,10 @@ beforeAll(async () => {
   redis = await startRedisServer();
   const keyPrefix = randomKeyPrefix();
   const start = (id: string, overrides: Record<string, unknown> = {}) =>
-    startTestCoordinator({
-      store: 'redis',
-      redisUrl: redis.url,
-      overrides: {
-        'store.key-prefix': keyPrefix,
-        'replica.id': id,
-        'lease.ttl': '3s',
-        'forwarding.answer-timeout': `${ANSWER_TIMEOUT_MS}ms`,
-        ...overrides,
-      },
+    startReplicaOn(redis.url, keyPrefix, id, {
+      'lease.ttl': '3s',
+      'forwarding.answer-timeout': `${ANSWER_TIMEOUT_MS}ms`,
+      ...overrides,
     });
   const port = await freePort();
   proxy = await TcpProxy.start(`http://127.0.0.1:${port}`);

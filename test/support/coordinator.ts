@@ -138,14 +138,15 @@ export async function startTestCoordinator(
 }
 
 /**
- * One replica of several on one redis-server (docs/architecture.md#replicas-leases-and-fences): the shared key prefix, its own
- * replica id, a short lease (1.5 s) so that moves are quick, and the given session timeout.
+ * One replica of several on one redis-server (docs/architecture.md#replicas-leases-and-fences):
+ * the shared key prefix, its own replica id, a short lease (1.5 s) so that moves are quick, and
+ * `overrides` over all of them.
  */
-export function startTestReplica(
+export function startReplicaOn(
   redisUrl: string,
   keyPrefix: string,
   replicaId: string,
-  sessionTimeout: string,
+  overrides: Record<string, unknown> = {},
 ): Promise<TestCoordinator> {
   return startTestCoordinator({
     store: 'redis',
@@ -154,8 +155,20 @@ export function startTestReplica(
       'store.key-prefix': keyPrefix,
       'replica.id': replicaId,
       'lease.ttl': '1500ms',
-      'membership.session-timeout': sessionTimeout,
+      ...overrides,
     },
+  });
+}
+
+/** {@link startReplicaOn} with the given session timeout. */
+export function startTestReplica(
+  redisUrl: string,
+  keyPrefix: string,
+  replicaId: string,
+  sessionTimeout: string,
+): Promise<TestCoordinator> {
+  return startReplicaOn(redisUrl, keyPrefix, replicaId, {
+    'membership.session-timeout': sessionTimeout,
   });
 }
 
