@@ -244,35 +244,45 @@ describe('owner-direct clients', () => {
     }
   });
 
-  it('a 503 about one group from its owner: that group goes to the base URLs, the owner keeps the others', async () => {
-    const sp = await groupOwnedBy('o1', 'moved');
-    const kept = await groupOwnedBy('o1', 'kept');
-    const owner = await rewritingProxy(replicas.get('o1')!.url);
-    const other = replicas.get('o2')!;
-    // Every answer through the base URL names the proxy in front of o1 as the owner's URL.
-    const base = await rewritingProxy(other.url, owner.url);
-    try {
-      const client = new CoordinatorClient({ baseUrl: base.url, token: other.token('admin') });
-      await client.routing(sp, 'g');
-      await client.routing(kept, 'g');
-      owner.moved(sp);
-      const before = { owner: owner.requests(), base: base.requests() };
-      await client.routing(sp, 'g'); // 503 straight from the owner, then through the base URL
-      expect({
-        owner: owner.requests() - before.owner,
-        base: base.requests() - before.base,
-      }).toEqual({
-        owner: 1,
-        base: 1,
-      });
-      for (let i = 0; i < 3; i++) await client.routing(kept, 'g');
-      expect(owner.requests() - before.owner).toBe(4);
-      expect(base.requests() - before.base).toBe(1);
-    } finally {
-      await owner.close();
-      await base.close();
-    }
-  });
+  it.each([
+    ['GROUP_MOVED', {}],
+    // Relayed about another replica: this one forwarded to an owner that did not answer.
+    ['OWNER_UNAVAILABLE', { owner: 'o9', ownerUrl: 'http://127.0.0.1:9', reason: 'no-answer' }],
+  ])(
+    'a 503 %s about one group from its owner among the base URLs: the owner keeps its other groups',
+    async (code, details) => {
+      const sp = await groupOwnedBy('o1', `refused-${code}`);
+      const kept = await groupOwnedBy('o1', `kept-${code}`);
+      const owner = await rewritingProxy(replicas.get('o1')!.url);
+      const other = replicas.get('o2')!;
+      // Every answer through the base URL names the proxy in front of o1 as the owner's URL.
+      const base = await rewritingProxy(other.url, owner.url);
+      try {
+        const client = new CoordinatorClient({
+          baseUrl: [base.url, owner.url],
+          token: other.token('admin'),
+        });
+        await client.routing(sp, 'g');
+        await client.routing(kept, 'g');
+        owner.refuse(sp, { error: { code, message: `refused: ${code}`, details } });
+        const before = { owner: owner.requests(), base: base.requests() };
+        await client.routing(sp, 'g'); // 503 straight from the owner, then through the base URL
+        expect({
+          owner: owner.requests() - before.owner,
+          base: base.requests() - before.base,
+        }).toEqual({
+          owner: 1,
+          base: 1,
+        });
+        for (let i = 0; i < 3; i++) await client.routing(kept, 'g');
+        expect(owner.requests() - before.owner).toBe(4);
+        expect(base.requests() - before.base).toBe(1);
+      } finally {
+        await owner.close();
+        await base.close();
+      }
+    },
+  );
 
   it('a slow owner among several base URLs: a change gets the whole timeout and is sent once', async () => {
     const sp = await groupOwnedBy('o1');
@@ -464,13 +474,13 @@ async function rewritingProxy(target: string, ownerUrl?: string) {
   let count = 0;
   let delayMs = 0;
   let url = ownerUrl;
-  let moved: string | null = null;
+  let refusal: { readonly sp: string; readonly body: unknown } | null = null;
   const server: Server = createServer((req, res) => {
     count++;
-    if (moved !== null && req.url?.includes(`/streams/${moved}/groups/`)) {
-      // As an owner that just handed the group over answers (a 503 about that group only).
+    if (refusal !== null && req.url?.includes(`/streams/${refusal.sp}/groups/`)) {
+      // A 503 about that group only, as an owner that just handed it over answers.
       res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
-      res.end(JSON.stringify({ error: { code: 'GROUP_MOVED', message: 'the group moved' } }));
+      res.end(JSON.stringify(refusal.body));
       req.resume();
       return;
     }
@@ -506,9 +516,9 @@ async function rewritingProxy(target: string, ownerUrl?: string) {
     slow: (ms: number) => {
       delayMs = ms;
     },
-    /** Answers 503 `GROUP_MOVED` for the groups of stream prefix `sp` from now on. */
-    moved: (sp: string) => {
-      moved = sp;
+    /** Answers 503 with `body` for the groups of stream prefix `sp` from now on. */
+    refuse: (sp: string, body: unknown) => {
+      refusal = { sp, body };
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
