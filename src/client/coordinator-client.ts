@@ -125,7 +125,8 @@ export interface RequestOptions {
   /**
    * How long the coordinator may hold the answer on purpose (a long poll's or a held
    * heartbeat's wait): a request sent straight to a group's owner gives up this plus
-   * {@link DIRECT_ANSWER_MS} after it was sent, and goes to the base URLs.
+   * {@link DIRECT_ANSWER_MS} after it was sent, and goes to the base URLs (a heartbeat then
+   * without its wait, answered at once).
    */
   readonly holdMs?: number;
 }
@@ -262,15 +263,15 @@ export class CoordinatorClient {
     const direct = this.directUrlFor(path);
     /** A base URL this call does not go back to: the owner it just tried. */
     let tried = -1;
+    let sent = { body, options };
+    // A change the owner may have made before it stopped answering is never sent again: a
+    // bound would only turn a slow success into an unknown outcome, so it gets the whole time.
+    const repeatable =
+      method === 'GET' || method === 'HEAD' || method === 'PUT' || path.endsWith('/heartbeat');
+    const directBound = (given: RequestOptions) =>
+      Math.min(given.timeoutMs ?? this.timeoutMs, (given.holdMs ?? 0) + DIRECT_ANSWER_MS);
     if (direct !== null) {
-      // A change the owner may have made before it stopped answering is never sent again: a
-      // bound would only turn a slow success into an unknown outcome, so it gets the whole time.
-      const repeatable =
-        method === 'GET' || method === 'HEAD' || method === 'PUT' || path.endsWith('/heartbeat');
-      const total = options.timeoutMs ?? this.timeoutMs;
-      const bounded = repeatable
-        ? Math.min(total, (options.holdMs ?? 0) + DIRECT_ANSWER_MS)
-        : total;
+      const bounded = repeatable ? directBound(options) : (options.timeoutMs ?? this.timeoutMs);
       try {
         return await this.exchange<T>(direct, -1, method, path, body, {
           ...options,
@@ -285,15 +286,27 @@ export class CoordinatorClient {
         if (servesNothing(error)) {
           // Not straight to it for a while, and as a base URL after the others. A 503 about the
           // group (moved, failed closed) or about another owner says nothing of the replica.
-          this.directBlocked.set(direct, Date.now() + this.demoteForMs);
+          this.blockDirect(direct);
           if (tried !== -1) this.demote(tried, error instanceof CoordinatorApiError ? 1 : 2);
         }
         if (!retryDecision(error, repeatable).retry) throw error;
+        // A held heartbeat is answered at once where it falls back: held twice, it could outlast
+        // the member's session (docs/operations.md#a-paused-owner).
+        if (options.holdMs && path.endsWith('/heartbeat')) {
+          const { holdMs, ...rest } = options;
+          const total = options.timeoutMs ?? this.timeoutMs;
+          sent = { body: withoutWait(body), options: { ...rest, timeoutMs: total - holdMs } };
+        }
       }
     }
     const at = this.pick(tried);
     this.current = at;
-    return this.exchange<T>(this.baseUrls[at]!, at, method, path, body, options);
+    // Falling back to a base URL that gave no answer a moment ago (every other one did too): it
+    // gets the direct bound, not the whole timeout again.
+    const mark = this.demoted[at];
+    if (direct !== null && repeatable && mark && mark.rank === 2 && mark.until > Date.now())
+      sent = { ...sent, options: { ...sent.options, timeoutMs: directBound(sent.options) } };
+    return this.exchange<T>(this.baseUrls[at]!, at, method, path, sent.body, sent.options);
   }
 
   /** The owner URL to send a group's request to first (`routing: 'owner'`), or null. */
@@ -302,7 +315,7 @@ export class CoordinatorClient {
     const key = groupKeyOf(path);
     const url = key === null ? undefined : this.ownerUrls.get(key);
     if (url === undefined) return null;
-    const blocked = this.directBlocked.get(url);
+    const blocked = this.directBlocked.get(urlKey(url));
     if (blocked !== undefined && blocked > Date.now()) return null;
     // The only base URL is no other way to the owner: it decides, with the whole timeout, and a
     // request it leaves unanswered is not sent to it a second time.
@@ -358,8 +371,12 @@ export class CoordinatorClient {
       });
       text = await res.text();
     } catch (error) {
-      // No answer: the next requests try the other replicas first (not when the caller cancelled).
-      if (!options.signal?.aborted && at >= 0) this.demote(at, 2);
+      // No answer: the next requests try the other replicas first, and not straight either (not
+      // when the caller cancelled).
+      if (!options.signal?.aborted && at >= 0) {
+        this.demote(at, 2);
+        this.blockDirect(base);
+      }
       const url = new URL(path, base);
       throw CoordinatorUnreachableError.fromFetchError(
         `${url.origin}${url.pathname}`,
@@ -381,15 +398,17 @@ export class CoordinatorClient {
     const parsed = parseJson(text);
     if (res.status === 503 && errorCodeOf(parsed) === 'OWNER_UNAVAILABLE') {
       const unavailable = ownerUrlOf(parsed);
-      if (unavailable) this.directBlocked.set(unavailable, Date.now() + this.demoteForMs);
+      if (unavailable) this.blockDirect(unavailable);
       if (at >= 0) this.demote(at, 1);
       // The owner that does not answer, if it is one of ours: no better than a silent one.
       const owner = this.indexOfUrl(unavailable);
       if (owner !== -1 && owner !== at) this.demote(owner, 2);
     } else if (at >= 0) {
       // A replica cut off from its store serves no group: the others first, for a while.
-      if (res.status === 503 && errorCodeOf(parsed) === 'STORE_UNAVAILABLE') this.demote(at, 1);
-      else this.demoted[at] = null;
+      if (res.status === 503 && errorCodeOf(parsed) === 'STORE_UNAVAILABLE') {
+        this.demote(at, 1);
+        this.blockDirect(base);
+      } else this.demoted[at] = null;
     }
     if (!res.ok)
       throw CoordinatorApiError.fromResponse(
@@ -435,16 +454,13 @@ export class CoordinatorClient {
    */
   private indexOfUrl(url: string | null): number {
     if (url === null) return -1;
-    const key = (given: string) => {
-      try {
-        const parsed = new URL(given);
-        return `${parsed.origin}${parsed.pathname.replace(/\/+$/, '')}`;
-      } catch {
-        return given;
-      }
-    };
-    const wanted = key(url);
-    return this.baseUrls.findIndex((base) => key(base) === wanted);
+    const wanted = urlKey(url);
+    return this.baseUrls.findIndex((base) => urlKey(base) === wanted);
+  }
+
+  /** `url` (an owner's, or a base URL) is not tried straight for `demoteForMs`. */
+  private blockDirect(url: string): void {
+    this.directBlocked.set(urlKey(url), Date.now() + this.demoteForMs);
   }
 
   /** Tries base URL `at` after the others for a while; the next request goes to another one. */
@@ -642,18 +658,45 @@ function groupKeyOf(path: string): string | null {
  * Whether a request sent straight to a group's owner goes to the base URLs instead: no answer,
  * or any 503 (moving, paused, failed over); other answers are the group's own.
  */
+/** A 502 or 504 comes from a gateway in front of a replica that could not reach it. */
+const GATEWAY_STATUSES = new Set([502, 504]);
+
 function fallsBack(error: unknown): boolean {
   if (error instanceof CoordinatorUnreachableError) return true;
-  return error instanceof CoordinatorApiError && error.status === 503;
+  return (
+    error instanceof CoordinatorApiError &&
+    (error.status === 503 || GATEWAY_STATUSES.has(error.status))
+  );
 }
 
 /**
- * Whether a failed request says the replica that got it serves nothing now (no answer, or its
- * store unreachable), rather than something about one group or another owner.
+ * Whether a failed request says the replica that got it serves nothing now (no answer, a
+ * gateway that could not reach it, or its store unreachable), rather than something about one
+ * group or another owner.
  */
 function servesNothing(error: unknown): boolean {
   if (error instanceof CoordinatorUnreachableError) return true;
-  return error instanceof CoordinatorApiError && error.code === 'STORE_UNAVAILABLE';
+  return (
+    error instanceof CoordinatorApiError &&
+    (error.code === 'STORE_UNAVAILABLE' || GATEWAY_STATUSES.has(error.status))
+  );
+}
+
+/** A URL as compared with another: origin and path, without a trailing slash. */
+function urlKey(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.origin}${parsed.pathname.replace(/\/+$/, '')}`;
+  } catch {
+    return url;
+  }
+}
+
+/** A held heartbeat's body without its wait: sent again elsewhere, it is answered at once. */
+function withoutWait(body: unknown): unknown {
+  if (typeof body !== 'object' || body === null || !('waitMs' in body)) return body;
+  const { waitMs: _waitMs, ...rest } = body as Record<string, unknown>;
+  return rest;
 }
 
 /** `error.details.ownerUrl` of an `OWNER_UNAVAILABLE` body: the owner that does not answer. */

@@ -9,7 +9,7 @@ import { createServer as createNetServer, type AddressInfo, type Socket } from '
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinatorClient } from '../../src/client/index.js';
 import { DIRECT_ANSWER_MS } from '../../src/client/coordinator-client.js';
-import type { HeartbeatRequest } from '../../src/machines/protocol.js';
+import type { HeartbeatReply, HeartbeatRequest } from '../../src/machines/protocol.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CHANGE,
@@ -308,6 +308,118 @@ describe('owner-direct clients', () => {
     }
   });
 
+  it('a gateway in front of the owner answering 502: the group falls back and the gateway is set aside', async () => {
+    const sp = await groupOwnedBy('o1', 'gateway');
+    const other = replicas.get('o2')!;
+    const gateway = await answering(502);
+    const base = await rewritingProxy(other.url, gateway.url);
+    try {
+      const client = new CoordinatorClient({ baseUrl: base.url, token: other.token('admin') });
+      await client.routing(sp, 'g'); // learns the gateway as the owner's URL
+      for (let i = 0; i < 3; i++) expect((await client.routing(sp, 'g')).shardCount).toBe(2);
+      expect(gateway.requests()).toBe(1);
+    } finally {
+      await base.close();
+      await gateway.close();
+    }
+  });
+
+  it('a held heartbeat whose owner is silent is not held again where it falls back', async () => {
+    const sp = await groupOwnedBy('o1', 'held');
+    const owner = await rewritingProxy(replicas.get('o1')!.url);
+    const other = replicas.get('o2')!;
+    const base = await rewritingProxy(other.url, owner.url);
+    try {
+      const client = new CoordinatorClient({ baseUrl: base.url, token: other.token('admin') });
+      const beat = (reply: HeartbeatReply, timeoutMs?: number, waitMs?: number) =>
+        client.heartbeat(
+          sp,
+          'g',
+          {
+            ...join('held-1'),
+            memberEpoch: reply.memberEpoch,
+            assignmentEpoch: reply.assignmentEpoch,
+            metadataVersion: reply.metadataVersion,
+            currentAssignments: reply.assignedShards,
+          },
+          timeoutMs,
+          waitMs === undefined ? undefined : { waitMs },
+        );
+      let reply = await client.heartbeat(sp, 'g', join('held-1'));
+      for (let i = 0; i < 3; i++) reply = await beat(reply); // steady, straight to the owner
+      owner.slow(6_000); // silent for longer than the held heartbeat's bound
+      const waitMs = 2_000;
+      const from = Date.now();
+      await beat(reply, 5_000, waitMs);
+      const took = Date.now() - from;
+      // The silent owner gets the wait plus the direct bound; the base URL answers at once.
+      expect(took).toBeGreaterThanOrEqual(waitMs + DIRECT_ANSWER_MS - 100);
+      expect(took).toBeLessThan(waitMs + DIRECT_ANSWER_MS + 1_000);
+    } finally {
+      await base.close();
+      await owner.close();
+    }
+  });
+
+  it('a base URL that gave no answer is not tried straight for its groups either', async () => {
+    const sp = await groupOwnedBy('o1', 'quiet');
+    const owner = await rewritingProxy(replicas.get('o1')!.url);
+    const other = replicas.get('o2')!;
+    try {
+      const client = new CoordinatorClient({
+        baseUrl: [owner.url, other.url],
+        token: other.token('admin'),
+      });
+      await client.routing(sp, 'g'); // the owner's URL is the first base URL
+      owner.slow(10_000);
+      await expect(
+        client.request('GET', '/coord/v1/monitoring/health/live', undefined, {
+          timeoutMs: 300,
+          retry: false,
+        }),
+      ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
+      const from = Date.now();
+      expect((await client.routing(sp, 'g')).shardCount).toBe(2);
+      expect(Date.now() - from).toBeLessThan(1_000);
+    } finally {
+      await owner.close();
+    }
+  });
+
+  it('falling back to a base URL that gave no answer a moment ago: only the direct bound', async () => {
+    const sp = await groupOwnedBy('o1', 'both');
+    const owner = await rewritingProxy(replicas.get('o1')!.url);
+    const other = replicas.get('o2')!;
+    // Every answer through the other replica names the proxy in front of o1 as the owner's URL.
+    const base = await rewritingProxy(other.url, owner.url);
+    try {
+      const client = new CoordinatorClient({
+        baseUrl: [base.url, owner.url],
+        token: other.token('admin'),
+        timeoutMs: DIRECT_ANSWER_MS + 6_000,
+        retry: { maxAttempts: 1 },
+      });
+      await client.routing(sp, 'g'); // learns the owner's URL, the second base URL
+      base.slow(4_000); // the other base URL answers nothing in time
+      await expect(
+        client.request('GET', '/coord/v1/monitoring/health/live', undefined, {
+          timeoutMs: 300,
+          retry: false,
+        }),
+      ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
+      // The owner answers a quick 503 about the group; the only other base URL is silent.
+      owner.refuse(sp, { error: { code: 'OWNER_MOVING', message: 'handing over' } });
+      const from = Date.now();
+      await expect(client.routing(sp, 'g')).rejects.toMatchObject({
+        name: 'CoordinatorUnreachableError',
+      });
+      expect(Date.now() - from).toBeLessThan(DIRECT_ANSWER_MS + 1_000);
+    } finally {
+      await base.close();
+      await owner.close();
+    }
+  });
+
   it('the owner gone: the next requests go to the base URLs, which serve the group again', async () => {
     const sp = await groupOwnedBy('o1');
     const other = replicas.get('o2')!;
@@ -445,6 +557,24 @@ describe('an owner among several base URLs that fails', () => {
     }
   }, 60_000);
 });
+
+/** A server that answers every request with `status` and counts them (a broken gateway). */
+async function answering(status: number) {
+  let count = 0;
+  const server = createServer((req, res) => {
+    count++;
+    req.resume();
+    res.writeHead(status, { 'content-type': 'text/plain' });
+    res.end('bad gateway');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests: () => count,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
 
 /** A server that accepts connections and never answers (a paused process). */
 async function blackHole() {
