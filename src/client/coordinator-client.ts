@@ -32,12 +32,15 @@ interface CommonOptions {
    */
   readonly retry?: RetryOptions;
   /**
-   * With several base URLs: how long one that gave no answer (a timeout, a refused connection)
-   * or answered 503 `OWNER_UNAVAILABLE` or `STORE_UNAVAILABLE` is tried after the others. A
-   * paused replica accepts connections and answers nothing, so without this every request would
-   * wait out its timeout on it again (docs/operations.md#a-paused-owner). Those without an
-   * answer come last, and so does the base URL of an owner that an `OWNER_UNAVAILABLE` answer
-   * names, or that a request sent straight to it found silent or cut off from its store.
+   * With several base URLs: how long one that gave no answer (a refused connection, or the
+   * client's timeout: a shorter one a caller chose for one request, under 2.5 s, says nothing of
+   * the replica), whose
+   * gateway answered 502/504, or that answered 503 `OWNER_UNAVAILABLE` or `STORE_UNAVAILABLE`
+   * is tried after the others, and not straight for its groups either. A paused replica accepts
+   * connections and answers nothing, so without this every request would wait out its timeout
+   * on it again (docs/operations.md#a-paused-owner). Those without an answer come last, and so
+   * does the base URL of an owner that an `OWNER_UNAVAILABLE` answer names, or that a request
+   * sent straight to it found silent or cut off from its store.
    * @default 15000
    */
   readonly demoteForMs?: number;
@@ -283,19 +286,20 @@ export class CoordinatorClient {
         this.forgetOwnerUrl(path);
         // The owner may be one of the base URLs (a client that lists every replica).
         tried = this.indexOfUrl(direct);
-        if (servesNothing(error)) {
-          // Not straight to it for a while, and as a base URL after the others. A 503 about the
-          // group (moved, failed closed) or about another owner says nothing of the replica.
-          this.blockDirect(direct);
-          if (tried !== -1) this.demote(tried, error instanceof CoordinatorApiError ? 1 : 2);
-        }
+        // Not straight to it for a while, and as a base URL after the others. A 503 about the
+        // group (moved, failed closed) or about another owner says nothing of the replica.
+        if (servesNothing(error))
+          this.setAside(direct, error instanceof CoordinatorApiError ? 1 : 2);
         if (!retryDecision(error, repeatable).retry) throw error;
         // A held heartbeat is answered at once where it falls back: held twice, it could outlast
         // the member's session (docs/operations.md#a-paused-owner).
         if (options.holdMs && path.endsWith('/heartbeat')) {
           const { holdMs, ...rest } = options;
           const total = options.timeoutMs ?? this.timeoutMs;
-          sent = { body: withoutWait(body), options: { ...rest, timeoutMs: total - holdMs } };
+          sent = {
+            body: withoutWait(body),
+            options: { ...rest, timeoutMs: total > holdMs ? total - holdMs : total },
+          };
         }
       }
     }
@@ -340,6 +344,8 @@ export class CoordinatorClient {
     options: RequestOptions,
   ): Promise<T> {
     const requestId = randomUUID();
+    // Serialised first: a body that cannot be is the caller's mistake, not a replica's silence.
+    const payload = body === undefined ? undefined : JSON.stringify(body);
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     // The timeout is a timer held here, not AbortSignal.timeout(): joined to the caller's signal
     // by AbortSignal.any(), such a signal is held only weakly and the collector may take it
@@ -366,23 +372,31 @@ export class CoordinatorClient {
           ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
           ...options.headers,
         },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        ...(payload === undefined ? {} : { body: payload }),
         signal: abort.signal,
       });
       text = await res.text();
     } catch (error) {
-      // No answer: the next requests try the other replicas first, and not straight either (not
-      // when the caller cancelled).
-      if (!options.signal?.aborted && at >= 0) {
+      // No answer: the next requests try the other replicas first, and not straight either. Not
+      // when the caller cancelled, nor when it gave this request less time than the client's own
+      // timeout and than any replica may need.
+      const shortTimeout =
+        abort.signal.reason instanceof DOMException &&
+        abort.signal.reason.name === 'TimeoutError' &&
+        timeoutMs < Math.min(this.timeoutMs, (options.holdMs ?? 0) + DIRECT_ANSWER_MS);
+      const silent = !options.signal?.aborted && !shortTimeout;
+      if (silent && at >= 0) {
         this.demote(at, 2);
         this.blockDirect(base);
       }
       const url = new URL(path, base);
-      throw CoordinatorUnreachableError.fromFetchError(
+      const unreachable = CoordinatorUnreachableError.fromFetchError(
         `${url.origin}${url.pathname}`,
         error,
         timeoutMs,
       );
+      if (!silent) blameless.add(unreachable);
+      throw unreachable;
     } finally {
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', cancel);
@@ -396,6 +410,8 @@ export class CoordinatorClient {
       else this.ownerUrls.delete(group);
     }
     const parsed = parseJson(text);
+    /** The answer is about another replica than the one asked. */
+    let relayed = false;
     if (res.status === 503 && errorCodeOf(parsed) === 'OWNER_UNAVAILABLE') {
       const unavailable = ownerUrlOf(parsed);
       if (unavailable) this.blockDirect(unavailable);
@@ -403,20 +419,25 @@ export class CoordinatorClient {
       // The owner that does not answer, if it is one of ours: no better than a silent one.
       const owner = this.indexOfUrl(unavailable);
       if (owner !== -1 && owner !== at) this.demote(owner, 2);
-    } else if (at >= 0) {
-      // A replica cut off from its store serves no group: the others first, for a while.
-      if (res.status === 503 && errorCodeOf(parsed) === 'STORE_UNAVAILABLE') {
-        this.demote(at, 1);
-        this.blockDirect(base);
-      } else this.demoted[at] = null;
-    }
-    if (!res.ok)
-      throw CoordinatorApiError.fromResponse(
+    } else if (res.status === 503 && errorCodeOf(parsed) === 'STORE_UNAVAILABLE') {
+      // A replica cut off from its store serves no group: the others first, for a while. A
+      // replica relaying its owner's answer names that owner, whose store it is.
+      relayed = ownerUrl !== null && urlKey(ownerUrl) !== urlKey(base);
+      this.setAside(relayed ? ownerUrl! : base, 1);
+    } else if (GATEWAY_STATUSES.has(res.status)) {
+      // A gateway in front of the replica (or a load balancer) could not reach it.
+      this.setAside(base, 1);
+    } else if (at >= 0) this.demoted[at] = null;
+    if (!res.ok) {
+      const failed = CoordinatorApiError.fromResponse(
         res.status,
         parsed,
         res.headers.get('x-request-id') ?? requestId,
         res.headers.get('retry-after'),
       );
+      if (relayed) blameless.add(failed);
+      throw failed;
+    }
     return parsed as T;
   }
 
@@ -461,6 +482,13 @@ export class CoordinatorClient {
   /** `url` (an owner's, or a base URL) is not tried straight for `demoteForMs`. */
   private blockDirect(url: string): void {
     this.directBlocked.set(urlKey(url), Date.now() + this.demoteForMs);
+  }
+
+  /** The replica at `url` serves nothing now: not straight, and as a base URL after the others. */
+  private setAside(url: string, rank: 1 | 2): void {
+    this.blockDirect(url);
+    const at = this.indexOfUrl(url);
+    if (at !== -1) this.demote(at, rank);
   }
 
   /** Tries base URL `at` after the others for a while; the next request goes to another one. */
@@ -654,13 +682,20 @@ function groupKeyOf(path: string): string | null {
   return group ? `${group[1]}/${group[2]}` : null;
 }
 
-/**
- * Whether a request sent straight to a group's owner goes to the base URLs instead: no answer,
- * or any 503 (moving, paused, failed over); other answers are the group's own.
- */
 /** A 502 or 504 comes from a gateway in front of a replica that could not reach it. */
 const GATEWAY_STATUSES = new Set([502, 504]);
 
+/**
+ * Failures that say nothing of the replica asked: no answer within a timeout shorter than any
+ * replica may need, or a store error relayed from another owner.
+ */
+const blameless = new WeakSet<object>();
+
+/**
+ * Whether a request sent straight to a group's owner goes to the base URLs instead: no answer,
+ * any 503 (moving, paused, failed over) or a gateway's 502/504; other answers are the group's
+ * own.
+ */
 function fallsBack(error: unknown): boolean {
   if (error instanceof CoordinatorUnreachableError) return true;
   return (
@@ -675,6 +710,7 @@ function fallsBack(error: unknown): boolean {
  * group or another owner.
  */
 function servesNothing(error: unknown): boolean {
+  if (error instanceof Error && blameless.has(error)) return false;
   if (error instanceof CoordinatorUnreachableError) return true;
   return (
     error instanceof CoordinatorApiError &&

@@ -371,10 +371,10 @@ describe('owner-direct clients', () => {
         token: other.token('admin'),
       });
       await client.routing(sp, 'g'); // the owner's URL is the first base URL
-      owner.slow(10_000);
+      owner.slow(DIRECT_ANSWER_MS + 1_500);
       await expect(
         client.request('GET', '/coord/v1/monitoring/health/live', undefined, {
-          timeoutMs: 300,
+          timeoutMs: DIRECT_ANSWER_MS, // a shorter timeout would say nothing of the replica
           retry: false,
         }),
       ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
@@ -403,7 +403,7 @@ describe('owner-direct clients', () => {
       base.slow(4_000); // the other base URL answers nothing in time
       await expect(
         client.request('GET', '/coord/v1/monitoring/health/live', undefined, {
-          timeoutMs: 300,
+          timeoutMs: DIRECT_ANSWER_MS, // a shorter timeout would say nothing of the replica
           retry: false,
         }),
       ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
@@ -417,6 +417,64 @@ describe('owner-direct clients', () => {
     } finally {
       await base.close();
       await owner.close();
+    }
+  });
+
+  it("a caller's short timeout or unserialisable body does not set the owner aside", async () => {
+    const sp = await groupOwnedBy('o1', 'caller');
+    const owner = await rewritingProxy(replicas.get('o1')!.url);
+    const other = replicas.get('o2')!;
+    try {
+      const client = new CoordinatorClient({
+        baseUrl: [owner.url, other.url],
+        token: other.token('admin'),
+      });
+      await client.routing(sp, 'g'); // the owner's URL is the first base URL
+      owner.slow(500);
+      await expect(
+        client.request('GET', '/coord/v1/monitoring/health/live', undefined, {
+          timeoutMs: 100,
+          retry: false,
+        }),
+      ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
+      owner.slow(0);
+      await expect(
+        client.request('POST', `/coord/v1/admin/streams/${sp}/groups/g/freeze`, { n: 1n }),
+      ).rejects.toThrow(TypeError);
+      const before = { owner: owner.requests(), forwarded: await forwarded(other) };
+      for (let i = 0; i < 3; i++) await client.routing(sp, 'g');
+      expect(owner.requests() - before.owner).toBe(3);
+      expect(await forwarded(other)).toBe(before.forwarded);
+    } finally {
+      await owner.close();
+    }
+  });
+
+  it('a store error relayed from another owner sets that owner aside, not the relaying replica', async () => {
+    const cut = await groupOwnedBy('o1', 'relayed');
+    const own = await groupOwnedBy('o2', 'relaying');
+    // o2 behind a proxy that names itself for o2's groups, and relays a store error for `cut`.
+    const relaying = await rewritingProxy(replicas.get('o2')!.url);
+    const o1 = replicas.get('o1')!;
+    try {
+      const client = new CoordinatorClient({
+        baseUrl: [relaying.url, o1.url],
+        token: o1.token('admin'),
+        retry: { maxAttempts: 1 },
+      });
+      await client.routing(own, 'g'); // o2's group: straight to the relaying proxy from now on
+      relaying.refuse(
+        cut,
+        { error: { code: 'STORE_UNAVAILABLE', message: 'the store did not answer' } },
+        { 'x-coord-owner': 'o9', 'x-coord-owner-url': 'http://127.0.0.1:9' },
+      );
+      await expect(client.routing(cut, 'g')).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+      const before = { relaying: relaying.requests(), forwarded: await forwarded(o1) };
+      for (let i = 0; i < 3; i++) await client.routing(own, 'g');
+      expect(relaying.requests() - before.relaying).toBe(3);
+      expect(await forwarded(o1)).toBe(before.forwarded);
+    } finally {
+      await relaying.close();
     }
   });
 
@@ -516,7 +574,7 @@ describe('an owner among several base URLs that fails', () => {
       run.bLink.setMode('stall');
       await expect(
         run.client.request('GET', '/coord/v1/monitoring/health/live', undefined, {
-          timeoutMs: 300,
+          timeoutMs: DIRECT_ANSWER_MS, // a shorter timeout would say nothing of the replica
           retry: false,
         }),
       ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
@@ -604,12 +662,20 @@ async function rewritingProxy(target: string, ownerUrl?: string) {
   let count = 0;
   let delayMs = 0;
   let url = ownerUrl;
-  let refusal: { readonly sp: string; readonly body: unknown } | null = null;
+  let refusal: {
+    readonly sp: string;
+    readonly body: unknown;
+    readonly headers: Readonly<Record<string, string>>;
+  } | null = null;
   const server: Server = createServer((req, res) => {
     count++;
     if (refusal !== null && req.url?.includes(`/streams/${refusal.sp}/groups/`)) {
       // A 503 about that group only, as an owner that just handed it over answers.
-      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
+      res.writeHead(503, {
+        'content-type': 'application/json',
+        'retry-after': '1',
+        ...refusal.headers,
+      });
       res.end(JSON.stringify(refusal.body));
       req.resume();
       return;
@@ -646,9 +712,9 @@ async function rewritingProxy(target: string, ownerUrl?: string) {
     slow: (ms: number) => {
       delayMs = ms;
     },
-    /** Answers 503 with `body` for the groups of stream prefix `sp` from now on. */
-    refuse: (sp: string, body: unknown) => {
-      refusal = { sp, body };
+    /** Answers 503 with `body` (and `headers`) for the groups of stream prefix `sp` from now on. */
+    refuse: (sp: string, body: unknown, headers: Record<string, string> = {}) => {
+      refusal = { sp, body, headers };
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
