@@ -251,12 +251,8 @@ describe('owner-direct clients', () => {
   ])(
     'a 503 %s about one group from its owner among the base URLs: the owner keeps its other groups',
     async (code, details) => {
-      const sp = await groupOwnedBy('o1', `refused-${code}`);
       const kept = await groupOwnedBy('o1', `kept-${code}`);
-      const owner = await rewritingProxy(replicas.get('o1')!.url);
-      const other = replicas.get('o2')!;
-      // Every answer through the base URL names the proxy in front of o1 as the owner's URL.
-      const base = await rewritingProxy(other.url, owner.url);
+      const { sp, owner, other, base } = await ownerBehindProxies(`refused-${code}`);
       try {
         const client = new CoordinatorClient({
           baseUrl: [base.url, owner.url],
@@ -285,26 +281,19 @@ describe('owner-direct clients', () => {
   );
 
   it('a slow owner among several base URLs: a change gets the whole timeout and is sent once', async () => {
-    const sp = await groupOwnedBy('o1');
-    const owner = replicas.get('o1')!;
-    const other = replicas.get('o2')!;
-    const proxy = await rewritingProxy(owner.url);
+    const { sp, owner, client } = await ownerFirstAmongBaseUrls('own', {
+      timeoutMs: DIRECT_ANSWER_MS + 4_000,
+      retry: { maxAttempts: 1 },
+    });
     try {
-      const client = new CoordinatorClient({
-        baseUrl: [proxy.url, other.url],
-        token: owner.token('admin'),
-        timeoutMs: DIRECT_ANSWER_MS + 4_000,
-        retry: { maxAttempts: 1 },
-      });
-      await client.routing(sp, 'g'); // the owner's URL is the first base URL
-      proxy.slow(DIRECT_ANSWER_MS + 1_000);
-      const before = proxy.requests();
+      owner.slow(DIRECT_ANSWER_MS + 1_000);
+      const before = owner.requests();
       await client.pauseProducers(sp, 'g', CHANGE);
-      expect(proxy.requests() - before).toBe(1);
-      proxy.slow(0);
+      expect(owner.requests() - before).toBe(1);
+      owner.slow(0);
       expect((await client.routing(sp, 'g')).producersPaused).toBe(true);
     } finally {
-      await proxy.close();
+      await owner.close();
     }
   });
 
@@ -325,10 +314,7 @@ describe('owner-direct clients', () => {
   });
 
   it('a held heartbeat whose owner is silent is not held again where it falls back', async () => {
-    const sp = await groupOwnedBy('o1', 'held');
-    const owner = await rewritingProxy(replicas.get('o1')!.url);
-    const other = replicas.get('o2')!;
-    const base = await rewritingProxy(other.url, owner.url);
+    const { sp, owner, other, base } = await ownerBehindProxies('held');
     try {
       const client = new CoordinatorClient({ baseUrl: base.url, token: other.token('admin') });
       const beat = (reply: HeartbeatReply, timeoutMs?: number, waitMs?: number) =>
@@ -362,22 +348,10 @@ describe('owner-direct clients', () => {
   });
 
   it('a base URL that gave no answer is not tried straight for its groups either', async () => {
-    const sp = await groupOwnedBy('o1', 'quiet');
-    const owner = await rewritingProxy(replicas.get('o1')!.url);
-    const other = replicas.get('o2')!;
+    const { sp, owner, client } = await ownerFirstAmongBaseUrls('quiet');
     try {
-      const client = new CoordinatorClient({
-        baseUrl: [owner.url, other.url],
-        token: other.token('admin'),
-      });
-      await client.routing(sp, 'g'); // the owner's URL is the first base URL
       owner.slow(DIRECT_ANSWER_MS + 1_500);
-      await expect(
-        client.request('GET', '/coord/v1/monitoring/health/live', undefined, {
-          timeoutMs: DIRECT_ANSWER_MS, // a shorter timeout would say nothing of the replica
-          retry: false,
-        }),
-      ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
+      await noAnswer(client, DIRECT_ANSWER_MS); // a shorter timeout would say nothing of it
       const from = Date.now();
       expect((await client.routing(sp, 'g')).shardCount).toBe(2);
       expect(Date.now() - from).toBeLessThan(1_000);
@@ -387,11 +361,7 @@ describe('owner-direct clients', () => {
   });
 
   it('falling back to a base URL that gave no answer a moment ago: only the direct bound', async () => {
-    const sp = await groupOwnedBy('o1', 'both');
-    const owner = await rewritingProxy(replicas.get('o1')!.url);
-    const other = replicas.get('o2')!;
-    // Every answer through the other replica names the proxy in front of o1 as the owner's URL.
-    const base = await rewritingProxy(other.url, owner.url);
+    const { sp, owner, other, base } = await ownerBehindProxies('both');
     try {
       const client = new CoordinatorClient({
         baseUrl: [base.url, owner.url],
@@ -401,12 +371,7 @@ describe('owner-direct clients', () => {
       });
       await client.routing(sp, 'g'); // learns the owner's URL, the second base URL
       base.slow(4_000); // the other base URL answers nothing in time
-      await expect(
-        client.request('GET', '/coord/v1/monitoring/health/live', undefined, {
-          timeoutMs: DIRECT_ANSWER_MS, // a shorter timeout would say nothing of the replica
-          retry: false,
-        }),
-      ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
+      await noAnswer(client, DIRECT_ANSWER_MS); // a shorter timeout would say nothing of it
       // The owner answers a quick 503 about the group; the only other base URL is silent.
       owner.refuse(sp, { error: { code: 'OWNER_MOVING', message: 'handing over' } });
       const from = Date.now();
@@ -421,22 +386,10 @@ describe('owner-direct clients', () => {
   });
 
   it("a caller's short timeout or unserialisable body does not set the owner aside", async () => {
-    const sp = await groupOwnedBy('o1', 'caller');
-    const owner = await rewritingProxy(replicas.get('o1')!.url);
-    const other = replicas.get('o2')!;
+    const { sp, owner, other, client } = await ownerFirstAmongBaseUrls('caller');
     try {
-      const client = new CoordinatorClient({
-        baseUrl: [owner.url, other.url],
-        token: other.token('admin'),
-      });
-      await client.routing(sp, 'g'); // the owner's URL is the first base URL
       owner.slow(500);
-      await expect(
-        client.request('GET', '/coord/v1/monitoring/health/live', undefined, {
-          timeoutMs: 100,
-          retry: false,
-        }),
-      ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
+      await noAnswer(client, 100);
       owner.slow(0);
       await expect(
         client.request('POST', `/coord/v1/admin/streams/${sp}/groups/g/freeze`, { n: 1n }),
@@ -572,12 +525,7 @@ describe('an owner among several base URLs that fails', () => {
     try {
       // The other base URL gave no answer a moment ago: it is demoted, yet still the way out.
       run.bLink.setMode('stall');
-      await expect(
-        run.client.request('GET', '/coord/v1/monitoring/health/live', undefined, {
-          timeoutMs: DIRECT_ANSWER_MS, // a shorter timeout would say nothing of the replica
-          retry: false,
-        }),
-      ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
+      await noAnswer(run.client, DIRECT_ANSWER_MS); // a shorter timeout would say nothing of it
       run.bLink.setMode('pass');
       await run.storeLink.close();
       await run.movedToB();
@@ -615,6 +563,48 @@ describe('an owner among several base URLs that fails', () => {
     }
   }, 60_000);
 });
+
+/**
+ * A group o1 owns, o1 behind a proxy that names itself as the owner's URL, and a client whose
+ * base URLs are that proxy, then o2, that learned the proxy as the group's owner.
+ */
+async function ownerFirstAmongBaseUrls(
+  tag: string,
+  options: { timeoutMs?: number; retry?: { maxAttempts: number } } = {},
+) {
+  const sp = await groupOwnedBy('o1', tag);
+  const owner = await rewritingProxy(replicas.get('o1')!.url);
+  const other = replicas.get('o2')!;
+  const client = new CoordinatorClient({
+    baseUrl: [owner.url, other.url],
+    token: other.token('admin'),
+    ...options,
+  });
+  await client.routing(sp, 'g');
+  return { sp, owner, other, client };
+}
+
+/**
+ * A group o1 owns, o1 behind a proxy that names itself as the owner's URL (`owner`), and o2
+ * behind one whose every answer names that proxy as the owner's URL (`base`).
+ */
+async function ownerBehindProxies(tag: string) {
+  const sp = await groupOwnedBy('o1', tag);
+  const owner = await rewritingProxy(replicas.get('o1')!.url);
+  const other = replicas.get('o2')!;
+  const base = await rewritingProxy(other.url, owner.url);
+  return { sp, owner, other, base };
+}
+
+/** A health check given `timeoutMs` that the base URL of the moment does not answer. */
+async function noAnswer(client: CoordinatorClient, timeoutMs: number): Promise<void> {
+  await expect(
+    client.request('GET', '/coord/v1/monitoring/health/live', undefined, {
+      timeoutMs,
+      retry: false,
+    }),
+  ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
+}
 
 /** A server that answers every request with `status` and counts them (a broken gateway). */
 async function answering(status: number) {
