@@ -284,12 +284,9 @@ export class CoordinatorClient {
         if (options.signal?.aborted || !fallsBack(error)) throw error;
         // Not the owner now, or not reachable from here: this call goes to the base URLs.
         this.forgetOwnerUrl(path);
-        // The owner may be one of the base URLs (a client that lists every replica).
+        // The owner may be one of the base URLs (a client that lists every replica); whether it
+        // is set aside for its other groups too, `exchange` decided from its answer.
         tried = this.indexOfUrl(direct);
-        // Not straight to it for a while, and as a base URL after the others. A 503 about the
-        // group (moved, failed closed) or about another owner says nothing of the replica.
-        if (servesNothing(error))
-          this.setAside(direct, error instanceof CoordinatorApiError ? 1 : 2);
         if (!retryDecision(error, repeatable).retry) throw error;
         // A held heartbeat is answered at once where it falls back: held twice, it could outlast
         // the member's session (docs/operations.md#a-paused-owner).
@@ -333,7 +330,10 @@ export class CoordinatorClient {
 
   /**
    * One request to `base` (base URL number `at`, or -1 for an owner's URL that is none): the answer,
-   * the owner hints it carries, and the demotion of a base URL that failed.
+   * the owner hints it carries, and the one decision of what a failure says of a replica: no
+   * answer, a gateway's 502/504 or its own `STORE_UNAVAILABLE` sets it aside (not tried straight,
+   * and as a base URL after the others); a 503 about one group, or relayed from another owner,
+   * does not.
    */
   private async exchange<T>(
     base: string,
@@ -384,19 +384,13 @@ export class CoordinatorClient {
         abort.signal.reason instanceof DOMException &&
         abort.signal.reason.name === 'TimeoutError' &&
         timeoutMs < Math.min(this.timeoutMs, (options.holdMs ?? 0) + DIRECT_ANSWER_MS);
-      const silent = !options.signal?.aborted && !shortTimeout;
-      if (silent && at >= 0) {
-        this.demote(at, 2);
-        this.blockDirect(base);
-      }
+      if (!options.signal?.aborted && !shortTimeout) this.setAside(base, 2);
       const url = new URL(path, base);
-      const unreachable = CoordinatorUnreachableError.fromFetchError(
+      throw CoordinatorUnreachableError.fromFetchError(
         `${url.origin}${url.pathname}`,
         error,
         timeoutMs,
       );
-      if (!silent) blameless.add(unreachable);
-      throw unreachable;
     } finally {
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', cancel);
@@ -410,8 +404,6 @@ export class CoordinatorClient {
       else this.ownerUrls.delete(group);
     }
     const parsed = parseJson(text);
-    /** The answer is about another replica than the one asked. */
-    let relayed = false;
     if (res.status === 503 && errorCodeOf(parsed) === 'OWNER_UNAVAILABLE') {
       const unavailable = ownerUrlOf(parsed);
       if (unavailable) this.blockDirect(unavailable);
@@ -422,22 +414,19 @@ export class CoordinatorClient {
     } else if (res.status === 503 && errorCodeOf(parsed) === 'STORE_UNAVAILABLE') {
       // A replica cut off from its store serves no group: the others first, for a while. A
       // replica relaying its owner's answer names that owner, whose store it is.
-      relayed = ownerUrl !== null && urlKey(ownerUrl) !== urlKey(base);
-      this.setAside(relayed ? ownerUrl! : base, 1);
+      const relayed = ownerUrl !== null && urlKey(ownerUrl) !== urlKey(base);
+      this.setAside(relayed ? ownerUrl : base, 1);
     } else if (GATEWAY_STATUSES.has(res.status)) {
       // A gateway in front of the replica (or a load balancer) could not reach it.
       this.setAside(base, 1);
     } else if (at >= 0) this.demoted[at] = null;
-    if (!res.ok) {
-      const failed = CoordinatorApiError.fromResponse(
+    if (!res.ok)
+      throw CoordinatorApiError.fromResponse(
         res.status,
         parsed,
         res.headers.get('x-request-id') ?? requestId,
         res.headers.get('retry-after'),
       );
-      if (relayed) blameless.add(failed);
-      throw failed;
-    }
     return parsed as T;
   }
 
@@ -450,7 +439,7 @@ export class CoordinatorClient {
     const count = this.baseUrls.length;
     if (count === 1) return 0;
     const now = Date.now();
-    let best = avoid === this.current ? (avoid + 1) % count : this.current;
+    let best = this.current;
     let bestRank = Infinity;
     let bestUntil = Infinity;
     for (let k = 0; k < count; k++) {
@@ -686,12 +675,6 @@ function groupKeyOf(path: string): string | null {
 const GATEWAY_STATUSES = new Set([502, 504]);
 
 /**
- * Failures that say nothing of the replica asked: no answer within a timeout shorter than any
- * replica may need, or a store error relayed from another owner.
- */
-const blameless = new WeakSet<object>();
-
-/**
  * Whether a request sent straight to a group's owner goes to the base URLs instead: no answer,
  * any 503 (moving, paused, failed over) or a gateway's 502/504; other answers are the group's
  * own.
@@ -701,20 +684,6 @@ function fallsBack(error: unknown): boolean {
   return (
     error instanceof CoordinatorApiError &&
     (error.status === 503 || GATEWAY_STATUSES.has(error.status))
-  );
-}
-
-/**
- * Whether a failed request says the replica that got it serves nothing now (no answer, a
- * gateway that could not reach it, or its store unreachable), rather than something about one
- * group or another owner.
- */
-function servesNothing(error: unknown): boolean {
-  if (error instanceof Error && blameless.has(error)) return false;
-  if (error instanceof CoordinatorUnreachableError) return true;
-  return (
-    error instanceof CoordinatorApiError &&
-    (error.code === 'STORE_UNAVAILABLE' || GATEWAY_STATUSES.has(error.status))
   );
 }
 
