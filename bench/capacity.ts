@@ -385,6 +385,9 @@ async function checkSteady(port: number, groups: readonly Group[], sample: numbe
   );
 }
 
+/** A coordinator child's process id. */
+const pidOf = (c: Child) => c.process.pid as number;
+
 /** The large and the small replica's CPU while no request arrives, in % of a core. */
 interface IdleCpu {
   readonly large: number;
@@ -408,7 +411,6 @@ async function idleCpu(
 ): Promise<IdleCpu> {
   const settings = loadSettings({ env: {}, overrides: benchSettings() });
   const seconds = Math.ceil(settings.streams['lag-interval'] / 1000);
-  const pidOf = (c: Child) => c.process.pid as number;
   const largeFrom = cpuSecondsOf(pidOf(replicas.large));
   const smallFrom = cpuSecondsOf(pidOf(replicas.small));
   const split = cpuSplitOf(pidOf(replicas.large));
@@ -452,11 +454,10 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
   const profiles = ctx.profileDir('capacity');
   const large = await startCoordinator('coordinator (large)', await startRedis());
   const small = await startCoordinator('coordinator (small)', await startRedis());
-  const pid = (c: Child) => c.process.pid as number;
-  const rssBefore = memoryOf(pid(large)).rss;
+  const rssBefore = memoryOf(pidOf(large)).rss;
 
-  const s = await build(ctx, 'small', small.port, pid(small), 1);
-  const l = await build(ctx, 'large', large.port, pid(large), groupCount);
+  const s = await build(ctx, 'small', small.port, pidOf(small), 1);
+  const l = await build(ctx, 'large', large.port, pidOf(large), groupCount);
   ctx.log(
     `  large: ${label} at steady state in ${(l.ms / 1000).toFixed(0)} s ` +
       `(${fmt(groupCount)} groups created, ${fmt(l.heartbeats)} heartbeats, ${fmt(l.heartbeats / (l.ms / 1000))}/s; ` +
@@ -464,8 +465,8 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
   );
 
   await sleep(2_000);
-  const steadyMem = memoryOf(pid(large));
-  const smallMem = memoryOf(pid(small));
+  const steadyMem = memoryOf(pidOf(large));
+  const smallMem = memoryOf(pidOf(small));
   ctx.log(
     `  RSS: large ${fmt(steadyMem.rss)} MiB (${fmt(rssBefore)} at start, peak so far ${fmt(steadyMem.peak)}), ` +
       `small ${fmt(smallMem.rss)} MiB`,
@@ -505,13 +506,13 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
     const line: string[] = [];
     for (const c of cases) {
       const from = await metricsOf(c.child.port);
-      const cpuFrom = cpuSecondsOf(pid(c.child));
-      const splitFrom = cpuSplitOf(pid(c.child));
+      const cpuFrom = cpuSecondsOf(pidOf(c.child));
+      const splitFrom = cpuSplitOf(pidOf(c.child));
       const r = await profilePhase(c.child, profiles, `${c.key}-round-${round}`, () =>
         run(c, durationMs),
       );
-      const cpuUs = ((cpuSecondsOf(pid(c.child)) - cpuFrom) * 1e6) / r.completed;
-      const split = cpuSplitSince(pid(c.child), splitFrom, r.completed);
+      const cpuUs = ((cpuSecondsOf(pidOf(c.child)) - cpuFrom) * 1e6) / r.completed;
+      const split = cpuSplitSince(pidOf(c.child), splitFrom, r.completed);
       const now = await metricsOf(c.child.port);
       const gc = gcPausesSince(from.gc, now.gc, r.completed);
       // Every steady heartbeat should be a repeat: the large case's cost is then its memory's.
@@ -528,7 +529,7 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
     }
     ctx.log(`  round ${round}/${rounds}: ${line.join(', ')}`);
   }
-  const endMem = memoryOf(pid(large));
+  const endMem = memoryOf(pidOf(large));
   await checkSteady(large.port, l.groups, 1_000);
   ctx.log(
     `  RSS after the rounds: large ${fmt(endMem.rss)} MiB (peak ${fmt(endMem.peak)}); 1,000 members checked still steady`,
