@@ -131,6 +131,25 @@ async function metricsOf(port: number): Promise<{ gc: GcPauses; repeated: number
 }
 
 /**
+ * Where a replica's memory is, from its own `/metrics` (prom-client's Node.js gauges), in MiB:
+ * each V8 heap space's size and what of it is in use (old, new, code, large objects), and
+ * memory outside the heap (Buffers, strings handed to native code). RSS above their sum is the
+ * allocator's and the process's own.
+ */
+async function heapSpacesOf(port: number): Promise<string> {
+  const text = await metricsTextOf(port);
+  const mib = (bytes: number) => fmt(bytes / 1_048_576);
+  const space = (name: string, label: string) =>
+    `${label} ${mib(metricIn(text, `coord_process_nodejs_heap_space_size_used_bytes{space="${name}"}`))}` +
+    `/${mib(metricIn(text, `coord_process_nodejs_heap_space_size_total_bytes{space="${name}"}`))}`;
+  return (
+    `heap used/size MiB: ${space('old', 'old')}, ${space('new', 'new')}, ` +
+    `${space('large_object', 'large objects')}, ${space('code', 'code')}; ` +
+    `external ${mib(metricIn(text, 'coord_process_nodejs_external_memory_bytes'))}`
+  );
+}
+
+/**
  * The GC pauses since `from`: young-generation (minor) and major ones, their number, mean and
  * main-thread µs per heartbeat (`per`): with Node's default young generation this is where
  * the large and the small case parted (docs/BENCHMARKS.md).
@@ -469,7 +488,7 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
   const smallMem = memoryOf(pidOf(small));
   ctx.log(
     `  RSS: large ${fmt(steadyMem.rss)} MiB (${fmt(rssBefore)} at start, peak so far ${fmt(steadyMem.peak)}), ` +
-      `small ${fmt(smallMem.rss)} MiB`,
+      `small ${fmt(smallMem.rss)} MiB; large ${await heapSpacesOf(large.port)}`,
   );
   const idle = await idleCpu(ctx, { large, small }, profiles);
 
@@ -532,7 +551,8 @@ export async function capacity(ctx: BenchContext): Promise<Row[]> {
   const endMem = memoryOf(pidOf(large));
   await checkSteady(large.port, l.groups, 1_000);
   ctx.log(
-    `  RSS after the rounds: large ${fmt(endMem.rss)} MiB (peak ${fmt(endMem.peak)}); 1,000 members checked still steady`,
+    `  RSS after the rounds: large ${fmt(endMem.rss)} MiB (peak ${fmt(endMem.peak)}; ${await heapSpacesOf(large.port)}); ` +
+      '1,000 members checked still steady',
   );
 
   const med = (key: string, f: (r: LoadResult & { cpuUs: number }) => number) =>

@@ -61,6 +61,23 @@ process.stdin.on('end', stop);
 process.stdin.resume();
 
 let session = null;
+/*
+ * BENCH_HEAP_SAMPLING=live|major|minor: a profiled phase also samples allocations (V8's
+ * sampling heap profiler) into <name>.heapprofile: `live` counts what is still alive when the
+ * phase ends, `major` adds what died in the old generation meanwhile (it outlived the young GCs:
+ * garbage that grows the heap until a full GC), `minor` adds what died young too.
+ */
+const heapSampling = (() => {
+  const kind = process.env.BENCH_HEAP_SAMPLING;
+  if (!kind) return null;
+  if (!['live', 'major', 'minor'].includes(kind))
+    throw new Error(`BENCH_HEAP_SAMPLING is live, major or minor, not ${kind}`);
+  return {
+    samplingInterval: 16_384,
+    includeObjectsCollectedByMajorGC: kind !== 'live',
+    includeObjectsCollectedByMinorGC: kind === 'minor',
+  };
+})();
 let pending = '';
 process.stdin.setEncoding('utf8');
 process.stdin.on('data', (chunk) => {
@@ -79,9 +96,14 @@ async function profileCommand(line) {
     session.connect();
     await session.post('Profiler.enable');
     await session.post('Profiler.start');
+    if (heapSampling !== null) await session.post('HeapProfiler.startSampling', heapSampling);
   } else if (line.startsWith('PROFILE STOP ') && session) {
     const file = line.slice('PROFILE STOP '.length);
     const { profile } = await session.post('Profiler.stop');
+    if (heapSampling !== null) {
+      const sampled = await session.post('HeapProfiler.stopSampling');
+      writeFileSync(file.replace(/\.cpuprofile$/, '.heapprofile'), JSON.stringify(sampled.profile));
+    }
     session.disconnect();
     session = null;
     writeFileSync(file, JSON.stringify(profile));
