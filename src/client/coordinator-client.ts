@@ -160,6 +160,12 @@ export interface GroupRef {
   readonly consumerGroup: string;
 }
 
+/** What a base URL that answered from more than one replica is behind: a load balancer. */
+const SEVERAL = Symbol('several replicas');
+
+/** Advertised URLs whose replica a client remembers (one per replica it heard of). */
+const REMEMBERED_REPLICAS = 256;
+
 /** Writes that the server answers 503 for after doing them: repeating those would repeat the write. */
 const DONE_DESPITE_503 = new Set(['AUDIT_UNAVAILABLE']);
 
@@ -187,12 +193,21 @@ export class CoordinatorClient {
   private readonly ownerUrls = new Map<string, string>();
   /** Owner URLs that failed a direct request, until when (ms since epoch) they are not tried. */
   private readonly directBlocked = new Map<string, number>();
+  /** Replica ids by advertised URL (`urlKey`), as answers named them (`X-Coord-Owner-Url`). */
+  private readonly replicaAtUrl = new Map<string, string>();
+  /**
+   * Per base URL, the replica that answered there (`X-Coord-Replica`), or {@link SEVERAL} once
+   * two have (a load balancer): a base URL spelled otherwise than its replica's advertised URL
+   * is still known for that replica's.
+   */
+  private readonly replicaBehind: Array<string | typeof SEVERAL | undefined>;
 
   constructor(private readonly options: CoordinatorClientOptions) {
     const given = options.baseUrl ?? options.url;
     this.baseUrls = typeof given === 'string' ? [given] : [...(given ?? [])];
     if (this.baseUrls.length === 0) throw new TypeError('CoordinatorClient needs a baseUrl');
     this.demoted = this.baseUrls.map(() => null);
+    this.replicaBehind = this.baseUrls.map(() => undefined);
     this.demoteForMs = options.demoteForMs ?? 15_000;
     this.token = options.token;
     this.timeoutMs = options.timeoutMs ?? 30_000;
@@ -286,7 +301,7 @@ export class CoordinatorClient {
         this.forgetOwnerUrl(path);
         // The owner may be one of the base URLs (a client that lists every replica); whether it
         // is set aside for its other groups too, `exchange` decided from its answer.
-        tried = this.indexOfUrl(direct);
+        tried = this.baseOf(direct);
         if (!retryDecision(error, repeatable).retry) throw error;
         // A held heartbeat is answered at once where it falls back: held twice, it could outlast
         // the member's session (docs/operations.md#a-paused-owner).
@@ -320,7 +335,7 @@ export class CoordinatorClient {
     if (blocked !== undefined && blocked > Date.now()) return null;
     // The only base URL is no other way to the owner: it decides, with the whole timeout, and a
     // request it leaves unanswered is not sent to it a second time.
-    return this.baseUrls.length === 1 && this.indexOfUrl(url) === 0 ? null : url;
+    return this.baseUrls.length === 1 && this.baseOf(url) === 0 ? null : url;
   }
 
   private forgetOwnerUrl(path: string): void {
@@ -399,23 +414,30 @@ export class CoordinatorClient {
     const group = groupKeyOf(path);
     if (owner && group) this.owners.set(group, owner);
     const ownerUrl = res.headers.get('x-coord-owner-url');
+    if (owner && ownerUrl) this.noteReplicaAt(ownerUrl, owner);
     if (group && res.ok) {
       if (owner && ownerUrl) this.ownerUrls.set(group, ownerUrl);
       else this.ownerUrls.delete(group);
     }
+    const answeredBy = res.headers.get('x-coord-replica');
+    if (at >= 0 && answeredBy) this.noteReplicaBehind(at, answeredBy);
     const parsed = parseJson(text);
     if (res.status === 503 && errorCodeOf(parsed) === 'OWNER_UNAVAILABLE') {
       const unavailable = ownerUrlOf(parsed);
       if (unavailable) this.blockDirect(unavailable);
       if (at >= 0) this.demote(at, 1);
       // The owner that does not answer, if it is one of ours: no better than a silent one.
-      const owner = this.indexOfUrl(unavailable);
-      if (owner !== -1 && owner !== at) this.demote(owner, 2);
+      const silent = this.baseOf(unavailable);
+      if (silent !== -1 && silent !== at) this.demote(silent, 2);
     } else if (res.status === 503 && errorCodeOf(parsed) === 'STORE_UNAVAILABLE') {
       // A replica cut off from its store serves no group: the others first, for a while. A
       // replica relaying its owner's answer names that owner, whose store it is.
-      const relayed = ownerUrl !== null && urlKey(ownerUrl) !== urlKey(base);
-      this.setAside(relayed ? ownerUrl : base, 1);
+      const relayed =
+        answeredBy && owner
+          ? answeredBy !== owner
+          : ownerUrl !== null && urlKey(ownerUrl) !== urlKey(base);
+      if (!relayed) this.setAside(base, 1);
+      else if (ownerUrl) this.setAside(ownerUrl, 1);
     } else if (GATEWAY_STATUSES.has(res.status)) {
       // A gateway in front of the replica (or a load balancer) could not reach it.
       this.setAside(base, 1);
@@ -468,6 +490,36 @@ export class CoordinatorClient {
     return this.baseUrls.findIndex((base) => urlKey(base) === wanted);
   }
 
+  /**
+   * The base URL that reaches the replica at `url` (an advertised URL or a base URL), or -1:
+   * the one spelled the same, else the one where that replica answered (and only it).
+   */
+  private baseOf(url: string | null): number {
+    if (url === null) return -1;
+    const at = this.indexOfUrl(url);
+    if (at !== -1) return at;
+    const replica = this.replicaAtUrl.get(urlKey(url));
+    return replica === undefined ? -1 : this.replicaBehind.indexOf(replica);
+  }
+
+  private noteReplicaAt(url: string, replica: string): void {
+    const key = urlKey(url);
+    if (this.replicaAtUrl.get(key) === replica) return;
+    // Replicas come and go (a restarted one has a new id, a pod a new address): the oldest go.
+    if (this.replicaAtUrl.size >= REMEMBERED_REPLICAS) {
+      const oldest = this.replicaAtUrl.keys().next().value;
+      if (oldest !== undefined) this.replicaAtUrl.delete(oldest);
+    }
+    this.replicaAtUrl.delete(key);
+    this.replicaAtUrl.set(key, replica);
+  }
+
+  private noteReplicaBehind(at: number, replica: string): void {
+    const known = this.replicaBehind[at];
+    if (known === undefined) this.replicaBehind[at] = replica;
+    else if (known !== replica) this.replicaBehind[at] = SEVERAL;
+  }
+
   /** `url` (an owner's, or a base URL) is not tried straight for `demoteForMs`. */
   private blockDirect(url: string): void {
     this.directBlocked.set(urlKey(url), Date.now() + this.demoteForMs);
@@ -476,7 +528,7 @@ export class CoordinatorClient {
   /** The replica at `url` serves nothing now: not straight, and as a base URL after the others. */
   private setAside(url: string, rank: 1 | 2): void {
     this.blockDirect(url);
-    const at = this.indexOfUrl(url);
+    const at = this.baseOf(url);
     if (at !== -1) this.demote(at, rank);
   }
 

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
-import { OWNER_HEADER, OWNER_URL_HEADER } from '../actors/ownership/forwarder.js';
+import { OWNER_HEADER, OWNER_URL_HEADER, REPLICA_HEADER } from '../actors/ownership/forwarder.js';
 import { replicaTurnBudget } from '../actors/turn-budget.js';
 import type { SteadyTicket } from '../actors/types.js';
 import { RecentMap } from '../collections/recent-map.js';
@@ -210,6 +210,7 @@ function deepFreeze<T>(value: T): T {
  */
 export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
   const maxBytes = services.settings.limits['max-body-bytes'];
+  const { replicaId } = services;
   /** Memo: heartbeat URLs (see above). */
   const routes = new RecentMap<HeartbeatRoute>(REMEMBERED_ROUTES.entries, REMEMBERED_ROUTES.chars);
   /**
@@ -338,8 +339,17 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     }
     const headers =
       p.owner === null
-        ? ['X-Request-Id', p.requestId, FAST_PATH_HEADER, 'fast']
-        : ['X-Request-Id', p.requestId, FAST_PATH_HEADER, 'fast', OWNER_HEADER, p.owner];
+        ? ['X-Request-Id', p.requestId, FAST_PATH_HEADER, 'fast', REPLICA_HEADER, replicaId]
+        : [
+            'X-Request-Id',
+            p.requestId,
+            FAST_PATH_HEADER,
+            'fast',
+            REPLICA_HEADER,
+            replicaId,
+            OWNER_HEADER,
+            p.owner,
+          ];
     if (p.owner !== null && p.route.ownerUrl !== null) {
       headers.push(OWNER_URL_HEADER, p.route.ownerUrl);
     }
@@ -354,6 +364,7 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
     if (res.headersSent) return;
     res.setHeader('X-Request-Id', p.requestId);
     res.setHeader(FAST_PATH_HEADER, 'fast');
+    res.setHeader(REPLICA_HEADER, replicaId);
     if (admitted && p.owner !== null) res.setHeader(OWNER_HEADER, p.owner);
     if (admitted && p.owner !== null && route.ownerUrl !== null)
       res.setHeader(OWNER_URL_HEADER, route.ownerUrl);

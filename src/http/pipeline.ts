@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { CoordinatorError } from '../errors.js';
-import { OWNER_HEADER, OWNER_URL_HEADER } from '../actors/ownership/forwarder.js';
+import { OWNER_HEADER, OWNER_URL_HEADER, REPLICA_HEADER } from '../actors/ownership/forwarder.js';
 import { isAdminPath } from './admin-path.js';
 import { auditedOperation, onCutOff, type CutOffAnswer } from './audit.js';
 import { acceptForwarded, lateForwardError, setOwnerHeader } from './forwarding.js';
@@ -26,6 +26,7 @@ export function requestIdMiddleware(services: Services) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const requestId = requestIdOf(req.get('x-request-id'));
     res.setHeader('X-Request-Id', requestId);
+    res.setHeader(REPLICA_HEADER, services.replicaId);
     const accepted = acceptForwarded(services, req);
     if (accepted === 'late') {
       const { status, body } = toErrorResponse(lateForwardError(), requestId);

@@ -89,6 +89,30 @@ describe('owner-direct clients', () => {
     expect(res.headers.get('x-coord-owner-url')).toBe(replicas.get('o1')!.url);
   });
 
+  it('every answer names the replica that gave it; a forwarded one, the replica that relayed it', async () => {
+    const sp = await groupOwnedBy('o1');
+    const routing = `/coord/v1/routing/streams/${sp}/groups/g`;
+    const heartbeat = `/coord/v1/consumer/streams/${sp}/groups/g/heartbeat`;
+    for (const id of ['o1', 'o2']) {
+      const c = replicas.get(id)!;
+      // express, forwarded by o2 to the owner o1
+      const read = await c.call('GET', routing, { user: 'producer' });
+      expect(read.status).toBe(200);
+      expect(read.headers.get('x-coord-replica')).toBe(id);
+      expect(read.headers.get('x-coord-owner')).toBe('o1');
+      // the heartbeat fast path: an answer and a refusal
+      for (const token of [c.token('admin'), 'not-a-token']) {
+        const res = await fetch(`${c.url}${heartbeat}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify(join(`named-by-${id}`)),
+        });
+        expect(res.status).toBe(token === 'not-a-token' ? 401 : 200);
+        expect(res.headers.get('x-coord-replica')).toBe(id);
+      }
+    }
+  });
+
   it('a caller without a valid token learns no owner and no address (401, on express and the fast path)', async () => {
     const sp = await groupOwnedBy('o1');
     const other = replicas.get('o2')!;
@@ -280,6 +304,42 @@ describe('owner-direct clients', () => {
     },
   );
 
+  it('the only base URL reaches the owner by another address: the group is reached there alone', async () => {
+    const sp = await groupOwnedBy('o1', 'sole-alias');
+    const owner = replicas.get('o1')!;
+    // A plain proxy: the answers keep naming the owner's own advertised URL.
+    const alias = await rewritingProxy(owner.url, owner.url);
+    try {
+      const client = new CoordinatorClient({ baseUrl: alias.url, token: owner.token('admin') });
+      await client.routing(sp, 'g');
+      const before = alias.requests();
+      for (let i = 0; i < 4; i++) await client.routing(sp, 'g');
+      // Answered as that replica: its advertised URL is no second way to it.
+      expect(alias.requests()).toBe(before + 4);
+    } finally {
+      await alias.close();
+    }
+  });
+
+  it('a load balancer as the only base URL: after answers from two replicas, groups go to their owners', async () => {
+    const sp = await groupOwnedBy('o1', 'balanced');
+    const [o1, o2] = [replicas.get('o1')!, replicas.get('o2')!];
+    const lb = await balancer([o1.url, o2.url]);
+    try {
+      const client = new CoordinatorClient({ baseUrl: lb.url, token: o2.token('admin') });
+      // o1 answers first: the balancer could be o1 alone, so the next request goes there too.
+      await client.routing(sp, 'g');
+      await client.routing(sp, 'g');
+      expect(lb.requests()).toBe(2);
+      const before = await forwarded(o2);
+      for (let i = 0; i < 4; i++) await client.routing(sp, 'g');
+      expect(lb.requests()).toBe(2);
+      expect(await forwarded(o2)).toBe(before);
+    } finally {
+      await lb.close();
+    }
+  });
+
   it('a slow owner among several base URLs: a change gets the whole timeout and is sent once', async () => {
     const { sp, owner, client } = await ownerFirstAmongBaseUrls('own', {
       timeoutMs: DIRECT_ANSWER_MS + 4_000,
@@ -450,7 +510,17 @@ describe('owner-direct clients', () => {
  * `b`; a group `a` owns; a client listing both as base URLs, `b` first, that learned `a` is the
  * owner.
  */
-async function ownerAmongBaseUrls(tag: string, pausable: boolean) {
+/**
+ * A group owned by `<tag>-a` (its store behind `storeLink`, its HTTP behind `httpLink`, its
+ * advertised URL, when `pausable`), `<tag>-b`, and a client whose base URLs are `b` (behind
+ * `bLink`) and then `a`; with `alias`, `a` first, behind a link of its own to `httpLink`: a base
+ * URL spelled otherwise than the advertised URL of the replica it reaches.
+ */
+async function ownerAmongBaseUrls(
+  tag: string,
+  pausable: boolean,
+  options: { alias?: boolean; timeoutMs?: number } = {},
+) {
   const keyPrefix = randomKeyPrefix();
   const storeLink = await TcpProxy.start(redis.url.replace('redis://', 'http://'));
   const port = await freePort();
@@ -492,7 +562,12 @@ async function ownerAmongBaseUrls(tag: string, pausable: boolean) {
   if (sp === '') throw new Error(`no group owned by ${tag}-a`);
   // `b` through a link of its own, to make it fail once as a base URL.
   const bLink = await TcpProxy.start(b.url);
-  const client = new CoordinatorClient({ baseUrl: [bLink.url, aUrl], token: b.token('admin') });
+  const alias = options.alias ? await TcpProxy.start(aUrl) : null;
+  const client = new CoordinatorClient({
+    baseUrl: alias ? [alias.url, bLink.url] : [bLink.url, aUrl],
+    token: b.token('admin'),
+    ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+  });
   const version = (await client.routing(sp, 'g')).metadataVersion;
   expect(client.ownerHint(sp, 'g')).toBe(`${tag}-a`);
   /** `b` names itself as the owner: the lease moved. */
@@ -514,7 +589,7 @@ async function ownerAmongBaseUrls(tag: string, pausable: boolean) {
     await Promise.all(
       [a, b].map((c) => Promise.race([c.close().catch(() => undefined), sleep(5_000)])),
     );
-    await Promise.all([storeLink.close(), httpLink?.close(), bLink.close()]);
+    await Promise.all([storeLink.close(), httpLink?.close(), bLink.close(), alias?.close()]);
   };
   return { client, sp, version, storeLink, httpLink, bLink, movedToB, close };
 }
@@ -558,6 +633,25 @@ describe('an owner among several base URLs that fails', () => {
       expect(took).toBeGreaterThanOrEqual(waitMs + DIRECT_ANSWER_MS);
       expect(took).toBeLessThan(waitMs + DIRECT_ANSWER_MS + 2 * (waitMs + 2_000) + 2_000);
       expect(run.client.ownerHint(run.sp, 'g')).toBe('pause-b');
+    } finally {
+      await run.close();
+    }
+  }, 60_000);
+
+  it('paused, and a base URL reaches it by another address: that base URL is set aside with it', async () => {
+    const timeoutMs = 10_000;
+    const run = await ownerAmongBaseUrls('alias', true, { alias: true, timeoutMs });
+    try {
+      run.httpLink!.setMode('stall');
+      run.storeLink.setMode('stall');
+      const from = Date.now();
+      await run.client.routing(run.sp, 'g');
+      const took = Date.now() - from;
+      // The owner given up at the bound; then not its other address (the first base URL, which
+      // answered as that replica), which would take the whole timeout, but the other replica.
+      expect(took).toBeGreaterThanOrEqual(DIRECT_ANSWER_MS);
+      expect(took).toBeLessThan(DIRECT_ANSWER_MS + timeoutMs);
+      expect(run.client.ownerHint(run.sp, 'g')).toBe('alias-b');
     } finally {
       await run.close();
     }
@@ -706,6 +800,30 @@ async function rewritingProxy(target: string, ownerUrl?: string) {
     refuse: (sp: string, body: unknown, headers: Record<string, string> = {}) => {
       refusal = { sp, body, headers };
     },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** An HTTP proxy that sends each request to the next of `targets` in turn (a load balancer). */
+async function balancer(targets: readonly string[]) {
+  let count = 0;
+  const server: Server = createServer((req, res) => {
+    const to = new URL(targets[count++ % targets.length]!);
+    const upstream = httpRequest(
+      { host: to.hostname, port: to.port, path: req.url, method: req.method, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests: () => count,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

@@ -38,6 +38,12 @@ export const OWNER_HEADER = 'x-coord-owner';
  * group's next requests straight there (docs/operations.md#owner-direct-clients).
  */
 export const OWNER_URL_HEADER = 'x-coord-owner-url';
+/**
+ * Set on every answer a replica gives: its own id. On a forwarded answer it names the replica
+ * that relayed it, and `X-Coord-Owner` the one that decided: clients and operators behind a
+ * load balancer see which replica they reached (docs/operations.md#owner-direct-clients).
+ */
+export const REPLICA_HEADER = 'x-coord-replica';
 
 /** Values of `coord_forwarded_requests_total{outcome}`. */
 export type ForwardOutcome =
@@ -488,6 +494,7 @@ export class Forwarder {
         const responseHeaders = endToEnd(answer.headers);
         responseHeaders[OWNER_HEADER] ??= owner.id;
         responseHeaders[OWNER_URL_HEADER] ??= owner.url;
+        responseHeaders[REPLICA_HEADER] = this.options.replicaId;
         res.writeHead(answer.statusCode ?? 502, answer.statusMessage, responseHeaders);
         // Headers now, not with the first body chunk: an SSE client sees the stream open.
         res.flushHeaders();
