@@ -76,11 +76,6 @@ export function replayShard(letter: Pick<DeadLetter, 'shard' | 'key'>, shardCoun
   return letter.shard < shardCount ? letter.shard : letter.shard % shardCount;
 }
 
-/** Whether `text` is a stream entry id (`<ms>-<seq>`). */
-export function isStreamId(text: string): boolean {
-  return /^\d{1,20}-\d{1,20}$/.test(text);
-}
-
 /** The error a dead letter keeps: the first line of its message, clipped. */
 export function errorText(error: unknown): string {
   const text = error instanceof Error ? error.message || error.name : String(error);

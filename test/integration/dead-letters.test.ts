@@ -363,6 +363,41 @@ describe('the dead-letter endpoints', () => {
     expect(audit.filter((r) => r.operation === 'purgeDeadLetters')).toHaveLength(2);
   });
 
+  it('an id with a part past 2^64-1 is a 400 VALIDATION_FAILED, not a 503 from the streams Redis', async () => {
+    const sp = await createGroup(2);
+    for (const shard of [0, 1]) {
+      await streams.xadd(
+        `${sp}:${shard}:dead`,
+        '*',
+        'originalId',
+        '1-1',
+        'deliveries',
+        '3',
+        'error',
+        'e',
+      );
+    }
+    // 20 digits, as the id check allows, but more than a stream id's 64-bit parts hold: Redis
+    // refuses it ("Invalid stream ID"), which is the caller's mistake, not an outage.
+    for (const id of [
+      '18446744073709551616-0',
+      '1-18446744073709551616',
+      '99999999999999999999-0',
+    ]) {
+      for (const [action, body] of [
+        ['replay', { ids: [id], dryRun: true }],
+        ['replay', { ids: [id] }],
+        ['purge', { ids: [id] }],
+      ] as const) {
+        const answer = await post(sp, action, body);
+        expect({ action, id, status: answer.status, body: answer.body }).toMatchObject({
+          status: 400,
+          body: { error: { code: 'VALIDATION_FAILED' } },
+        });
+      }
+    }
+  });
+
   it('bad input is a 400 with a code, never a 500; roles and frozen groups are enforced', async () => {
     const sp = await createGroup(2);
     const code = (r: { body: Record<string, unknown> }) =>

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isStreamId } from '../../streams/dead-letters.js';
+import { isStreamId } from '../../streams/positions.js';
 import { route } from '../route.js';
 import { changeMetaSchema, errorSchema, groupParamsSchema } from '../schemas.js';
 
