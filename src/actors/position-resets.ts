@@ -12,6 +12,7 @@ import {
 } from '../machines/types.js';
 import {
   compareStreamIds,
+  idsKeyShard,
   moveShardPosition,
   planPositions,
   validateResetTo,
@@ -261,7 +262,7 @@ function idsShards(to: unknown): number[] | null {
   const ids = to.ids;
   if (typeof ids !== 'object' || ids === null) return null;
   return Object.keys(ids)
-    .map(Number)
+    .map(idsKeyShard)
     .sort((a, b) => a - b);
 }
 

@@ -91,6 +91,16 @@ const SCRIPTS = {
 
 type ScriptCall = (stream: string, ...args: Array<string | number>) => Promise<unknown[]>;
 
+/**
+ * The shard a key of an `ids` target names: a decimal shard number without leading zeros;
+ * anything else is `VALIDATION_FAILED` naming the key.
+ */
+export function idsKeyShard(key: string): number {
+  if (!/^(0|[1-9][0-9]*)$/.test(key))
+    throw invalid(`"ids" has the key ${JSON.stringify(key)}, which is no shard number`);
+  return Number(key);
+}
+
 /** An id `<ms>-<seq>`, both decimal integers of 0 to 2^64-1 without leading zeros. */
 export function isStreamId(value: string): boolean {
   const match = /^(0|[1-9][0-9]{0,19})-(0|[1-9][0-9]{0,19})$/.exec(value);
@@ -143,10 +153,7 @@ export function validateResetTo(to: unknown, shardCount: number, nowMs: number):
   if (entries.length === 0) throw invalid('"ids" names no shard');
   const result: Record<string, string> = {};
   for (const [key, id] of entries) {
-    if (!/^(0|[1-9][0-9]*)$/.test(key)) {
-      throw invalid(`"ids" has the key ${JSON.stringify(key)}, which is no shard number`);
-    }
-    const shard = Number(key);
+    const shard = idsKeyShard(key);
     if (shard >= shardCount) {
       throw new CoordinatorError(
         'SHARD_OUT_OF_RANGE',

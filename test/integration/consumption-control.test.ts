@@ -446,6 +446,22 @@ describe('reset positions', () => {
     expect(await cancel.json()).toMatchObject({ error: { code: 'NO_RESET_IN_PROGRESS' } });
   });
 
+  it('an ids key that is no shard number is 400 VALIDATION_FAILED naming the key, whatever it is', async () => {
+    const sp = await createGroup(2);
+    // "00" and "1e0" are refused as no shard number; "x", "-1" and "1.5" must be too, not
+    // reported as a shard out of range ("no shard NaN", details.shards [null]).
+    for (const key of ['00', '1e0', 'x', '-1', '1.5']) {
+      const res = await positions(sp, { to: { ids: { [key]: '1-0' } } });
+      const { error } = (await res.json()) as { error: { code: string; message: string } };
+      expect({ key, status: res.status, code: error.code }).toEqual({
+        key,
+        status: 400,
+        code: 'VALIDATION_FAILED',
+      });
+      expect(error.message).toContain(JSON.stringify(key));
+    }
+  });
+
   it('shows the pause, the resume and each step of a reset on the events stream', async () => {
     const sp = await createGroup(1);
     const streams = redis.client();
