@@ -29,6 +29,7 @@ import type { Store } from './store/store.js';
 import { createApp } from './http/app.js';
 import { createHeartbeatFastPath } from './http/heartbeat-fast-path.js';
 import { guardConnections } from './http/socket-deadlines.js';
+import { refusedWithoutHost } from './http/connection-errors.js';
 import { StoreOutageBound } from './http/store-outage.js';
 import { AuditLog } from './http/audit.js';
 import { LocalLoginThrottle, StoreLoginThrottle } from './http/auth/login-throttle.js';
@@ -100,6 +101,8 @@ export function httpServerOptions(settings: Settings): ServerOptions {
   const requestTimeout = settings.http['request-timeout'];
   const shortest = Math.min(...[headersTimeout, requestTimeout].filter((ms) => ms > 0));
   return {
+    // A request without Host is refused in the API's shape (`refusedWithoutHost`), not Node's.
+    requireHostHeader: false,
     headersTimeout,
     requestTimeout,
     connectionsCheckingInterval: Number.isFinite(shortest)
@@ -301,6 +304,7 @@ export async function startCoordinator(
   });
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     deadlines.request(req, res);
+    if (refusedWithoutHost(req, res)) return;
     if (!fastPath?.handle(req, res)) app(req, res);
   });
   server.keepAliveTimeout = settings.http['keep-alive-timeout'];

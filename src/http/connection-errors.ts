@@ -18,6 +18,7 @@ export interface ConnectionAnswer {
 /** Status text of the answers this module writes. */
 const REASON: Readonly<Record<number, string>> = {
   400: 'Bad Request',
+  404: 'Not Found',
   408: 'Request Timeout',
   413: 'Payload Too Large',
   431: 'Request Header Fields Too Large',
@@ -175,18 +176,66 @@ export function answerTimeout(
     return;
   }
   const given = res.getHeader('X-Request-Id');
-  const requestId =
-    typeof given === 'string' ? given : requestIdOf(req.headers['x-request-id'] as string);
+  answerOnResponse(req, res, answer, typeof given === 'string' ? given : null);
+}
+
+/**
+ * Writes `answer` as the response to `req` (with the request id given, else the caller's
+ * `X-Request-Id` when sane, else a new one) and closes the connection after it.
+ */
+function answerOnResponse(
+  req: IncomingMessage,
+  res: ServerResponse,
+  answer: ConnectionAnswer,
+  requestId: string | null,
+): void {
+  const id = requestId ?? requestIdOf(req.headers['x-request-id'] as string | undefined);
   const body = JSON.stringify({
-    error: { code: answer.code, message: answer.message, requestId },
+    error: { code: answer.code, message: answer.message, requestId: id },
   });
   res.writeHead(answer.status, {
     'Content-Type': 'application/json; charset=utf-8',
     'Content-Length': Buffer.byteLength(body),
-    'X-Request-Id': requestId,
+    'X-Request-Id': id,
     Connection: 'close',
   });
   // With `Connection: close` the server closes the socket once this is written; the rest of
   // the body is never read.
   res.end(body);
+}
+
+/**
+ * An HTTP/1.1 request without a `Host` header is refused (HTTP/1.1 requires one): 400 in the
+ * API's shape, where Node would answer a bare 400 by itself (the server is created with
+ * `requireHostHeader: false` for this). Returns whether it was.
+ */
+export function refusedWithoutHost(req: IncomingMessage, res: ServerResponse): boolean {
+  if (req.headers.host !== undefined || req.httpVersion !== '1.1') return false;
+  answerOnResponse(
+    req,
+    res,
+    {
+      status: 400,
+      code: 'VALIDATION_FAILED',
+      message: 'malformed request: an HTTP/1.1 request needs a Host header',
+    },
+    null,
+  );
+  return true;
+}
+
+/**
+ * The server's `connect` listener: a CONNECT request (a proxy's method) routes nowhere here:
+ * 404 in the API's shape and the connection closed, where Node would close it without a word.
+ */
+export function connectListener(req: IncomingMessage, socket: Duplex): void {
+  answerOnSocket(
+    socket,
+    {
+      status: 404,
+      code: 'NOT_FOUND',
+      message: 'no route for CONNECT: the coordinator is no proxy',
+    },
+    requestIdOf(req.headers['x-request-id'] as string | undefined),
+  );
 }

@@ -6,6 +6,7 @@ import { auditCutOff } from './audit.js';
 import {
   answerTimeout,
   clientErrorListener,
+  connectListener,
   requestTimeoutAnswer,
   type Exchange,
 } from './connection-errors.js';
@@ -287,6 +288,7 @@ export function guardConnections(
   const exchangeOf = (socket: Duplex) => deadlines.exchangeOf(socket);
   const onClientError = clientErrorListener(exchangeOf);
   server.on('connection', (socket: Socket) => deadlines.connected(socket));
+  server.on('connect', connectListener);
   server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => {
     // Node's own request timeout: answered (and audited) as the per-socket deadlines do.
     if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {

@@ -143,6 +143,27 @@ describe('hostile input gets small, well-formed answers', () => {
     });
   });
 
+  describe('requests Node refuses before any route sees them get the JSON error shape', () => {
+    it('an HTTP/1.1 request without Host: 400 VALIDATION_FAILED with a JSON body', async () => {
+      const { status, headers, body } = await raw(
+        c,
+        'GET /coord/v1/monitoring/health HTTP/1.1\r\nX-Request-Id: no-host-1\r\n\r\n',
+      );
+      expect(status).toBe(400);
+      expect(headers).toMatch(/\r\ncontent-type: application\/json/i);
+      expect(body).toMatchObject({ error: { code: 'VALIDATION_FAILED' } });
+    });
+
+    it('CONNECT: a 4xx with an error code, not a connection closed without an answer', async () => {
+      const client = await rawConnect(c.port, 'CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: x\r\n\r\n');
+      await client.closed;
+      const { status, body } = firstResponse(client.received());
+      expect(status).toBeGreaterThanOrEqual(400);
+      expect(status).toBeLessThan(500);
+      expect(typeof (body as Partial<ErrorAnswer>).error?.code).toBe('string');
+    });
+  });
+
   describe('HEAD on the event stream', () => {
     it('gets the stream’s headers at once, and ends', async () => {
       await createGroup();
