@@ -67,8 +67,15 @@ export function readRawBody(
 }
 
 function isJson(contentType: string | undefined): boolean {
-  const type = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
-  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+  const [media, ...params] = (contentType ?? '').split(';');
+  const type = media?.trim().toLowerCase() ?? '';
+  if (!(type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'))))
+    return false;
+  // JSON is UTF-8 (RFC 8259): a body that says it is in another charset would be misread.
+  return params.every((param) => {
+    const [name, value] = param.split('=');
+    return name?.trim().toLowerCase() !== 'charset' || /^"?utf-?8"?$/i.test(value?.trim() ?? '');
+  });
 }
 
 /**
@@ -77,11 +84,17 @@ function isJson(contentType: string | undefined): boolean {
  */
 let lastJsonType: string | undefined;
 
-/** 415 UNSUPPORTED_MEDIA_TYPE unless the content type is JSON (`application/json`, `application/*+json`). */
+/**
+ * 415 UNSUPPORTED_MEDIA_TYPE unless the content type is JSON (`application/json`,
+ * `application/*+json`) in UTF-8 (no charset, or `charset=utf-8`).
+ */
 export function assertJsonContentType(contentType: string | undefined): void {
   if (contentType !== undefined && contentType === lastJsonType) return;
   if (!isJson(contentType)) {
-    throw new CoordinatorError('UNSUPPORTED_MEDIA_TYPE', 'request bodies must be application/json');
+    throw new CoordinatorError(
+      'UNSUPPORTED_MEDIA_TYPE',
+      'request bodies must be application/json in UTF-8',
+    );
   }
   lastJsonType = contentType;
 }

@@ -307,6 +307,15 @@ describe('heartbeat fast path', () => {
       'UNSUPPORTED_MEDIA_TYPE',
     ],
     [
+      'a JSON body that says it is UTF-16',
+      {
+        headers: { 'content-type': 'application/json; charset=utf-16', ...CONSUMER },
+        body: () => JSON.stringify(JOIN),
+      },
+      415,
+      'UNSUPPORTED_MEDIA_TYPE',
+    ],
+    [
       'a body without a Content-Type',
       { headers: CONSUMER, body: () => new Blob([JSON.stringify(JOIN)]) },
       415,
