@@ -14,11 +14,21 @@ export function outputOption(command: Command): Command {
 
 type Cell = string | number | boolean | null | undefined | readonly unknown[];
 
-/** A cell as text: `-` for nothing, lists comma-separated. */
+/**
+ * Control characters and bidirectional overrides, which a terminal would act on: a consumer
+ * names itself (`clientId`), and its name must not rewrite the operator's screen.
+ */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * A cell as text: `-` for nothing, lists comma-separated; control characters shown escaped
+ * (`\u001b`), never sent to the terminal.
+ */
 export function cellText(value: Cell): string {
   if (value === null || value === undefined || value === '') return '-';
-  if (Array.isArray(value)) return value.length ? value.join(',') : '-';
-  return String(value);
+  const text = Array.isArray(value) ? (value.length ? value.join(',') : '-') : String(value);
+  return text.replace(UNPRINTABLE, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /** Left-aligned columns separated by two spaces, headers upper-case. */

@@ -25,6 +25,13 @@ describe('tables', () => {
       ),
     ).toBe('SHARD  OWNER  SHARDS\n0      m1     1,2\n10     -      -\n');
   });
+  it('a value a client chose cannot reach the terminal as control characters', () => {
+    // A consumer's clientId with an escape sequence (clear the screen), a newline and a
+    // right-to-left override: printed escaped, on one line.
+    const table = renderTable(['member', 'client'], [['m1', 'app\u001b[2J\nfake\u202eevil']]);
+    expect(table).toBe('MEMBER  CLIENT\nm1      app\\u001b[2J\\u000afake\\u202eevil\n');
+    expect(renderFields([['client', '\u0007bell']])).toBe('client:  \\u0007bell\n');
+  });
   it('fields align their values', () => {
     expect(
       renderFields([
