@@ -27,7 +27,8 @@ interface CommonOptions {
   readonly timeoutMs?: number;
   /**
    * Retry of requests that are safe to repeat: reads on no answer or 502/503/504, writes only
-   * on a 503 that says nothing was done. Heartbeats are retried by the consumer itself.
+   * on a 503 whose code says nothing was done (not a gateway's own 503 without a code, after
+   * which the change may have been made). Heartbeats are retried by the consumer itself.
    * @default { maxAttempts: 5, baseDelayMs: 100, maxDelayMs: 5000 }
    */
   readonly retry?: RetryOptions;
@@ -70,7 +71,11 @@ export interface TokenAuthOptions extends CommonOptions {
   readonly password?: undefined;
 }
 
-/** A client that logs in itself and logs in again before (or when) its token expires. */
+/**
+ * A client that logs in itself and logs in again before (or when) its token expires: at 80 % of
+ * its lifetime the next request starts the renewal and goes on with the token it has, which is
+ * still valid; only a request whose token has expired waits for the new one.
+ */
 export interface PasswordAuthOptions extends CommonOptions {
   readonly token?: undefined;
   /** The user to log in as (`POST /coord/v1/auth/login`). */
@@ -178,6 +183,8 @@ export class CoordinatorClient {
   private token: string | undefined;
   /** When the token should be renewed (ms since epoch); only with credentials. */
   private renewAt = Infinity;
+  /** When the token expires (ms since epoch); only with credentials. */
+  private expiresAt = Infinity;
   private loggingIn: Promise<void> | null = null;
   private readonly baseUrls: readonly string[];
   private current = 0;
@@ -204,8 +211,16 @@ export class CoordinatorClient {
 
   constructor(private readonly options: CoordinatorClientOptions) {
     const given = options.baseUrl ?? options.url;
-    this.baseUrls = typeof given === 'string' ? [given] : [...(given ?? [])];
-    if (this.baseUrls.length === 0) throw new TypeError('CoordinatorClient needs a baseUrl');
+    const listed = typeof given === 'string' ? [given] : [...(given ?? [])];
+    if (listed.length === 0) throw new TypeError('CoordinatorClient needs a baseUrl');
+    for (const url of listed)
+      if (!isHttpUrl(url))
+        throw new TypeError(`CoordinatorClient: base URL ${url} is not an absolute http(s) URL`);
+    // One replica listed twice (with and without a trailing slash, say) is one base URL: set
+    // aside once, it is set aside (docs/operations.md#owner-direct-clients).
+    this.baseUrls = listed.filter(
+      (url, i) => listed.findIndex((other) => urlKey(other) === urlKey(url)) === i,
+    );
     this.demoted = this.baseUrls.map(() => null);
     this.replicaBehind = this.baseUrls.map(() => undefined);
     this.demoteForMs = options.demoteForMs ?? 15_000;
@@ -225,7 +240,11 @@ export class CoordinatorClient {
     );
     this.token = body.accessToken;
     // Renew at 80% of the lifetime so a long-running consumer never heartbeats with a dead token.
-    if (typeof body.expiresIn === 'number') this.renewAt = sentAt + body.expiresIn * 800;
+    if (typeof body.expiresIn === 'number') {
+      this.renewAt = sentAt + body.expiresIn * 800;
+      // A token's expiry is in whole seconds: it may end up to a second before its lifetime.
+      this.expiresAt = sentAt + (body.expiresIn - 1) * 1000;
+    }
   }
 
   /**
@@ -252,15 +271,7 @@ export class CoordinatorClient {
   ): Promise<T> {
     const once = async (): Promise<T> => {
       if (authenticated) await this.ensureToken();
-      try {
-        return await this.fetchJson<T>(method, path, body, options);
-      } catch (error) {
-        if (authenticated && error instanceof AuthenticationError && this.hasCredentials()) {
-          await this.renewToken();
-          return this.fetchJson<T>(method, path, body, options);
-        }
-        throw error;
-      }
+      return this.fetchJson<T>(method, path, body, options, authenticated);
     };
     if (options.retry === false) return once();
     const idempotent = method === 'GET' || method === 'HEAD' || method === 'PUT';
@@ -277,24 +288,35 @@ export class CoordinatorClient {
     path: string,
     body: unknown,
     options: RequestOptions,
+    authenticated: boolean,
   ): Promise<T> {
+    // A 401 (the token expired meanwhile) was refused before anything was done: with
+    // credentials, the same exchange goes again once with a new token, as it was sent (a held
+    // heartbeat's fallback without its wait stays so).
+    const exchange = async (base: string, at: number, b: unknown, o: RequestOptions) => {
+      try {
+        return await this.exchange<T>(base, at, method, path, b, o);
+      } catch (error) {
+        if (!(authenticated && error instanceof AuthenticationError && this.hasCredentials()))
+          throw error;
+        await this.renewToken();
+        return this.exchange<T>(base, at, method, path, b, o);
+      }
+    };
     const direct = this.directUrlFor(path);
     /** A base URL this call does not go back to: the owner it just tried. */
     let tried = -1;
     let sent = { body, options };
     // A change the owner may have made before it stopped answering is never sent again: a
     // bound would only turn a slow success into an unknown outcome, so it gets the whole time.
-    const repeatable =
-      method === 'GET' || method === 'HEAD' || method === 'PUT' || path.endsWith('/heartbeat');
+    const heartbeat = isHeartbeat(method, path);
+    const repeatable = method === 'GET' || method === 'HEAD' || method === 'PUT' || heartbeat;
     const directBound = (given: RequestOptions) =>
       Math.min(given.timeoutMs ?? this.timeoutMs, (given.holdMs ?? 0) + DIRECT_ANSWER_MS);
     if (direct !== null) {
       const bounded = repeatable ? directBound(options) : (options.timeoutMs ?? this.timeoutMs);
       try {
-        return await this.exchange<T>(direct, -1, method, path, body, {
-          ...options,
-          timeoutMs: bounded,
-        });
+        return await exchange(direct, -1, body, { ...options, timeoutMs: bounded });
       } catch (error) {
         if (options.signal?.aborted || !fallsBack(error)) throw error;
         // Not the owner now, or not reachable from here: this call goes to the base URLs.
@@ -305,7 +327,7 @@ export class CoordinatorClient {
         if (!retryDecision(error, repeatable).retry) throw error;
         // A held heartbeat is answered at once where it falls back: held twice, it could outlast
         // the member's session (docs/operations.md#a-paused-owner).
-        if (options.holdMs && path.endsWith('/heartbeat')) {
+        if (options.holdMs && heartbeat) {
           const { holdMs, ...rest } = options;
           const total = options.timeoutMs ?? this.timeoutMs;
           sent = {
@@ -322,7 +344,7 @@ export class CoordinatorClient {
     const mark = this.demoted[at];
     if (direct !== null && repeatable && mark && mark.rank === 2 && mark.until > Date.now())
       sent = { ...sent, options: { ...sent.options, timeoutMs: directBound(sent.options) } };
-    return this.exchange<T>(this.baseUrls[at]!, at, method, path, sent.body, sent.options);
+    return exchange(this.baseUrls[at]!, at, sent.body, sent.options);
   }
 
   /** The owner URL to send a group's request to first (`routing: 'owner'`), or null. */
@@ -413,7 +435,10 @@ export class CoordinatorClient {
     const owner = res.headers.get('x-coord-owner');
     const group = groupKeyOf(path);
     if (owner && group) this.owners.set(group, owner);
-    const ownerUrl = res.headers.get('x-coord-owner-url');
+    // An owner URL that is no absolute http(s) URL (a proxy's own spelling, say) is not one to
+    // send to: the group is reached through the base URLs.
+    const named = res.headers.get('x-coord-owner-url');
+    const ownerUrl = named !== null && isHttpUrl(named) ? named : null;
     if (owner && ownerUrl) this.noteReplicaAt(ownerUrl, owner);
     if (group && res.ok) {
       if (owner && ownerUrl) this.ownerUrls.set(group, ownerUrl);
@@ -550,6 +575,13 @@ export class CoordinatorClient {
   private async ensureToken(): Promise<void> {
     if (!this.hasCredentials()) return;
     if (this.token !== undefined && Date.now() < this.renewAt) return;
+    // Due for renewal and still valid: the request goes with it while the renewal runs beside
+    // it, so a slow or silent replica answering the login holds no heartbeat up; a renewal
+    // that fails is tried again by the next request.
+    if (this.token !== undefined && Date.now() < this.expiresAt) {
+      this.renewToken().catch(() => undefined);
+      return;
+    }
     await this.renewToken();
   }
 
@@ -702,7 +734,11 @@ function retryDecision(error: unknown, idempotent: boolean): RetryDecision {
   if (error instanceof CoordinatorUnreachableError) return { retry: idempotent };
   if (error instanceof UnavailableError) {
     if (error.code === 'GROUP_FAILED_CLOSED') return { retry: false };
-    if (!idempotent && (error.status !== 503 || DONE_DESPITE_503.has(error.code)))
+    // A 503 without a coordinator's code (a gateway's own) says nothing of what was done.
+    if (
+      !idempotent &&
+      (error.status !== 503 || DONE_DESPITE_503.has(error.code) || error.code.startsWith('HTTP_'))
+    )
       return { retry: false };
     // Sent to the owner, which did not answer in time: it may have done it.
     if (!idempotent && error.code === 'OWNER_UNAVAILABLE' && error.details?.reason === 'no-answer')
@@ -746,6 +782,23 @@ function urlKey(url: string): string {
     return `${parsed.origin}${parsed.pathname.replace(/\/+$/, '')}`;
   } catch {
     return url;
+  }
+}
+
+/** Whether a request is a member's heartbeat (POST to a group's heartbeat route). */
+function isHeartbeat(method: string, path: string): boolean {
+  return method === 'POST' && HEARTBEAT_PATH.test(path);
+}
+
+const HEARTBEAT_PATH = /^\/coord\/v1\/consumer\/streams\/[^/?]+\/groups\/[^/?]+\/heartbeat(\?|$)/;
+
+/** An absolute http: or https: URL. */
+function isHttpUrl(text: string): boolean {
+  try {
+    const { protocol } = new URL(text);
+    return protocol === 'http:' || protocol === 'https:';
+  } catch {
+    return false;
   }
 }
 

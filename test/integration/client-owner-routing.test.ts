@@ -13,6 +13,7 @@ import type { HeartbeatReply, HeartbeatRequest } from '../../src/machines/protoc
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CHANGE,
+  PASSWORD,
   startReplicaOn,
   startTestReplica,
   type TestCoordinator,
@@ -50,7 +51,7 @@ afterAll(async () => {
  * that owner serves: the same one again for the same tag).
  */
 async function groupOwnedBy(owner: string, tag = 'own'): Promise<string> {
-  const any = replicas.get('o1')!;
+  const any = [...replicas.values()][0]!; // o1, or o2 once o1 is gone
   for (let i = 0; i < 50; i++) {
     const sp = `${tag}-${owner}-${i}`;
     const res = await any.call('POST', '/coord/v1/admin/groups', {
@@ -504,6 +505,263 @@ describe('owner-direct clients', () => {
   });
 });
 
+describe('owner-direct clients at the edges', () => {
+  it.each([
+    ['listed twice', (url: string) => [url, url]],
+    ['listed with and without a trailing slash', (url: string) => [url, `${url}/`]],
+  ])(
+    'a silent replica %s: it is set aside, and the other base URL serves',
+    async (_how, spellings) => {
+      const sp = await groupOwnedBy('o2', 'twice');
+      const other = replicas.get('o2')!;
+      const silent = await blackHole();
+      try {
+        const client = new CoordinatorClient({
+          baseUrl: [...spellings(silent.url), other.url],
+          token: other.token('admin'),
+          timeoutMs: 1_000,
+        });
+        // One replica, one answer missing: the retries go to the replica that answers.
+        for (let i = 0; i < 3; i++) expect((await client.routing(sp, 'g')).shardCount).toBe(2);
+      } finally {
+        await silent.close();
+      }
+    },
+  );
+
+  it.each([
+    ['a host and port without a scheme', 'o1.internal:8080'],
+    ['a relative path', '/coord-owner'],
+    ['no URL at all', 'http://[::1'],
+  ])(
+    'an owner URL header that is %s: the group is served through the base URLs',
+    async (_what, ownerUrl) => {
+      const sp = await groupOwnedBy('o2', 'malformed');
+      const other = replicas.get('o2')!;
+      const proxy = await rewritingProxy(other.url, ownerUrl);
+      try {
+        const client = new CoordinatorClient({ baseUrl: proxy.url, token: other.token('admin') });
+        for (let i = 0; i < 3; i++) expect((await client.routing(sp, 'g')).shardCount).toBe(2);
+        await client.pauseProducers(sp, 'g', CHANGE);
+        expect((await client.routing(sp, 'g')).producersPaused).toBe(true);
+      } finally {
+        await proxy.close();
+      }
+    },
+  );
+
+  it('a group named "heartbeat": deleting it is a change, given the whole timeout and sent once', async () => {
+    const o2 = replicas.get('o2')!;
+    let sp = '';
+    for (let i = 0; sp === '' && i < 50; i++) {
+      const res = await o2.call('POST', '/coord/v1/admin/groups', {
+        user: 'writer',
+        body: { streamPrefix: `named-${i}`, consumerGroup: 'heartbeat', shardCount: 1, ...CHANGE },
+      });
+      if (res.headers.get('x-coord-owner') === 'o2') sp = `named-${i}`;
+    }
+    // o2 behind a proxy that names itself as the owner's URL, listed first; o2 again behind
+    // one that names that proxy, second.
+    const owner = await rewritingProxy(o2.url);
+    const base = await rewritingProxy(o2.url, owner.url);
+    try {
+      const client = new CoordinatorClient({
+        baseUrl: [owner.url, base.url],
+        token: o2.token('admin'),
+        timeoutMs: DIRECT_ANSWER_MS + 4_000,
+        retry: { maxAttempts: 1 },
+      });
+      await client.routing(sp, 'heartbeat'); // learns the owner's URL
+      owner.slow(DIRECT_ANSWER_MS + 1_000);
+      const before = { owner: owner.requests(), base: base.requests() };
+      const from = Date.now();
+      await client.request('DELETE', `/coord/v1/admin/streams/${sp}/groups/heartbeat`, CHANGE);
+      // Not cut at the direct bound and sent again through the other base URL.
+      expect({
+        owner: owner.requests() - before.owner,
+        base: base.requests() - before.base,
+      }).toEqual({ owner: 1, base: 0 });
+      expect(Date.now() - from).toBeGreaterThanOrEqual(DIRECT_ANSWER_MS + 900);
+    } finally {
+      await owner.close();
+      await base.close();
+    }
+  });
+
+  it('a held heartbeat whose token expires while its owner is silent is not held again after the renewal', async () => {
+    // Two replicas of their own key prefix whose logins mint tokens of 3 s.
+    const keyPrefix = randomKeyPrefix();
+    const start = (id: string) =>
+      startReplicaOn(redis.url, keyPrefix, id, { 'security.token-ttl': '3s' });
+    const t1 = await start('t1');
+    const t2 = await start('t2');
+    const proxies: Array<{ close(): Promise<void> }> = [];
+    try {
+      await waitFor(
+        () =>
+          [t1, t2].every(
+            (c) => c.services.replicas?.urlOf('t1') && c.services.replicas?.urlOf('t2'),
+          ),
+        {
+          what: 'both replicas seen by each',
+        },
+      );
+      let sp = '';
+      for (let i = 0; sp === '' && i < 50; i++) {
+        const res = await t2.call('POST', '/coord/v1/admin/groups', {
+          user: 'writer',
+          body: { streamPrefix: `expiring-${i}`, consumerGroup: 'g', shardCount: 1, ...CHANGE },
+        });
+        if (res.headers.get('x-coord-owner') === 't1') sp = `expiring-${i}`;
+      }
+      // t1 behind a proxy that names itself as the owner's URL; t2 behind one that names it.
+      const owner = await rewritingProxy(t1.url);
+      const base = await rewritingProxy(t2.url, owner.url);
+      proxies.push(owner, base);
+      const client = new CoordinatorClient({
+        baseUrl: base.url,
+        username: 'admin',
+        password: PASSWORD,
+      });
+      const loggedInAt = Date.now();
+      await client.login('admin', PASSWORD);
+      const beat = (reply: HeartbeatReply, timeoutMs?: number, waitMs?: number) =>
+        client.heartbeat(
+          sp,
+          'g',
+          {
+            ...join('expiring-1'),
+            memberEpoch: reply.memberEpoch,
+            assignmentEpoch: reply.assignmentEpoch,
+            metadataVersion: reply.metadataVersion,
+            currentAssignments: reply.assignedShards,
+          },
+          timeoutMs,
+          waitMs === undefined ? undefined : { waitMs },
+        );
+      let reply = await client.heartbeat(sp, 'g', join('expiring-1'));
+      for (let i = 0; i < 3; i++) reply = await beat(reply); // steady, straight to the owner
+      // Sent before the client renews its token (at 80 % of its 3 s), with a token that has
+      // expired by the time the silent owner is given up (the wait plus the direct bound).
+      expect(Date.now() - loggedInAt).toBeLessThan(2_000);
+      owner.slow(8_000);
+      const waitMs = 2_000;
+      const from = Date.now();
+      await beat(reply, 5_000, waitMs);
+      const took = Date.now() - from;
+      // The silent owner gets the wait plus the direct bound; after the renewal the base URL
+      // answers at once, as without it.
+      expect(took).toBeLessThan(waitMs + DIRECT_ANSWER_MS + 1_500);
+    } finally {
+      for (const proxy of proxies) await proxy.close();
+      await Promise.all([t1, t2].map((c) => c.close()));
+    }
+  });
+
+  it('renewing the token through a silent base URL: a heartbeat to its owner still keeps to its timeout', async () => {
+    // Two replicas of their own key prefix whose logins mint tokens of 10 s: renewed after 8 s,
+    // valid for 9 s at least (their expiry is in whole seconds).
+    const keyPrefix = randomKeyPrefix();
+    const start = (id: string) =>
+      startReplicaOn(redis.url, keyPrefix, id, { 'security.token-ttl': '10s' });
+    const r1 = await start('r1');
+    const r2 = await start('r2');
+    // r2 behind a proxy whose answers name r1's URL for r1's groups, as r2's own would.
+    const link = await rewritingProxy(r2.url, r1.url);
+    try {
+      await waitFor(
+        () =>
+          [r1, r2].every(
+            (c) => c.services.replicas?.urlOf('r1') && c.services.replicas?.urlOf('r2'),
+          ),
+        { what: 'both replicas seen by each' },
+      );
+      let sp = '';
+      for (let i = 0; sp === '' && i < 50; i++) {
+        const res = await r2.call('POST', '/coord/v1/admin/groups', {
+          user: 'writer',
+          body: { streamPrefix: `renewing-${i}`, consumerGroup: 'g', shardCount: 1, ...CHANGE },
+        });
+        if (res.headers.get('x-coord-owner') === 'r1') sp = `renewing-${i}`;
+      }
+      // Every replica listed, r2 (through a link) first: the owner r1 is reached straight.
+      const client = new CoordinatorClient({
+        baseUrl: [link.url, r1.url],
+        username: 'admin',
+        password: PASSWORD,
+        timeoutMs: 10_000,
+      });
+      let reply = await client.heartbeat(sp, 'g', join('renewing-1'));
+      // r2 pauses; the owner answers. The token is due for renewal and valid for most of a
+      // second more: the renewal goes to r2, the heartbeat straight to r1 with the token it has.
+      link.slow(60_000);
+      await sleep(8_300);
+      const from = Date.now();
+      reply = await client.heartbeat(
+        sp,
+        'g',
+        {
+          ...join('renewing-1'),
+          memberEpoch: reply.memberEpoch,
+          assignmentEpoch: reply.assignmentEpoch,
+          metadataVersion: reply.metadataVersion,
+          currentAssignments: reply.assignedShards,
+        },
+        DIRECT_ANSWER_MS, // a Consumer's heartbeat timeout
+      );
+      expect(reply.outcome).toBe('OK');
+      expect(Date.now() - from).toBeLessThan(DIRECT_ANSWER_MS + 500);
+    } finally {
+      link.slow(0);
+      await link.close();
+      await Promise.all([r1, r2].map((c) => c.close()));
+    }
+  });
+
+  it('a gateway in front of the owner that passed a scale on, then answered a bare 503: the scale is not sent again', async () => {
+    const sp = await groupOwnedBy('o2', 'bare503');
+    const o2 = replicas.get('o2')!;
+    // A gateway that hands the request to the owner and, once the owner has answered, answers
+    // 503 without an error code itself (a proxy whose upstream connection was reset).
+    const gateway = await passingOnThen503(o2.url);
+    const base = await rewritingProxy(o2.url, gateway.url);
+    try {
+      // A second base URL (never reached here): the gateway is then no other name for the only
+      // base URL's replica, and the owner is reached through it.
+      const client = new CoordinatorClient({
+        baseUrl: [base.url, 'http://127.0.0.1:1'],
+        token: o2.token('admin'),
+      });
+      await client.routing(sp, 'g'); // learns the gateway as the owner's URL
+      const before = { gateway: gateway.requests(), base: base.requests() };
+      const outcome = await client
+        .request(
+          'POST',
+          `/coord/v1/admin/streams/${sp}/groups/g/scale`,
+          { shardCount: 3, ...CHANGE },
+          {
+            retry: false,
+          },
+        )
+        .then(
+          () => 'accepted',
+          (error: { status?: number; code?: string }) => `${error.status} ${error.code}`,
+        );
+      // The owner started the migration; a 503 that names no code does not say nothing was
+      // done, so the caller hears that 503, and the scale is not sent a second time.
+      expect({
+        outcome,
+        gateway: gateway.requests() - before.gateway,
+        base: base.requests() - before.base,
+      }).toEqual({ outcome: '503 HTTP_503', gateway: 1, base: 0 });
+      expect((await client.routing(sp, 'g')).shardCount).toBe(3);
+    } finally {
+      await base.close();
+      await gateway.close();
+    }
+  });
+});
+
 /**
  * Two replicas of their own key prefix (leases of 1.5 s): `a`, whose store link goes through a
  * TCP proxy (and, with `pausable`, whose HTTP is advertised and reached through another), and
@@ -698,6 +956,37 @@ async function noAnswer(client: CoordinatorClient, timeoutMs: number): Promise<v
       retry: false,
     }),
   ).rejects.toMatchObject({ name: 'CoordinatorUnreachableError' });
+}
+
+/**
+ * A gateway to `target` that passes every request on and, once the answer came, answers 503
+ * with a plain-text body instead (a proxy whose upstream connection was reset before headers).
+ */
+async function passingOnThen503(target: string) {
+  const to = new URL(target);
+  let count = 0;
+  const server = createServer((req, res) => {
+    count++;
+    const upstream = httpRequest(
+      { host: to.hostname, port: to.port, path: req.url, method: req.method, headers: req.headers },
+      (answer) => {
+        answer.resume();
+        answer.on('end', () => {
+          res.writeHead(503, { 'content-type': 'text/plain' });
+          res.end('upstream connect error or disconnect/reset before headers');
+        });
+      },
+    );
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests: () => count,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
 
 /** A server that answers every request with `status` and counts them (a broken gateway). */
