@@ -81,6 +81,7 @@ export function composeHost(options: GroupHostOptions): HostParts {
   const table = new GroupTable(metrics, (entry) => {
     holds.wakeAll(entry);
     sweeper.forget(entry);
+    publication.ended(entry);
   });
   // A dropped group (deleted, or written by another owner) keeps no lease here either.
   const drop = (entry: GroupEntry) => {

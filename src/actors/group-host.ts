@@ -794,13 +794,15 @@ export class GroupHost implements GroupCoordinator {
 
   /**
    * Follows a group's transitions (the monitoring events stream): `listener` gets every change
-   * of state value and every event with effects. Resolves with the unsubscribe function.
+   * of state value and every event with effects; `onEnd` is called when the group leaves this
+   * replica. Resolves with the unsubscribe function.
    */
   async subscribe(
     ref: GroupRef,
     listener: (transition: GroupTransition) => void,
+    onEnd?: () => void,
   ): Promise<() => void> {
-    return this.parts.publication.subscribe(await this.entry(ref), listener);
+    return this.parts.publication.subscribe(await this.entry(ref), listener, onEnd);
   }
 
   groupsOwned(): number {

@@ -11,6 +11,12 @@ import { VersionWaiters } from './version-waiters.js';
 
 type Listener = (transition: GroupTransition) => void;
 
+/** A follower of a group's transitions, told when the group leaves this replica. */
+interface Subscriber {
+  readonly listener: Listener;
+  readonly onEnd: () => void;
+}
+
 /** How many transitions each group keeps on its owner (monitoring `…/transitions`). */
 export const TRANSITIONS_KEPT = 50;
 
@@ -107,7 +113,7 @@ export function announcedStep(snapshot: ActorSnapshot): AnnouncedStep {
  */
 export class Publication {
   private readonly waiters: VersionWaiters;
-  private readonly listeners = new Map<string, Set<Listener>>();
+  private readonly listeners = new Map<string, Set<Subscriber>>();
   /** The recent transitions of each group served here; gone with its entry. */
   private readonly logs = new WeakMap<GroupEntry, TransitionLog>();
   /** What the host is running on each group now (see {@link during}). */
@@ -161,20 +167,45 @@ export class Publication {
     this.afterChange?.(entry, context);
   }
 
-  /** Follows the group's transitions; returns the unsubscribe function. */
-  subscribe(entry: GroupEntry, listener: Listener): () => void {
+  /**
+   * Follows the group's transitions; returns the unsubscribe function. `onEnd` is called once
+   * the group leaves this replica ({@link ended}), at once if it has already begun to.
+   */
+  subscribe(
+    entry: GroupEntry,
+    listener: Listener,
+    onEnd: () => void = () => undefined,
+  ): () => void {
+    if (entry.phase !== 'owned' && entry.phase !== 'loading') {
+      onEnd();
+      return () => undefined;
+    }
     const id = groupId(entry.ref);
     let set = this.listeners.get(id);
     if (!set) {
       set = new Set();
       this.listeners.set(id, set);
     }
-    set.add(listener);
-    const listeners = set;
+    const subscriber = { listener, onEnd };
+    set.add(subscriber);
+    const subscribers = set;
     return () => {
-      listeners.delete(listener);
-      if (listeners.size === 0) this.listeners.delete(id);
+      subscribers.delete(subscriber);
+      if (subscribers.size === 0 && this.listeners.get(id) === subscribers)
+        this.listeners.delete(id);
     };
+  }
+
+  /**
+   * The group of `entry` leaves this replica (released, dropped, deleted, shut down): its
+   * transitions will be announced elsewhere or nowhere, so its followers are told and forgotten.
+   */
+  ended(entry: GroupEntry): void {
+    const id = groupId(entry.ref);
+    const subscribers = this.listeners.get(id);
+    if (!subscribers) return;
+    this.listeners.delete(id);
+    for (const { onEnd } of subscribers) onEnd();
   }
 
   /** Resolves when the group's version passes `afterVersion` (or it fails closed), or after `waitMs`. */
@@ -270,7 +301,7 @@ export class Publication {
       first ? null : this.valueOf(fromRef),
       this.valueOf(toRef),
     );
-    for (const listener of listeners) listener(transition);
+    for (const { listener } of listeners) listener(transition);
   }
 
   /** The JSON a transition is kept as, its repeated pieces written as their index. */

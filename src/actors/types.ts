@@ -307,8 +307,15 @@ export interface GroupCoordinator {
   ): Promise<void>;
   /** Brings a failed-closed group back: RESUME the stored metadata or RECREATE a new lifecycle. */
   recover(ref: GroupRef, request: RecoveryRequest, origin?: CommandOrigin): Promise<GroupView>;
-  /** Follows a group's transitions; resolves with the unsubscribe function. */
-  subscribe(ref: GroupRef, listener: (transition: GroupTransition) => void): Promise<() => void>;
+  /**
+   * Follows a group's transitions; resolves with the unsubscribe function. `onEnd` is called
+   * when the group leaves this replica (deleted, moved, released, shut down).
+   */
+  subscribe(
+    ref: GroupRef,
+    listener: (transition: GroupTransition) => void,
+    onEnd?: () => void,
+  ): Promise<() => void>;
   /** A producer reported the metadata version it has seen (header X-Observed-Metadata-Version). */
   observeVersion(ref: GroupRef, version: number, source: 'routing'): Promise<void>;
   /** Throws `STORE_UNAVAILABLE` when writes cannot be made now (checked before admin mutations). */

@@ -51,6 +51,29 @@ describe('the group events stream (server-sent events)', () => {
     abort.abort();
   });
 
+  it('ends, saying why, when the group leaves the replica (here: deleted)', async () => {
+    await c.call('PUT', '/coord/v1/admin/streams/ev-gone/groups/g', {
+      user: 'writer',
+      body: { shardCount: 1, ...CHANGE },
+    });
+    const res = await fetch(`${c.url}/coord/v1/monitoring/streams/ev-gone/groups/g/events`, {
+      headers: { authorization: `Bearer ${c.token('reader')}` },
+    });
+    const stream = serverSentEvents(res.body as ReadableStream<Uint8Array>);
+    const first = await stream.next();
+    expect(first.done ? null : first.value.event).toBe('snapshot');
+    const deleted = await c.call('DELETE', '/coord/v1/admin/streams/ev-gone/groups/g', {
+      user: 'admin',
+      body: CHANGE,
+    });
+    expect(deleted.status).toBeLessThan(300);
+    // Not keep-alives for ever: an `end` event, then the end of the stream.
+    const names: string[] = [];
+    for (let next = await stream.next(); !next.done; next = await stream.next())
+      names.push(next.value.event);
+    expect(names.at(-1)).toBe('end');
+  });
+
   it('needs READ', async () => {
     const res = await c.call('GET', '/coord/v1/monitoring/streams/ev/groups/g/events', {
       user: 'consumer',

@@ -362,7 +362,19 @@ export const monitoringRoutes = [
       const write = (event: string, data: unknown) =>
         res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
       write('snapshot', group);
-      const unsubscribe = await services.coordinator.subscribe(ref, (t) => write('transition', t));
+      // The group leaving this replica ends the stream: its transitions happen elsewhere now,
+      // or nowhere. A client that connects again follows it to its new owner (or hears 404).
+      const unsubscribe = await services.coordinator.subscribe(
+        ref,
+        (t) => write('transition', t),
+        () => {
+          if (res.writableEnded || res.destroyed) return;
+          write('end', {
+            reason: 'the group is no longer served by this replica: deleted, or moved to another',
+          });
+          res.end();
+        },
+      );
       const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
       keepAlive.unref();
       await closed;
