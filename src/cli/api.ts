@@ -8,6 +8,7 @@ import {
 } from '../client/index.js';
 import type { GroupName } from './options.js';
 import { RequestError } from './request-error.js';
+import { urlOn } from '../client/url-on.js';
 
 type Sdk = CoordinatorClient;
 
@@ -33,7 +34,7 @@ export class CliApi {
     try {
       return await this.client.request<T>(method, path, body, options);
     } catch (error) {
-      throw new RequestError(method, new URL(path, this.baseUrl).href, error);
+      throw new RequestError(method, urlOn(this.baseUrl, path).href, error);
     }
   }
 
@@ -115,7 +116,7 @@ export class CliApi {
     try {
       return await call();
     } catch (error) {
-      throw new RequestError(method, new URL(path, this.baseUrl).href, error);
+      throw new RequestError(method, urlOn(this.baseUrl, path).href, error);
     }
   }
 }

@@ -3,6 +3,7 @@ import type { CliApi } from './api.js';
 import { CliError } from './cli-error.js';
 import { renderTable } from './output.js';
 import { RequestError } from './request-error.js';
+import { urlOn } from '../client/url-on.js';
 
 export const REPLICAS_PATH = '/coord/v1/monitoring/replicas';
 
@@ -32,7 +33,7 @@ export async function readReplicas(api: CliApi): Promise<{ replicas: ReplicaView
     const cause = error instanceof RequestError ? error.cause : null;
     if (cause instanceof CoordinatorApiError && cause.status === 404) {
       throw new CliError(
-        `GET ${new URL(REPLICAS_PATH, api.baseUrl).href} answered 404: this coordinator has no replica listing (it is older than this coordctl)\n  what to do: upgrade the coordinator; meanwhile GET /coord/v1/monitoring/info names the replica that answers`,
+        `GET ${urlOn(api.baseUrl, REPLICAS_PATH).href} answered 404: this coordinator has no replica listing (it is older than this coordctl)\n  what to do: upgrade the coordinator; meanwhile GET /coord/v1/monitoring/info names the replica that answers`,
       );
     }
     throw error;

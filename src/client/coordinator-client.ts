@@ -8,6 +8,7 @@ import {
   UnavailableError,
 } from './errors.js';
 import { retryPolicy, withRetry, type RetryDecision, type RetryOptions } from './retry.js';
+import { urlOn } from './url-on.js';
 
 /** The longest delay a Node timer keeps (2³¹ − 1 ms, about 24.8 days). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -401,7 +402,7 @@ export class CoordinatorClient {
     let res: Response;
     let text: string;
     try {
-      res = await fetch(new URL(path, base), {
+      res = await fetch(urlOn(base, path), {
         method,
         headers: {
           'x-request-id': requestId,
@@ -422,7 +423,7 @@ export class CoordinatorClient {
         abort.signal.reason.name === 'TimeoutError' &&
         timeoutMs < Math.min(this.timeoutMs, (options.holdMs ?? 0) + DIRECT_ANSWER_MS);
       if (!options.signal?.aborted && !shortTimeout) this.setAside(base, 2);
-      const url = new URL(path, base);
+      const url = urlOn(base, path);
       throw CoordinatorUnreachableError.fromFetchError(
         `${url.origin}${url.pathname}`,
         error,

@@ -305,6 +305,25 @@ describe('owner-direct clients', () => {
     },
   );
 
+  it('a base URL with a path (a gateway routing by prefix): every request keeps the prefix', async () => {
+    const sp = await groupOwnedBy('o2', 'prefixed');
+    const o2 = replicas.get('o2')!;
+    const gateway = await prefixGateway('/coordinator', o2.url);
+    try {
+      const client = new CoordinatorClient({
+        baseUrl: `${gateway.url}/coordinator`,
+        token: o2.token('admin'),
+        routing: 'any',
+      });
+      expect((await client.routing(sp, 'g')).shardCount).toBe(2);
+      await client.pauseProducers(sp, 'g', CHANGE);
+      expect((await client.routing(sp, 'g')).producersPaused).toBe(true);
+      expect(gateway.outsidePrefix()).toBe(0);
+    } finally {
+      await gateway.close();
+    }
+  });
+
   it('the only base URL reaches the owner by another address: the group is reached there alone', async () => {
     const sp = await groupOwnedBy('o1', 'sole-alias');
     const owner = replicas.get('o1')!;
@@ -1113,6 +1132,43 @@ async function balancer(targets: readonly string[]) {
   return {
     url: `http://127.0.0.1:${port}`,
     requests: () => count,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** A gateway that serves `target` under `prefix` (stripped) and answers 404 elsewhere. */
+async function prefixGateway(prefix: string, target: string) {
+  const to = new URL(target);
+  let outside = 0;
+  const server: Server = createServer((req, res) => {
+    if (!req.url?.startsWith(`${prefix}/`)) {
+      outside++;
+      res.writeHead(404, { 'content-type': 'text/plain' });
+      res.end('not under the prefix');
+      req.resume();
+      return;
+    }
+    const upstream = httpRequest(
+      {
+        host: to.hostname,
+        port: to.port,
+        path: req.url.slice(prefix.length),
+        method: req.method,
+        headers: req.headers,
+      },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    outsidePrefix: () => outside,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

@@ -11,6 +11,7 @@ import { performance } from 'node:perf_hooks';
 import { CoordinatorError } from '../../errors.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
+import { urlOn } from '../../client/url-on.js';
 
 /** Set on a forwarded request to the id of the replica that forwarded it: the loop guard. */
 export const FORWARDED_BY_HEADER = 'x-coord-forwarded-by';
@@ -360,7 +361,7 @@ export class Forwarder {
         resolve(this.count(outcome));
       };
       const path = originFormOf(req.url)!;
-      const target = new URL(path, owner.url);
+      const target = urlOn(owner.url, path);
       const secure = target.protocol === 'https:';
       const headers = endToEnd(req.headers);
       headers[FORWARDED_BY_HEADER] = this.options.replicaId;
