@@ -21,6 +21,8 @@ export interface ReplicaRegistryOptions {
   readonly clock?: Clock;
   /** Called with the live replicas whenever the set of ids (or a URL) changes. */
   readonly onChange?: (live: readonly ReplicaRecord[]) => void;
+  /** Called after every refresh that read the live list, changed or not. */
+  readonly onRefreshed?: (live: readonly ReplicaRecord[]) => void;
   /** What this replica reports with each refresh (groups owned, leases); read at each refresh. */
   readonly describe?: () => Omit<ReplicaRecord, 'id' | 'url'>;
   /** A refresh failed (store down); the registry keeps trying on its interval. */
@@ -111,5 +113,6 @@ export class ReplicaRegistry {
       });
     this.lastLive = live;
     if (changed) this.options.onChange?.(live);
+    this.options.onRefreshed?.(live);
   }
 }

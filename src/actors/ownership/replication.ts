@@ -83,6 +83,8 @@ export class Replication {
   private target: HandoverTarget | null = null;
   private leaving = false;
   private handingOver: Promise<void> = Promise.resolve();
+  /** The handover pass queued and not begun yet (see {@link handOver}). */
+  private nextHandOver: Promise<void> | null = null;
 
   constructor(private readonly options: ReplicationOptions) {
     const { metrics, logger } = options;
@@ -122,6 +124,10 @@ export class Replication {
         logger.info('replica set changed', { replicas: live.map((r) => r.id).join(',') });
         void this.handOver();
       },
+      // And at every refresh: a group whose load or create was under way while the set changed
+      // was not held yet when that pass looked, and would stay here, its rendezvous owner
+      // refused the lease, until the set changed again.
+      onRefreshed: () => void this.handOver(),
       onError: (error) =>
         logger.warn('replica registry refresh failed', {
           error: error instanceof Error ? error.message : String(error),
@@ -156,7 +162,11 @@ export class Replication {
    * the others).
    */
   handOver(): Promise<void> {
-    this.handingOver = this.handingOver.then(async () => {
+    // A pass that has not begun yet looks at the groups as they are when it begins: it serves
+    // every caller until then.
+    if (this.nextHandOver) return this.nextHandOver;
+    const pass = this.handingOver.then(async () => {
+      this.nextHandOver = null;
       const target = this.target;
       const seen = new Set<string>();
       const misplaced: GroupRef[] = [];
@@ -185,7 +195,9 @@ export class Replication {
         }),
       );
     });
-    return this.handingOver;
+    this.nextHandOver = pass;
+    this.handingOver = pass;
+    return pass;
   }
 
   /**
