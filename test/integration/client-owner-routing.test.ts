@@ -80,6 +80,15 @@ const join = (memberId: string): HeartbeatRequest => ({
   revokeProgress: [],
 });
 
+/** `memberId`'s next heartbeat after `reply`: steady, reporting what it was told. */
+const steadyBeat = (memberId: string, reply: HeartbeatReply): HeartbeatRequest => ({
+  ...join(memberId),
+  memberEpoch: reply.memberEpoch,
+  assignmentEpoch: reply.assignmentEpoch,
+  metadataVersion: reply.metadataVersion,
+  currentAssignments: reply.assignedShards,
+});
+
 describe('owner-direct clients', () => {
   it('every group answer names the owner and its advertised URL', async () => {
     const sp = await groupOwnedBy('o1');
@@ -139,13 +148,7 @@ describe('owner-direct clients', () => {
     let reply = await client.heartbeat(sp, 'g', join('direct-1'));
     const before = await forwarded(other);
     for (let i = 0; i < 10; i++) {
-      reply = await client.heartbeat(sp, 'g', {
-        ...join('direct-1'),
-        memberEpoch: reply.memberEpoch,
-        assignmentEpoch: reply.assignmentEpoch,
-        metadataVersion: reply.metadataVersion,
-        currentAssignments: reply.assignedShards,
-      });
+      reply = await client.heartbeat(sp, 'g', steadyBeat('direct-1', reply));
       await client.routing(sp, 'g');
     }
     expect(await forwarded(other)).toBe(before);
@@ -401,13 +404,7 @@ describe('owner-direct clients', () => {
         client.heartbeat(
           sp,
           'g',
-          {
-            ...join('held-1'),
-            memberEpoch: reply.memberEpoch,
-            assignmentEpoch: reply.assignmentEpoch,
-            metadataVersion: reply.metadataVersion,
-            currentAssignments: reply.assignedShards,
-          },
+          steadyBeat('held-1', reply),
           timeoutMs,
           waitMs === undefined ? undefined : { waitMs },
         );
@@ -648,13 +645,7 @@ describe('owner-direct clients at the edges', () => {
         client.heartbeat(
           sp,
           'g',
-          {
-            ...join('expiring-1'),
-            memberEpoch: reply.memberEpoch,
-            assignmentEpoch: reply.assignmentEpoch,
-            metadataVersion: reply.metadataVersion,
-            currentAssignments: reply.assignedShards,
-          },
+          steadyBeat('expiring-1', reply),
           timeoutMs,
           waitMs === undefined ? undefined : { waitMs },
         );
@@ -719,13 +710,7 @@ describe('owner-direct clients at the edges', () => {
       reply = await client.heartbeat(
         sp,
         'g',
-        {
-          ...join('renewing-1'),
-          memberEpoch: reply.memberEpoch,
-          assignmentEpoch: reply.assignmentEpoch,
-          metadataVersion: reply.metadataVersion,
-          currentAssignments: reply.assignedShards,
-        },
+        steadyBeat('renewing-1', reply),
         DIRECT_ANSWER_MS, // a Consumer's heartbeat timeout
       );
       expect(reply.outcome).toBe('OK');
