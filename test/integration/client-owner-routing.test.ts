@@ -4,7 +4,14 @@
  * back to its base URLs when the owner cannot be reached. Two replicas in this process on one
  * real redis-server, real HTTP.
  */
-import { createServer, request as httpRequest, type Server } from 'node:http';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinatorClient } from '../../src/client/index.js';
@@ -984,13 +991,7 @@ async function passingOnThen503(target: string) {
     upstream.on('error', () => res.destroy());
     req.pipe(upstream);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests: () => count,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
+  return { ...(await listening(server)), requests: () => count };
 }
 
 /** A server that answers every request with `status` and counts them (a broken gateway). */
@@ -1035,7 +1036,6 @@ async function blackHole() {
  * one: its own URL, as if it were the owner), and holds each request `slow(ms)` before passing it on.
  */
 async function rewritingProxy(target: string, ownerUrl?: string) {
-  const to = new URL(target);
   let count = 0;
   let delayMs = 0;
   let url = ownerUrl;
@@ -1057,34 +1057,18 @@ async function rewritingProxy(target: string, ownerUrl?: string) {
       req.resume();
       return;
     }
-    const forward = () => {
-      const upstream = httpRequest(
-        {
-          host: to.hostname,
-          port: to.port,
-          path: req.url,
-          method: req.method,
-          headers: req.headers,
-        },
-        (answer) => {
-          const headers = { ...answer.headers };
-          if (headers['x-coord-owner']) headers['x-coord-owner-url'] = url;
-          res.writeHead(answer.statusCode ?? 502, headers);
-          answer.pipe(res);
-        },
-      );
-      // A caller that gave up takes its request to the owner with it.
-      upstream.on('error', () => res.destroy());
-      req.pipe(upstream);
-    };
+    const forward = () =>
+      passOn(req, res, target, {
+        headers: (headers) =>
+          headers['x-coord-owner'] ? { ...headers, 'x-coord-owner-url': url } : headers,
+      });
     if (delayMs > 0) setTimeout(forward, delayMs);
     else forward();
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  url ??= `http://127.0.0.1:${port}`;
+  const listener = await listening(server);
+  url ??= listener.url;
   return {
-    url: `http://127.0.0.1:${port}`,
+    ...listener,
     requests: () => count,
     slow: (ms: number) => {
       delayMs = ms;
@@ -1093,37 +1077,20 @@ async function rewritingProxy(target: string, ownerUrl?: string) {
     refuse: (sp: string, body: unknown, headers: Record<string, string> = {}) => {
       refusal = { sp, body, headers };
     },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
 
 /** An HTTP proxy that sends each request to the next of `targets` in turn (a load balancer). */
 async function balancer(targets: readonly string[]) {
   let count = 0;
-  const server: Server = createServer((req, res) => {
-    const to = new URL(targets[count++ % targets.length]!);
-    const upstream = httpRequest(
-      { host: to.hostname, port: to.port, path: req.url, method: req.method, headers: req.headers },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      },
-    );
-    upstream.on('error', () => res.destroy());
-    req.pipe(upstream);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests: () => count,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
+  const server: Server = createServer((req, res) =>
+    passOn(req, res, targets[count++ % targets.length]!),
+  );
+  return { ...(await listening(server)), requests: () => count };
 }
 
 /** A gateway that serves `target` under `prefix` (stripped) and answers 404 elsewhere. */
 async function prefixGateway(prefix: string, target: string) {
-  const to = new URL(target);
   let outside = 0;
   const server: Server = createServer((req, res) => {
     if (!req.url?.startsWith(`${prefix}/`)) {
@@ -1133,27 +1100,48 @@ async function prefixGateway(prefix: string, target: string) {
       req.resume();
       return;
     }
-    const upstream = httpRequest(
-      {
-        host: to.hostname,
-        port: to.port,
-        path: req.url.slice(prefix.length),
-        method: req.method,
-        headers: req.headers,
-      },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      },
-    );
-    upstream.on('error', () => res.destroy());
-    req.pipe(upstream);
+    passOn(req, res, target, { path: req.url.slice(prefix.length) });
   });
+  return { ...(await listening(server)), outsidePrefix: () => outside };
+}
+
+/**
+ * Passes `req` on to `target` (at `path`, its own by default) and the answer back, its headers
+ * as `headers` makes them; a caller that gave up takes its request upstream with it.
+ */
+function passOn(
+  req: IncomingMessage,
+  res: ServerResponse,
+  target: string,
+  options: {
+    readonly path?: string;
+    readonly headers?: (headers: IncomingHttpHeaders) => IncomingHttpHeaders;
+  } = {},
+): void {
+  const to = new URL(target);
+  const upstream = httpRequest(
+    {
+      host: to.hostname,
+      port: to.port,
+      path: options.path ?? req.url,
+      method: req.method,
+      headers: req.headers,
+    },
+    (answer) => {
+      res.writeHead(answer.statusCode ?? 502, options.headers?.(answer.headers) ?? answer.headers);
+      answer.pipe(res);
+    },
+  );
+  upstream.on('error', () => res.destroy());
+  req.pipe(upstream);
+}
+
+/** `server` listening on a free port of 127.0.0.1: its URL, and how to close it. */
+async function listening(server: Server) {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
-    outsidePrefix: () => outside,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
