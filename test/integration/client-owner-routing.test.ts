@@ -563,7 +563,12 @@ describe('owner-direct clients at the edges', () => {
       const other = replicas.get('o2')!;
       const proxy = await rewritingProxy(other.url, ownerUrl);
       try {
-        const client = new CoordinatorClient({ baseUrl: proxy.url, token: other.token('admin') });
+        // A second base URL (never reached here): with one, the header would name no other way
+        // to the replica that answers there, and nothing would be sent to it.
+        const client = new CoordinatorClient({
+          baseUrl: [proxy.url, 'http://127.0.0.1:1'],
+          token: other.token('admin'),
+        });
         for (let i = 0; i < 3; i++) expect((await client.routing(sp, 'g')).shardCount).toBe(2);
         await client.pauseProducers(sp, 'g', CHANGE);
         expect((await client.routing(sp, 'g')).producersPaused).toBe(true);
