@@ -337,21 +337,17 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
       json = JSON.stringify(answer);
       length = String(Buffer.byteLength(json));
     }
-    const headers =
-      p.owner === null
-        ? ['X-Request-Id', p.requestId, FAST_PATH_HEADER, 'fast', REPLICA_HEADER, replicaId]
-        : [
-            'X-Request-Id',
-            p.requestId,
-            FAST_PATH_HEADER,
-            'fast',
-            REPLICA_HEADER,
-            replicaId,
-            OWNER_HEADER,
-            p.owner,
-          ];
-    if (p.owner !== null && p.route.ownerUrl !== null) {
-      headers.push(OWNER_URL_HEADER, p.route.ownerUrl);
+    const headers = [
+      'X-Request-Id',
+      p.requestId,
+      FAST_PATH_HEADER,
+      'fast',
+      REPLICA_HEADER,
+      replicaId,
+    ];
+    if (p.owner !== null) {
+      headers.push(OWNER_HEADER, p.owner);
+      if (p.route.ownerUrl !== null) headers.push(OWNER_URL_HEADER, p.route.ownerUrl);
     }
     headers.push('Content-Type', JSON_CONTENT_TYPE, 'Content-Length', length);
     res.writeHead(200, headers);
