@@ -275,7 +275,7 @@ export class CoordinatorClient {
       return this.fetchJson<T>(method, path, body, options, authenticated);
     };
     if (options.retry === false) return once();
-    const idempotent = method === 'GET' || method === 'HEAD' || method === 'PUT';
+    const idempotent = isIdempotent(method);
     return withRetry(
       once,
       // A request its caller cancelled is not repeated.
@@ -311,7 +311,7 @@ export class CoordinatorClient {
     // A change the owner may have made before it stopped answering is never sent again: a
     // bound would only turn a slow success into an unknown outcome, so it gets the whole time.
     const heartbeat = isHeartbeat(method, path);
-    const repeatable = method === 'GET' || method === 'HEAD' || method === 'PUT' || heartbeat;
+    const repeatable = isIdempotent(method) || heartbeat;
     const directBound = (given: RequestOptions) =>
       Math.min(given.timeoutMs ?? this.timeoutMs, (given.holdMs ?? 0) + DIRECT_ANSWER_MS);
     if (direct !== null) {
@@ -784,6 +784,11 @@ function urlKey(url: string): string {
   } catch {
     return url;
   }
+}
+
+/** Whether a request may be repeated without being applied twice: a read, or a `PUT`. */
+function isIdempotent(method: string): boolean {
+  return method === 'GET' || method === 'HEAD' || method === 'PUT';
 }
 
 /** Whether a request is a member's heartbeat (POST to a group's heartbeat route). */
