@@ -29,7 +29,8 @@ interface CommonOptions {
   /**
    * Retry of requests that are safe to repeat: reads on no answer or 502/503/504, writes only
    * on a 503 whose code says nothing was done (not a gateway's own 503 without a code, after
-   * which the change may have been made). Heartbeats are retried by the consumer itself.
+   * which the change may have been made), and any request whose login before it found no
+   * replica (nothing of it was sent). Heartbeats are retried by the consumer itself.
    * @default { maxAttempts: 5, baseDelayMs: 100, maxDelayMs: 5000 }
    */
   readonly retry?: RetryOptions;
@@ -270,16 +271,22 @@ export class CoordinatorClient {
     options: RequestOptions,
     authenticated: boolean,
   ): Promise<T> {
+    /** Whether the last attempt failed in its login, before anything of it was sent. */
+    let unsent = false;
     const once = async (): Promise<T> => {
+      unsent = authenticated;
       if (authenticated) await this.ensureToken();
+      unsent = false;
       return this.fetchJson<T>(method, path, body, options, authenticated);
     };
     if (options.retry === false) return once();
     const idempotent = isIdempotent(method);
     return withRetry(
       once,
-      // A request its caller cancelled is not repeated.
-      (error) => (options.signal?.aborted ? { retry: false } : retryDecision(error, idempotent)),
+      // A request its caller cancelled is not repeated; one whose login found no replica may be,
+      // whatever it is: it was not sent.
+      (error) =>
+        options.signal?.aborted ? { retry: false } : retryDecision(error, idempotent || unsent),
       retryPolicy(this.options.retry),
     );
   }

@@ -317,6 +317,28 @@ describe('CoordinatorClient', () => {
     });
   });
 
+  it('logs in through the next base URL when the first one does not answer', async () => {
+    const sp = await createGroup(2);
+    const dead = `http://127.0.0.1:${await freePort()}`;
+    const failover = new CoordinatorClient({
+      baseUrl: [dead, coordinator.url],
+      username: 'admin',
+      password: PASSWORD,
+      retry: { baseDelayMs: 1 },
+    });
+    await expect(failover.routing(sp, 'billing')).resolves.toMatchObject({ shardCount: 2 });
+    // A change too: the login that found no replica sent nothing of it, so it goes on.
+    const changer = new CoordinatorClient({
+      baseUrl: [dead, coordinator.url],
+      username: 'admin',
+      password: PASSWORD,
+      retry: { baseDelayMs: 1 },
+    });
+    await expect(changer.scale(sp, 'billing', 3, CHANGE)).resolves.toMatchObject({
+      migration: { toShardCount: 3 },
+    });
+  });
+
   it('a wrong password is an AuthenticationError, not a retry loop', async () => {
     const wrong = new CoordinatorClient({
       baseUrl: coordinator.url,
