@@ -1,7 +1,8 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { envName, SETTING_NAMES } from '../../src/config/load.js';
+import { parseDuration } from '../../src/config/duration.js';
+import { envName, loadSettings, SETTING_NAMES } from '../../src/config/load.js';
 import { heartbeatBodySchema, heartbeatReplySchema } from '../../src/http/routes/consumer.js';
 
 const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
@@ -23,6 +24,35 @@ describe('docs stand alone', () => {
       expect(readme, name).toContain(`\`coordinator.${name}\``);
       expect(readme, name).toContain(`\`${envName(name)}\``);
     }
+  });
+
+  it.each(pages)('%s states the defaults the settings have', (path) => {
+    const defaults = loadSettings({ env: {} }) as unknown as Record<
+      string,
+      Record<string, unknown>
+    >;
+    const wrong: string[] = [];
+    for (const { setting, stated } of statedDefaults(read(path))) {
+      expect(SETTING_NAMES, setting).toContain(setting);
+      const dot = setting.indexOf('.');
+      const actual = defaults[setting.slice(0, dot)]![setting.slice(dot + 1)];
+      const same =
+        String(actual) === stated ||
+        (typeof actual === 'number' && parseDuration(stated) === actual);
+      if (!same)
+        wrong.push(`coordinator.${setting}: ${stated}, but the default is ${String(actual)}`);
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it('reads the defaults the settings tables state', () => {
+    const stated = statedDefaults(read('README.md'));
+    expect(stated.length).toBeGreaterThan(30);
+    expect(stated).toContainEqual({ setting: 'lease.ttl', stated: '10s' });
+    // Placeholders (`<host>-<pid>-<random>`) and prose (`random in embedded mode`) are not values.
+    expect(stated.map((s) => s.setting)).not.toContain('replica.id');
+    expect(stated.map((s) => s.setting)).not.toContain('security.jwt-secret');
+    expect(statedDefaults(read('docs/protocol.md')).length).toBeGreaterThan(5);
   });
 
   it('docs/protocol.md describes every heartbeat field and every outcome', () => {
@@ -79,6 +109,36 @@ describe('docs stand alone', () => {
     expect(read('README.md')).toContain(`from '${pkg.name}/client'`);
   });
 });
+
+/**
+ * The defaults a page's settings tables state: each row of a table with a `default` column whose
+ * first cell is a setting, when the default is one literal value (`10s`, `0.15`, `memory`).
+ */
+export function statedDefaults(markdown: string): { setting: string; stated: string }[] {
+  const found: { setting: string; stated: string }[] = [];
+  let column = -1;
+  let inTable = false;
+  for (const line of markdown.split('\n')) {
+    if (!line.startsWith('|')) {
+      inTable = false;
+      continue;
+    }
+    const cells = line
+      .slice(1, line.endsWith('|') ? -1 : undefined)
+      .split('|')
+      .map((cell) => cell.trim());
+    if (!inTable) {
+      inTable = true;
+      column = cells.indexOf('default');
+      continue;
+    }
+    const setting = /^`coordinator\.([a-z.-]+)`$/.exec(cells[0] ?? '')?.[1];
+    const stated = /^`([^`<]+)`$/.exec(cells[column] ?? '')?.[1];
+    if (column > 0 && setting !== undefined && stated !== undefined)
+      found.push({ setting, stated });
+  }
+  return found;
+}
 
 /**
  * GitHub's anchor of a heading: lower case, everything but letters, digits, spaces, `-` and `_`
