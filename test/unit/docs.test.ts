@@ -1,9 +1,11 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parseDuration } from '../../src/config/duration.js';
 import { envName, loadSettings, SETTING_NAMES } from '../../src/config/load.js';
 import { heartbeatBodySchema, heartbeatReplySchema } from '../../src/http/routes/consumer.js';
+import { allRoutes } from '../../src/http/routes/index.js';
 
 const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
 const docs = readdirSync(new URL('../../docs/', import.meta.url))
@@ -53,6 +55,29 @@ describe('docs stand alone', () => {
     expect(stated.map((s) => s.setting)).not.toContain('replica.id');
     expect(stated.map((s) => s.setting)).not.toContain('security.jwt-secret');
     expect(statedDefaults(read('docs/protocol.md')).length).toBeGreaterThan(5);
+  });
+
+  it('the README names each call with the role the route requires', () => {
+    const served = new Map(
+      allRoutes(loadSettings({ env: {} }), 'test').map((route) => [
+        `${route.method.toUpperCase()} ${route.path}`,
+        route.roles === null ? null : [...route.roles].sort(),
+      ]),
+    );
+    const documented = documentedCalls(read('README.md'));
+    expect(documented.length).toBeGreaterThan(25);
+    expect(documented).toContainEqual({
+      call: 'POST /coord/v1/admin/streams/:stream/groups/:group/migrations/:migrationId/rollback',
+      roles: ['WRITE'],
+    });
+    const wrong = documented
+      .filter(({ call, roles }) => !served.has(call) || !isDeepStrictEqual(served.get(call), roles))
+      .map(({ call, roles }) =>
+        served.has(call)
+          ? `${call}: ${String(roles ?? '–')}, but the route requires ${String(served.get(call) ?? '–')}`
+          : `${call}: no such route`,
+      );
+    expect(wrong).toEqual([]);
   });
 
   it('docs/protocol.md describes every heartbeat field and every outcome', () => {
@@ -136,6 +161,53 @@ export function statedDefaults(markdown: string): { setting: string; stated: str
     const stated = /^`([^`<]+)`$/.exec(cells[column] ?? '')?.[1];
     if (column > 0 && setting !== undefined && stated !== undefined)
       found.push({ setting, stated });
+  }
+  return found;
+}
+
+/**
+ * The calls of the README's API table (`| call | role | what |`) as `METHOD /coord/v1/path` with
+ * route parameters, and the roles named beside them (`–`: none). A path starting `…` is a
+ * group's: the monitoring one for a GET, the admin one otherwise; a method alone (`PUT`/`DELETE
+ * /path`) shares the path that follows it, and a path alone the methods before it.
+ */
+export function documentedCalls(markdown: string): { call: string; roles: string[] | null }[] {
+  const found: { call: string; roles: string[] | null }[] = [];
+  let inTable = false;
+  for (const line of markdown.split('\n')) {
+    if (/^\| call \| role \|/.test(line)) inTable = true;
+    else if (!line.startsWith('|')) inTable = false;
+    if (!inTable) continue;
+    const [calls = '', role = ''] = line
+      .split('|')
+      .slice(1, 3)
+      .map((cell) => cell.trim());
+    const roles = role === '–' ? null : role.split(' or ').sort();
+    let methods: string[] = [];
+    let pending: string[] = [];
+    for (const [, item] of calls.matchAll(/`([^`]+)`/g)) {
+      const [, method, path] = /^(?:([A-Z]+)\b ?)?(.*)$/.exec(item!)!;
+      if (method && !path) {
+        pending.push(method);
+        continue;
+      }
+      if (method) {
+        methods = [...pending, method];
+        pending = [];
+      }
+      if (!path) continue;
+      for (const m of methods) {
+        const group =
+          m === 'GET' ? '/monitoring/streams/{s}/groups/{g}' : '/admin/streams/{s}/groups/{g}';
+        const route = path
+          .replace(/\?.*$/, '')
+          .replace(/^…/, group)
+          .replace('{s}', ':stream')
+          .replace('{g}', ':group')
+          .replace('{id or current}', ':migrationId');
+        found.push({ call: `${m} /coord/v1${route}`, roles });
+      }
+    }
   }
   return found;
 }
