@@ -4,9 +4,15 @@ export const EXIT = {
   OK: 0,
   /** Something failed: the message says what and what to do. */
   FAILED: 1,
-  /** `plan`: changes are planned. */
+  /**
+   * `plan`, `reset-positions` without `--execute`: changes are planned; `lag
+   * --max-lag-seconds`: a group is further behind, or its lag cannot be read.
+   */
   CHANGES_PLANNED: 2,
-  /** `scale --watch`: the migration did not converge within `--timeout`. */
+  /**
+   * `scale --watch`: the migration did not converge within `--timeout`; `pause`, `resume`,
+   * `reset-positions --execute`: not done within it.
+   */
   TIMED_OUT: 3,
 } as const;
 
