@@ -19,7 +19,7 @@ async function main(): Promise<void> {
     throw error;
   }
   const logger = createLogger({ level: settings.log.level, format: settings.log.format });
-  const coordinator = await startCoordinator(settings, {
+  const starting = startCoordinator(settings, {
     logger,
     onBootstrapPassword: (password) => {
       process.stdout.write(
@@ -38,16 +38,21 @@ async function main(): Promise<void> {
       logger.error('shutdown took longer than 5 s: exiting');
       process.exit(1);
     }, 5_000).unref();
-    coordinator.close().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        logger.error('shutdown failed', { error: String(error) });
-        process.exit(1);
-      },
-    );
+    // A signal while starting (registered, leases being taken) waits for the start to end, then
+    // hands over as any stop does: Node's default would end the process with nothing handed over.
+    starting
+      .then((coordinator) => coordinator.close())
+      .then(
+        () => process.exit(0),
+        (error: unknown) => {
+          logger.error('shutdown failed', { error: String(error) });
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  await starting;
 }
 
 main().catch((error: unknown) => {
