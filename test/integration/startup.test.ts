@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { waitFor } from '../support/redis-server.js';
 
@@ -43,6 +44,45 @@ describe('starting the coordinator process', () => {
       main.child.kill('SIGTERM');
     }
     expect(await main.exited).toBe(0);
+  });
+
+  it('npm start hands SIGTERM to the coordinator, which shuts down (not left running)', async () => {
+    // The start script's own command line, as npm runs it (`sh -c`); dist/ is built already.
+    const { scripts } = JSON.parse(readFileSync('package.json', 'utf8')) as {
+      scripts: Record<string, string>;
+    };
+    const command = (scripts.start ?? '').replace('npm run -s build', 'true');
+    const child = spawn('sh', ['-c', command], {
+      env: { PATH: process.env.PATH ?? '', COORDINATOR_HTTP_PORT: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // Its own process group: whatever it leaves running is stopped below.
+      detached: true,
+    });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const exited = new Promise<number | null>((resolve) =>
+      child.on('exit', (code) => resolve(code)),
+    );
+    try {
+      await waitFor(() => output.includes('listening on'), {
+        timeoutMs: 20_000,
+        what: 'the coordinator to listen',
+      });
+      // What a supervisor (or npm passing on its own SIGTERM) sends to the process it started.
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      await waitFor(() => output.includes('SIGTERM: shutting down'), {
+        timeoutMs: 5_000,
+        what: 'the coordinator to shut down',
+      });
+    } finally {
+      try {
+        process.kill(-(child.pid ?? 0), 'SIGKILL');
+      } catch {
+        // Nothing of it is left.
+      }
+    }
   });
 
   it('outside embedded mode, a missing JWT secret stops startup with a clear message', async () => {
