@@ -173,7 +173,7 @@ export class GroupDeadLetters {
       const { shard, id, originalId, key } = letter;
       replayed.push({ shard, id, originalId, key, toShard, newId });
     }
-    const found = new Set(shards.flatMap((s) => s.letters.map((l) => l.id)));
+    const found = new Set(shards.flatMap((s) => s.found));
     return {
       ...this.names(snapshot),
       dryRun: select.dryRun,
@@ -227,8 +227,11 @@ export class GroupDeadLetters {
       }),
     );
     const letters = read.flatMap((s) => s.letters);
-    const total = read.reduce((sum, s) => sum + s.count, 0);
-    return { shards: read, letters, more: !select.ids && total > letters.length };
+    // With ids, what the chosen shards hold of them; else every dead letter they hold.
+    const total = select.ids
+      ? read.reduce((sum, s) => sum + s.found.length, 0)
+      : read.reduce((sum, s) => sum + s.count, 0);
+    return { shards: read, letters, more: total > letters.length };
   }
 
   private shardsOf(snapshot: GroupSnapshot): number[] {

@@ -33,11 +33,14 @@ export interface ShardDeadLetters {
   readonly count: number;
   /** Oldest first. */
   readonly letters: readonly DeadLetter[];
+  /** With `ids`: those of them this stream holds as dead letters, listed or past the limit. */
+  readonly found: readonly string[];
 }
 
 /**
  * Reads the dead letters of `shards` (in that order), oldest first, at most `limit` in all; with
- * `ids`, only the dead letters of those ids. Entries that are not dead letters are skipped.
+ * `ids`, only the dead letters of those ids, and `found` says which of them each stream holds,
+ * also those the limit left out. Entries that are not dead letters are skipped.
  */
 export async function readDeadLetters(
   client: Redis | Cluster,
@@ -55,7 +58,8 @@ export async function readDeadLetters(
     const stream = deadLetterStream(`${streamPrefix}:${shard}`);
     const count = await client.xlen(stream);
     let entries: [string, string[]][] = [];
-    if (left > 0 && count > 0) {
+    // With ids, each is looked up even past the limit: one not taken is not one not found.
+    if (count > 0 && (left > 0 || select.ids !== null)) {
       if (select.ids === null) {
         entries = await client.xrange(stream, '-', '+', 'COUNT', left);
       } else {
@@ -64,14 +68,17 @@ export async function readDeadLetters(
       }
     }
     const letters: DeadLetter[] = [];
+    const found: string[] = [];
     for (const [id, flat] of entries) {
-      if (left === 0) break;
+      if (left === 0 && select.ids === null) break;
       const letter = parseDeadLetter(shard, id, flat, select.keyField);
       if (letter === null) continue;
+      found.push(id);
+      if (left === 0) continue;
       letters.push(letter);
       left--;
     }
-    result.push({ shard, stream, count, letters });
+    result.push({ shard, stream, count, letters, found: select.ids === null ? [] : found });
   }
   return result;
 }

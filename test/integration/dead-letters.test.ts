@@ -345,6 +345,32 @@ describe('the dead-letter endpoints', () => {
     expect((await list(sp)).deadLetters.map((d) => d.id)).toEqual([c1]);
   });
 
+  it('ids beyond limit are left for later (more: true), not reported as not found', async () => {
+    const sp = await createGroup(2);
+    const letter = ['originalId', '1-1', 'deliveries', '3', 'error', 'e', 'n', '1'];
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await streams.xadd(`${sp}:0:dead`, '*', ...letter))!);
+
+    // "notFound are ids no chosen shard holds" (docs/operations.md#dead-letters): all three are
+    // held; the limit takes one now and says more remain.
+    for (const dryRun of [true, false]) {
+      const first = await post(sp, 'replay', { ids: [...ids, '9-9'], limit: 1, dryRun });
+      expect(first.status).toBe(200);
+      expect(first.body).toMatchObject({
+        replayed: [{ shard: 0, id: ids[0] }],
+        notFound: ['9-9'],
+        more: true,
+      });
+    }
+    const rest = await post(sp, 'replay', { ids: [...ids, '9-9'], limit: 10 });
+    expect(rest.body).toMatchObject({
+      replayed: [{ id: ids[1] }, { id: ids[2] }],
+      notFound: [ids[0], '9-9'],
+      more: false,
+    });
+    expect(await streams.xlen(`${sp}:0`)).toBe(3);
+  });
+
   it('purge deletes the chosen dead letters or all of them, audited', async () => {
     const sp = await createGroup(2);
     const letter = ['originalId', '1-1', 'deliveries', '3', 'error', 'e', 'key', 'k'];
