@@ -155,6 +155,12 @@ export class PositionResets {
       let acknowledged = 0;
       try {
         for (const step of pending(reset)) {
+          // A reset cancelled meanwhile moves no further shard: those not moved keep their
+          // positions, and members may read them again already.
+          const current = await withEntry(ref, (entry) =>
+            Promise.resolve(groupOf(entry).positionReset?.resetId === reset.resetId),
+          );
+          if (!current) break;
           const result = await reader.use(async (client) => {
             // Worked out against the position as it is now, after the members let go: `latest`
             // is the stream's end now, and a move forward (a skip) acknowledges what it skips.

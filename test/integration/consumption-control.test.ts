@@ -16,6 +16,7 @@ import {
 } from '../../src/client/index.js';
 import { shardForKey } from '../../src/machines/routing.js';
 import { CHANGE, type TestCoordinator, startStreamsCoordinator } from '../support/coordinator.js';
+import { monitorRedis } from '../support/redis-monitor.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 import { metricSum } from '../support/replica-processes.js';
 import { serverSentEvents } from '../support/server-sent-events.js';
@@ -499,6 +500,52 @@ describe('reset positions', () => {
       to: 'running',
     });
     expect((await view(sp)).consumption.lastReset).toMatchObject({ resetId: `sse-${sp}` });
+  });
+
+  it('cancelled while a shard is moving, moves no further shard of the reset', async () => {
+    const sp = await createGroup(2);
+    const streams = redis.client();
+    // Shard 0 has 5,000 delivered, unacknowledged entries and one after them: its move to the
+    // end acknowledges them, 1,000 per script call. Shard 1 stands at its beginning.
+    const batch = streams.pipeline();
+    for (let i = 0; i < 5_000; i++) batch.xadd(`${sp}:0`, '*', 'n', String(i));
+    await batch.exec();
+    await streams.xgroup('CREATE', `${sp}:0`, 'g', '0');
+    await streams.xreadgroup('GROUP', 'g', 'old', 'STREAMS', `${sp}:0`, '>');
+    await streams.xadd(`${sp}:0`, '*', 'n', 'skipped');
+    await streams.xadd(`${sp}:1`, '*', 'n', 'kept');
+    await streams.xgroup('CREATE', `${sp}:1`, 'g', '0');
+
+    // The server is stopped (SIGSTOP) at shard 0's first acknowledgement, so its move is under
+    // way, and the reset is cancelled then (the store is in memory: the cancel needs no Redis).
+    let held = false;
+    const monitor = await monitorRedis(redis.port, ([name, key]) => {
+      if (held || name !== 'xack' || key !== `${sp}:0`) return;
+      held = true;
+      redis.pause();
+    });
+    closers.push(() => monitor.stop());
+    const run = positions(sp, { to: 'latest', dryRun: false }, `cut-${sp}`);
+    await waitFor(() => held, { what: "shard 0's move to start" });
+    const cancel = await consumption(sp, { action: 'CANCEL_RESET' }).finally(() => redis.resume());
+    expect((await run).status).toBe(202);
+    expect(cancel.status).toBe(200);
+
+    // A reset started after it is moved only once the cancelled one's moves are over.
+    const after = await positions(
+      sp,
+      { to: 'earliest', shards: [0], dryRun: false },
+      `after-${sp}`,
+    );
+    expect(after.status).toBe(202);
+    await waitFor(async () => (await view(sp)).consumption.lastReset?.resetId === `after-${sp}`, {
+      what: 'the later reset to end',
+    });
+    // "the shards moved so far stay moved, the others keep their positions"
+    // (docs/operations.md#replay-or-skip): shard 1 was not moved.
+    const groups = (await streams.xinfo('GROUPS', `${sp}:1`)) as unknown[][];
+    const info = groups[0]!;
+    expect(info[info.indexOf('last-delivered-id') + 1]).toBe('0-0');
   });
 
   it('cancels a reset its member still holds: nothing moves, the shard is given back', async () => {

@@ -16,7 +16,14 @@ export interface RedisMonitor {
   stop(): Promise<void>;
 }
 
-export async function monitorRedis(port: number): Promise<RedisMonitor> {
+/**
+ * `onCommand` is called with each command the moment it is read, before anything else runs: a
+ * test can stop the server (SIGSTOP) right at a command it waits for.
+ */
+export async function monitorRedis(
+  port: number,
+  onCommand: (command: readonly string[]) => void = () => undefined,
+): Promise<RedisMonitor> {
   const seen: string[][] = [];
   const errors: unknown[] = [];
   let stopping = false;
@@ -49,8 +56,11 @@ export async function monitorRedis(port: number): Promise<RedisMonitor> {
           resolve();
           continue;
         }
-        if (line.startsWith('+')) seen.push(parseMonitorLine(line.slice(1)));
-        else errors.push(new Error(`unexpected MONITOR line ${line}`));
+        if (line.startsWith('+')) {
+          const command = parseMonitorLine(line.slice(1));
+          seen.push(command);
+          onCommand(command);
+        } else errors.push(new Error(`unexpected MONITOR line ${line}`));
       }
     });
     socket.write('MONITOR\r\n');
