@@ -95,7 +95,7 @@ export class PositionResets {
         to,
       }),
     );
-    const changes = plan.filter((p) => p.from !== p.to).length;
+    const changes = plan.filter(changesShard).length;
     if (request.dryRun || changes === 0)
       return { dryRun: request.dryRun, plan, changes, reset: null };
     // Every shard asked for is paused and moved: members read on until they let go, so a shard
@@ -110,7 +110,7 @@ export class PositionResets {
         redeliver: p.redeliver,
         skip: p.skip,
         exact: p.exact,
-        acknowledge: p.from !== null && compareStreamIds(p.to, p.from) > 0,
+        acknowledge: acknowledges(p.from, p.to),
       })),
     };
     return withMailbox(async (held) => {
@@ -177,7 +177,7 @@ export class PositionResets {
               stream: `${found.streamPrefix}:${step.shard}`,
               consumerGroup: found.consumerGroup,
               to,
-              acknowledgeUpTo: from !== null && compareStreamIds(to, from) > 0,
+              acknowledgeUpTo: acknowledges(from, to),
             });
           });
           acknowledged += result.acknowledged;
@@ -308,6 +308,20 @@ function startedView(group: GroupState, reset: PositionReset): PositionsView {
 function readyToMove(entry: GroupEntry): boolean {
   if (isFailedClosed(entry)) return false;
   return consumptionPhase(groupOf(entry)) === 'resetMoving';
+}
+
+/**
+ * Whether a move from `from` to `to` acknowledges the pending entries up to `to`: a move forward
+ * (a skip), and one to where the group stands already, whose pending entries the plan counts
+ * as skipped (`pendingSkipped`). A replay leaves them pending.
+ */
+function acknowledges(from: string | null, to: string): boolean {
+  return from !== null && compareStreamIds(to, from) >= 0;
+}
+
+/** Whether the plan changes a shard: its position, or pending entries it acknowledges. */
+function changesShard(plan: ShardPositionPlan): boolean {
+  return plan.from !== plan.to || (plan.pendingSkipped > 0 && acknowledges(plan.from, plan.to));
 }
 
 /** The reset's moves not reported as done yet. */

@@ -419,6 +419,34 @@ describe('reset positions', () => {
     expect(second.seen).toEqual(['0:after']);
   });
 
+  it('to the end acknowledges the pending entries it plans to skip, also at the end already', async () => {
+    const sp = await createGroup(1);
+    const streams = redis.client();
+    for (let i = 0; i < 3; i++) await streams.xadd(`${sp}:0`, '*', 'n', String(i));
+    await streams.xgroup('CREATE', `${sp}:0`, 'g', '0');
+    // Delivered and never acknowledged (a handler stuck on them): the group stands at the end.
+    await streams.xreadgroup('GROUP', 'g', 'stuck', 'STREAMS', `${sp}:0`, '>');
+
+    const plan = await positions(sp, { to: 'latest' });
+    expect(plan.status).toBe(200);
+    const planned = (await plan.json()) as {
+      plan: { from: string; to: string; pendingSkipped: number }[];
+      changes: number;
+    };
+    expect(planned.plan[0]).toMatchObject({ pendingSkipped: 3 });
+    expect(planned.plan[0]!.from).toBe(planned.plan[0]!.to);
+    // "pendingSkipped (delivered, unacknowledged entries up to to)", which "a skip then
+    // acknowledges" (docs/operations.md#moving-a-groups-positions): a change to make.
+    expect(planned.changes).toBe(1);
+
+    const run = await positions(sp, { to: 'latest', dryRun: false }, `ack-${sp}`);
+    expect(run.status).toBe(202);
+    await waitFor(async () => (await view(sp)).consumption.lastReset?.resetId === `ack-${sp}`, {
+      what: 'the reset to end',
+    });
+    expect((await streams.xpending(`${sp}:0`, 'g'))[0]).toBe(0);
+  });
+
   it('refuses a future time, a bad id and a shard out of range with a code', async () => {
     const sp = await createGroup(2);
     const future = await positions(sp, { to: { timestamp: Date.now() + 3_600_000 } });
