@@ -90,12 +90,23 @@ function groupOf(url: string): string | null {
     : null;
 }
 
+/** `<streamPrefix>:<consumerGroup>` of the group an error's details name, if they name one. */
+function namedGroup(details: Readonly<Record<string, unknown>> | undefined): string | null {
+  const sp = details?.streamPrefix;
+  const cg = details?.consumerGroup;
+  return typeof sp === 'string' && typeof cg === 'string' && sp !== '' && cg !== ''
+    ? `${sp}:${cg}`
+    : null;
+}
+
 /** An API error or network failure of one request: what failed, and what to do. */
 function explainRequest(error: RequestError): string {
   const what = `${error.method} ${error.url}`;
   const { cause } = error;
   if (cause instanceof CoordinatorApiError) {
-    const group = groupOf(error.url) ?? '<group>';
+    // A refusal about another group (one on the same stream prefix) names it in its details:
+    // the advice is about that group, not the one in the URL.
+    const group = namedGroup(cause.details) ?? groupOf(error.url) ?? '<group>';
     const advice = (
       cause.code === 'STORE_UNAVAILABLE'
         ? storeDownAdvice(cause.details)

@@ -361,4 +361,22 @@ describe('coordctl reset-positions', () => {
     expect(noReason.code).toBe(1);
     expect(noReason.stderr).toContain('--execute needs --reason');
   });
+
+  it("a scale refused for another group's paused shards says to resume that group", async () => {
+    const sp = await createGroup(2);
+    await client('writer').createGroup(sp, 'other', undefined, CHANGE);
+    const paused = await coordctl(['pause', `${sp}:g`, '--shards', '0', '--reason', 'poison'], {
+      env: env(),
+    });
+    expect(paused.code).toBe(0);
+
+    const scale = await coordctl(['scale', `${sp}:other`, '4', '--reason', 'more'], {
+      env: env(),
+    });
+    expect(scale.code).toBe(1);
+    expect(scale.stderr).toContain('409 CONSUMPTION_PAUSED');
+    // The paused group is `g` (details.consumerGroup): resuming `other` would change nothing.
+    expect(scale.stderr).toContain(`coordctl resume ${sp}:g --shards`);
+    expect(scale.stderr).not.toContain(`${sp}:other`);
+  });
 });
