@@ -14,6 +14,7 @@
  */
 import type { Redis } from 'ioredis';
 import { errorText, moveToDeadLetters } from '../streams/dead-letters.js';
+import { isKeyError } from '../streams/key-error.js';
 import type { GroupStart } from './member-state.js';
 import { settledBy } from './retry.js';
 import { appendSeal, compareStreamIds, isSeal, type SealVersion } from './stream-seal.js';
@@ -36,16 +37,7 @@ export interface ConsumerMessage {
   readonly signal: AbortSignal;
 }
 
-/**
- * Whether Redis answered `error` about one key (docs/operations.md#a-broken-shard-stream): a
- * shard's stream key holds another type (`WRONGTYPE`), or its consumer group is gone
- * (`NOGROUP`). Redis is reachable then, and the other shards read on: such an error is this
- * shard's trouble, not the streams', and never counts as a stall.
- */
-export function isKeyError(error: unknown): boolean {
-  if (!(error instanceof Error) || error.name !== 'ReplyError') return false;
-  return /^(WRONGTYPE|NOGROUP)\b/.test(error.message);
-}
+export { isKeyError };
 
 /** The handler of a consumer: resolves when the message is done; a rejection leaves it pending. */
 export type MessageHandler = (message: ConsumerMessage) => Promise<void> | void;
