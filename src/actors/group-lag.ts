@@ -262,6 +262,7 @@ export class GroupLag {
         retiring: record.state === 'retiring',
         missing: reading.missing,
         noConsumerGroup: reading.noConsumerGroup,
+        error: reading.error,
       };
     });
     return {
@@ -275,6 +276,7 @@ export class GroupLag {
         pending: shards.reduce((sum, s) => sum + s.pending, 0),
         maxLagSeconds: shards.reduce((max, s) => Math.max(max, s.lagSeconds), 0),
         shardsBehind: shards.filter((s) => s.lagEntries > 0).length,
+        shardsUnreadable: shards.filter((s) => s.error).length,
       },
     };
   }

@@ -72,7 +72,10 @@ export function lagTable(lag: Lag): string {
     s.owner,
     s.memberEpoch,
     s.length,
-    `${s.lagEntries}${s.lagExact ? '' : '+'}${s.noConsumerGroup ? ' (no group yet)' : ''}`,
+    // The stream's own key is broken (not only its dead letters'): nothing of it was read.
+    s.error?.startsWith(`${s.stream}: `)
+      ? 'unreadable'
+      : `${s.lagEntries}${s.lagExact ? '' : '+'}${s.noConsumerGroup ? ' (no group yet)' : ''}`,
     formatSeconds(s.lagSeconds),
     s.pending,
     formatSeconds(s.oldestPendingMs === null ? null : s.oldestPendingMs / 1000),
@@ -92,5 +95,10 @@ export function lagTable(lag: Lag): string {
     rows,
   );
   const t = lag.totals;
-  return `${table}total: ${t.lagEntries} behind on ${t.shardsBehind} shard(s), ${t.pending} pending, at most ${formatSeconds(t.maxLagSeconds)} behind (measured ${lag.measuredAt})\n`;
+  // Redis's error about a shard's key, one line each: too long for a cell.
+  const errors = lag.shards
+    .filter((s) => s.error)
+    .map((s) => `shard ${s.shard} unreadable: ${s.error}\n`)
+    .join('');
+  return `${table}${errors}total: ${t.lagEntries} behind on ${t.shardsBehind} shard(s), ${t.pending} pending, at most ${formatSeconds(t.maxLagSeconds)} behind (measured ${lag.measuredAt})\n`;
 }

@@ -27,6 +27,12 @@ export interface ShardLagView {
   readonly missing: boolean;
   /** No member created the shard's Redis consumer group yet: every entry counts as lag. */
   readonly noConsumerGroup: boolean;
+  /**
+   * Redis's error about the shard's stream key or its dead-letter key (`<key>: WRONGTYPE …`),
+   * which kept those figures from being read (zeros then, `lagExact` false for the stream's);
+   * null when read (docs/operations.md#a-broken-shard-stream). Absent from older coordinators.
+   */
+  readonly error?: string | null;
 }
 
 export interface LagTotals {
@@ -34,6 +40,8 @@ export interface LagTotals {
   readonly pending: number;
   readonly maxLagSeconds: number;
   readonly shardsBehind: number;
+  /** Shards with an {@link ShardLagView.error}. Absent from older coordinators. */
+  readonly shardsUnreadable?: number;
 }
 
 /** A group's lag reading. */

@@ -1,5 +1,6 @@
 import { Cluster, Redis } from 'ioredis';
 import { CoordinatorError } from '../errors.js';
+import { isKeyError } from './key-error.js';
 import { readLua } from '../store/lua-scripts.js';
 import { redisTarget } from '../store/redis-target.js';
 
@@ -34,6 +35,11 @@ export interface ShardStreamReading {
   readonly serverTimeMs: number;
   /** Entries in the shard's dead-letter stream `<stream>:dead`. */
   readonly deadLetters: number;
+  /**
+   * Redis's error about this shard's stream or dead-letter key (`<key>: WRONGTYPE …`, see
+   * {@link isKeyError}); the figures it kept from being read are zeros. Null when read.
+   */
+  readonly error: string | null;
 }
 
 /** Where the streams live: one Redis, or a Redis Cluster given by its seed nodes. */
@@ -129,10 +135,12 @@ export class StreamsReader {
    */
   async read(streams: readonly string[], group: string): Promise<ShardStreamReading[]> {
     const call = (this.client as unknown as Record<string, ScriptCall>)[COMMAND]!;
+    // An error about one key is that shard's (docs/operations.md#a-broken-shard-stream): the
+    // other shards are read on, and the reading names it.
     const readOne = async (stream: string) => {
       const [reply, dead] = await Promise.all([
-        call.call(this.client, stream, group, this.countBound),
-        this.client.xlen(`${stream}:dead`),
+        call.call(this.client, stream, group, this.countBound).catch(aboutKey(stream)),
+        this.client.xlen(`${stream}:dead`).catch(aboutKey(`${stream}:dead`)),
       ]);
       return toReading(stream, reply, dead);
     };
@@ -236,7 +244,49 @@ export class StreamsReader {
   }
 }
 
-function toReading(stream: string, reply: unknown[], dead: number): ShardStreamReading {
+/** A key's trouble, as the reading shows it. */
+interface KeyTrouble {
+  readonly error: string;
+}
+
+/** Turns Redis's error about `key` into its {@link KeyTrouble}; any other failure is rethrown. */
+function aboutKey(key: string): (error: unknown) => KeyTrouble {
+  return (error) => {
+    if (!isKeyError(error)) throw error;
+    // A script's error ends with where in the script it came from: not the operator's concern.
+    const message = (error as Error).message.replace(/ script: .*$/s, '');
+    return { error: `${key}: ${message}` };
+  };
+}
+
+function isTrouble(value: unknown): value is KeyTrouble {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && 'error' in value;
+}
+
+function toReading(
+  stream: string,
+  reply: unknown[] | KeyTrouble,
+  dead: number | KeyTrouble,
+): ShardStreamReading {
+  const deadLetters = isTrouble(dead) ? 0 : dead;
+  if (isTrouble(reply)) {
+    return {
+      stream,
+      missing: false,
+      length: 0,
+      lastEntryId: null,
+      noConsumerGroup: false,
+      lastDeliveredId: null,
+      lagEntries: 0,
+      lagExact: false,
+      pending: 0,
+      oldestUndeliveredId: null,
+      oldestPendingMs: null,
+      serverTimeMs: 0,
+      deadLetters,
+      error: reply.error,
+    };
+  }
   const [exists, length, lastId, hasGroup, delivered, lag, exact, pending, after, idle, now] =
     reply as [
       number,
@@ -264,7 +314,8 @@ function toReading(stream: string, reply: unknown[], dead: number): ShardStreamR
     oldestUndeliveredId: after === '' ? null : after,
     oldestPendingMs: idle < 0 ? null : idle,
     serverTimeMs: now,
-    deadLetters: dead,
+    deadLetters,
+    error: isTrouble(dead) ? dead.error : null,
   };
 }
 

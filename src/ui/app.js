@@ -771,6 +771,7 @@ function lagPanel(reading, samples, now) {
             s.stream,
             s.missing ? h('small', {}, ' (missing)') : null,
             s.noConsumerGroup ? h('small', {}, ' (not read yet: no consumer group)') : null,
+            s.error ? h('small', { class: 'dead' }, ` (unreadable: ${s.error})`) : null,
           ],
         ],
       ],

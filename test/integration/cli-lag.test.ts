@@ -79,6 +79,53 @@ describe('coordctl lag', () => {
   });
 });
 
+describe('coordctl with a shard whose key is broken', () => {
+  let streamsRedis: RedisServerHandle;
+  let coordinator: TestCoordinator;
+  const brokenEnv = () => ({
+    COORDCTL_URL: coordinator.url,
+    COORDCTL_TOKEN: coordinator.token('reader'),
+  });
+
+  beforeAll(async () => {
+    streamsRedis = await startRedisServer();
+    coordinator = await startTestCoordinator({
+      store: 'memory',
+      overrides: { 'streams.url': streamsRedis.url, 'streams.lag-cache': '0ms' },
+    });
+    await coordinator.call('POST', '/coord/v1/admin/groups', {
+      user: 'writer',
+      body: { streamPrefix: 'broken', consumerGroup: 'g', shardCount: 2, ...CHANGE },
+    });
+    const streams = new Redis(streamsRedis.url);
+    await streams.set('broken:1', 'not a stream');
+    streams.disconnect();
+  });
+  afterAll(async () => {
+    await coordinator?.close();
+    await streamsRedis?.stop();
+  });
+
+  it("describe marks the shard unreadable and prints Redis's error under the table", async () => {
+    const { code, stdout } = await coordctl(['describe', 'broken:g'], { env: brokenEnv() });
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^0\s+broken:0 \(missing\)\s+-\s+-\s+0\s+0\s/m);
+    expect(stdout).toMatch(/^1\s+broken:1\s+-\s+-\s+0\s+unreadable\s/m);
+    expect(stdout).toMatch(/^shard 1 unreadable: broken:1: WRONGTYPE Operation against a key/m);
+  });
+
+  it('lag notes the shard, and --max-lag-seconds counts the group as lag unknown (exit 2)', async () => {
+    const listed = await coordctl(['lag'], { env: brokenEnv() });
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(/^broken:g\s+2\s+0\s.*shard 1 unreadable \(broken:1: WRONGTYPE/m);
+    const checked = await coordctl(['lag', '--max-lag-seconds', '3600'], { env: brokenEnv() });
+    expect(checked.code).toBe(2);
+    expect(checked.stderr).toMatch(
+      /1 group\(s\) counted as more than 3600s behind: broken:g \(lag unknown: shard 1 unreadable/,
+    );
+  });
+});
+
 describe('coordctl lag with the streams Redis down', () => {
   let streamsRedis: RedisServerHandle;
   let down: TestCoordinator;

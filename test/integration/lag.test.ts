@@ -39,6 +39,7 @@ interface ShardLag {
   retiring: boolean;
   missing: boolean;
   noConsumerGroup: boolean;
+  error: string | null;
 }
 interface Lag {
   available: boolean;
@@ -51,6 +52,7 @@ interface Lag {
     pending: number;
     maxLagSeconds: number;
     shardsBehind: number;
+    shardsUnreadable: number;
   } | null;
 }
 
@@ -161,7 +163,31 @@ describe('lag on a redis store (streams on the same Redis)', () => {
       pending: 4,
       maxLagSeconds: Math.max(s0!.lagSeconds, s1!.lagSeconds),
       shardsBehind: 2,
+      shardsUnreadable: 0,
     });
+  });
+
+  it("a shard whose key Redis answers WRONGTYPE is named with the error; the group's other shards read on", async () => {
+    const sp = `lag-${randomBytes(3).toString('hex')}`;
+    await createGroup(c, sp, 3, 'earliest');
+    await streams.xadd(`${sp}:0`, '*', 'n', '1');
+    await streams.xadd(`${sp}:0`, '*', 'n', '2');
+    // Shard 1's key holds a string (a SET by mistake), shard 2's dead letters a list.
+    await streams.set(`${sp}:1`, 'not a stream');
+    await streams.xadd(`${sp}:2`, '*', 'n', '3');
+    await streams.rpush(`${sp}:2:dead`, 'not a stream');
+
+    const lag = await lagOf(c, sp);
+    expect(lag.available).toBe(true);
+    const [s0, s1, s2] = lag.shards;
+    expect(s0).toMatchObject({ length: 2, lagEntries: 2, lagExact: true, error: null });
+    expect(s1).toMatchObject({ length: 0, lagEntries: 0, lagExact: false, missing: false });
+    expect(s1!.error).toMatch(new RegExp(`^${sp}:1: WRONGTYPE Operation against a key`));
+    // The script's own location is not part of what the operator reads.
+    expect(s1!.error).not.toMatch(/script|@user_script/);
+    expect(s2).toMatchObject({ length: 1, lagEntries: 1, lagExact: true, deadLetters: 0 });
+    expect(s2!.error).toMatch(new RegExp(`^${sp}:2:dead: WRONGTYPE`));
+    expect(lag.totals).toMatchObject({ lagEntries: 3, shardsBehind: 2, shardsUnreadable: 2 });
   });
 
   it('a caught-up shard reads 0 entries and 0 seconds behind; the owner and epoch are shown', async () => {

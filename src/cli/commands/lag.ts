@@ -58,6 +58,17 @@ async function lagOrProblem(
 
 type Row = { group: GroupSummary; lag: Lag | { problem: string } };
 
+/**
+ * What a reading could not read: its shards whose keys Redis answered with an error
+ * (docs/operations.md#a-broken-shard-stream), or null when it read every shard.
+ */
+function unreadable(lag: Row['lag']): string | null {
+  if ('problem' in lag) return null;
+  const broken = lag.shards.filter((s) => s.error);
+  if (broken.length === 0) return null;
+  return `shard ${broken.map((s) => s.shard).join(', ')} unreadable (${broken[0]!.error})`;
+}
+
 /** `a:g, b:g`. */
 const labels = (rows: readonly Row[]) => rows.map((r) => groupLabel(r.group)).join(', ');
 
@@ -72,7 +83,7 @@ function overMessage(limit: number, behind: readonly Row[], unknown: readonly Ro
     parts.push(`${behind.length} group(s) more than ${limit}s behind: ${labels(behind)}`);
   const byCause = new Map<string, Row[]>();
   for (const row of unknown) {
-    const cause = 'problem' in row.lag ? row.lag.problem : '';
+    const cause = 'problem' in row.lag ? row.lag.problem : (unreadable(row.lag) ?? '');
     byCause.set(cause, [...(byCause.get(cause) ?? []), row]);
   }
   for (const [cause, rows] of byCause) {
@@ -111,7 +122,10 @@ export function registerLagCommands(program: Command): void {
     rows.sort((a, b) => seconds(b) - seconds(a) || entries(b) - entries(a));
     const limit = flags.maxLagSeconds;
     const behind = limit === undefined ? [] : rows.filter((r) => seconds(r) > limit);
-    const unknown = limit === undefined ? [] : rows.filter((r) => 'problem' in r.lag);
+    const unknown =
+      limit === undefined
+        ? []
+        : rows.filter((r) => 'problem' in r.lag || unreadable(r.lag) !== null);
     const over = [...behind, ...unknown];
     print(
       flags.output,
@@ -146,7 +160,8 @@ export function registerLagCommands(program: Command): void {
                   formatSeconds(r.lag.totals?.maxLagSeconds ?? null),
                   r.lag.totals?.pending,
                   r.lag.totals?.shardsBehind,
-                  limit !== undefined && seconds(r) > limit ? `over ${limit}s` : null,
+                  unreadable(r.lag) ??
+                    (limit !== undefined && seconds(r) > limit ? `over ${limit}s` : null),
                 ],
           ),
         ),

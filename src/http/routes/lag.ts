@@ -19,6 +19,7 @@ const shardLagSchema = z.object({
   retiring: z.boolean(),
   missing: z.boolean(),
   noConsumerGroup: z.boolean(),
+  error: z.string().nullable(),
 });
 
 export const lagSchema = z.object({
@@ -35,6 +36,7 @@ export const lagSchema = z.object({
       pending: z.number().int(),
       maxLagSeconds: z.number(),
       shardsBehind: z.number().int(),
+      shardsUnreadable: z.number().int(),
     })
     .nullable(),
 });

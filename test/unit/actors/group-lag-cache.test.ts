@@ -24,6 +24,7 @@ function reading(stream: string): ShardStreamReading {
     oldestPendingMs: null,
     serverTimeMs: 10,
     deadLetters: 0,
+    error: null,
   };
 }
 
