@@ -1,5 +1,5 @@
 import { readFile, writeFile } from 'node:fs/promises';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { createStore } from '../../store/index.js';
 import type { Store } from '../../store/store.js';
 import { backupMetadata, parseBackup, restoreMetadata } from '../backup.js';
@@ -15,16 +15,18 @@ interface StoreFlags {
 }
 
 function storeOptions(command: Command): Command {
+  // The URL (and seeds) may hold the Redis password: taken from the environment by `.env()`,
+  // which `--help` names without printing the value, never as a default, which it prints.
   return command
-    .option(
-      '--url <url>',
-      'Redis URL (COORDINATOR_STORE_URL)',
-      env.COORDINATOR_STORE_URL ?? 'redis://127.0.0.1:6379',
+    .addOption(
+      new Option('--url <url>', 'Redis URL')
+        .env('COORDINATOR_STORE_URL')
+        .default('redis://127.0.0.1:6379'),
     )
-    .option(
-      '--cluster-nodes <list>',
-      'Redis Cluster seeds host:port,... (COORDINATOR_STORE_CLUSTER_NODES)',
-      env.COORDINATOR_STORE_CLUSTER_NODES,
+    .addOption(
+      new Option('--cluster-nodes <list>', 'Redis Cluster seeds host:port,...').env(
+        'COORDINATOR_STORE_CLUSTER_NODES',
+      ),
     )
     .option(
       '--key-prefix <prefix>',
