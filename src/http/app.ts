@@ -41,8 +41,6 @@ export function createApp(services: Services, routes: readonly RouteSpec[]): exp
       const params = req.params as Record<string, string>;
       if (params.stream !== undefined) ctx.streamPrefix = params.stream.slice(0, 512);
       if (params.group !== undefined) ctx.consumerGroup = params.group.slice(0, 512);
-      // Before the handler: an event stream writes its head itself.
-      setOwnerHeader(services, res, params.stream, params.group);
       next();
     };
     app[spec.method](spec.path, identify, ...body, async (req: Request, res: Response) => {
@@ -67,6 +65,9 @@ export function createApp(services: Services, routes: readonly RouteSpec[]): exp
           query: req.query,
         });
         const input = { ...checked, principal, requestId: ctx.requestId, req, res, services };
+        // Once the caller is admitted, before the handler: an event stream writes its head itself.
+        const params = req.params as Record<string, string>;
+        setOwnerHeader(services, res, params.stream, params.group);
         watch?.wait(requestedWaitMs(input));
         if (ctx.audited && spec.method !== 'get') await services.coordinator.assertWritable();
         const result = await spec.handler(input);

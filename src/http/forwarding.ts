@@ -10,6 +10,9 @@ import {
   OWNER_URL_HEADER,
 } from '../actors/ownership/forwarder.js';
 import { CoordinatorError, GroupMovedError } from '../errors.js';
+import { permitsGroup } from './auth/group-scope.js';
+import { principalOfRequest } from './auth/passport.js';
+import type { Principal } from './auth/roles.js';
 import { MAX_HEARTBEAT_WAIT_MS } from '../machines/protocol.js';
 import { logRequestFailure } from './failure-log.js';
 import { MAX_WAIT_MS } from './routes/routing.js';
@@ -74,6 +77,33 @@ export function setOwnerHeader(
   const url = ownerUrlOf(services, owner);
   if (url) res.setHeader(OWNER_URL_HEADER, url);
   else res.removeHeader(OWNER_URL_HEADER);
+}
+
+/**
+ * Whether an answer of `status` about the group may name its owner and address: only to a
+ * caller whose valid token reaches the group, never on a 401 or 403
+ * (docs/operations.md#owner-direct-clients). `caller` is the principal when the request got
+ * that far; otherwise the token is read here, for an answer given before it was (a body
+ * refused for its bytes: 400, 413, 415).
+ */
+export function ownerShownTo(
+  services: Services,
+  req: IncomingMessage,
+  caller: Principal | null,
+  status: number,
+  streamPrefix: string,
+  consumerGroup: string,
+): boolean {
+  if (status === 401 || status === 403) return false;
+  let principal = caller;
+  if (principal === null) {
+    try {
+      principal = principalOfRequest(services.tokens, req);
+    } catch {
+      return false;
+    }
+  }
+  return permitsGroup(principal, streamPrefix, consumerGroup);
 }
 
 /** The advertised URL of replica `owner` (`X-Coord-Owner-Url`); null when not known. */

@@ -14,6 +14,7 @@ import {
   forwardTo,
   groupOwnerOf,
   lateForwardError,
+  ownerShownTo,
   ownerUrlOf,
 } from './forwarding.js';
 import { PacedWrites } from './paced-writes.js';
@@ -369,9 +370,13 @@ export function createHeartbeatFastPath(services: Services): HeartbeatFastPath {
   /** Every other answer: forwarded to the owner, or the error as express gives it. */
   async function refuse(p: Pending, error: unknown, bytes: Buffer | null): Promise<void> {
     const { req, res, route, requestId } = p;
-    // Who owns the group is for callers it admits, not for a 401/403.
+    // Who owns the group is for callers it admits: not for a 401/403, nor for a body refused
+    // before the token was read unless that token reaches the group.
     const { status } = toErrorResponse(error, requestId);
-    preface(p, status !== 401 && status !== 403);
+    preface(
+      p,
+      ownerShownTo(services, req, null, status, route.raw.stream ?? '', route.raw.group ?? ''),
+    );
     // Another replica owns the group: forwarded there, its answer passed on.
     if (await forwardMoved(services, req, res, error, { requestId, body: bytes })) return;
     const group = { streamPrefix: route.raw.stream, consumerGroup: route.raw.group };

@@ -4,7 +4,7 @@ import { CoordinatorError } from '../errors.js';
 import { OWNER_HEADER, OWNER_URL_HEADER, REPLICA_HEADER } from '../actors/ownership/forwarder.js';
 import { isAdminPath } from './admin-path.js';
 import { auditedOperation, onCutOff, type CutOffAnswer } from './audit.js';
-import { acceptForwarded, lateForwardError, setOwnerHeader } from './forwarding.js';
+import { acceptForwarded, lateForwardError, ownerShownTo, setOwnerHeader } from './forwarding.js';
 import { toErrorResponse } from './errors.js';
 import { logRequestFailure, type FailedRequest } from './failure-log.js';
 import { requestContext, type RequestContext } from './request-context.js';
@@ -218,19 +218,21 @@ export async function send(
   const failed = await auditOnce(services, req, res, res.headersSent ? res.statusCode : status);
   if (failed) ({ status, body } = toErrorResponse(failed, ctx.requestId));
   if (res.headersSent) return;
-  // Who owns a group (and where it answers) is for callers the group admits, not for a 401/403.
-  if (status === 401 || status === 403) {
+  // Who owns a group (and where it answers) is for callers the group admits: not for a 401/403,
+  // nor for a body refused before the token was read unless that token reaches the group.
+  const named = (ctx.body ?? {}) as { streamPrefix?: unknown; consumerGroup?: unknown };
+  const text = (value: unknown) => (typeof value === 'string' ? value : null);
+  const streamPrefix = ctx.streamPrefix ?? text(named.streamPrefix);
+  const consumerGroup = ctx.consumerGroup ?? text(named.consumerGroup);
+  if (
+    !streamPrefix ||
+    !consumerGroup ||
+    !ownerShownTo(services, req, ctx.principal, status, streamPrefix, consumerGroup)
+  ) {
     res.removeHeader(OWNER_HEADER);
     res.removeHeader(OWNER_URL_HEADER);
   } else if (!res.hasHeader(OWNER_HEADER)) {
-    const named = (ctx.body ?? {}) as { streamPrefix?: unknown; consumerGroup?: unknown };
-    const text = (value: unknown) => (typeof value === 'string' ? value : null);
-    setOwnerHeader(
-      services,
-      res,
-      ctx.streamPrefix ?? text(named.streamPrefix),
-      ctx.consumerGroup ?? text(named.consumerGroup),
-    );
+    setOwnerHeader(services, res, streamPrefix, consumerGroup);
   }
   for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, value);
   if (body === undefined) res.status(status).end();

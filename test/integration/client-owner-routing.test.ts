@@ -21,6 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CHANGE,
   PASSWORD,
+  mintToken,
   startReplicaOn,
   startTestReplica,
   type TestCoordinator,
@@ -145,6 +146,51 @@ describe('owner-direct clients', () => {
       expect(res.status).toBe(401);
       expect(res.headers.get('x-coord-owner')).toBeNull();
       expect(res.headers.get('x-coord-owner-url')).toBeNull();
+    }
+  });
+
+  it('a body refused before the token is read names no owner to a caller without a valid token or the group', async () => {
+    const sp = await groupOwnedBy('o1');
+    const outsider = mintToken('outsider', ['WRITE', 'CONSUMER'], Date.now(), ['elsewhere:g']);
+    const insider = mintToken('insider', ['WRITE', 'CONSUMER'], Date.now(), [`${sp}:g`]);
+    // The admin route through express, the heartbeat through the fast path; each body is
+    // refused (400, 415, 413), on express before its token is looked at.
+    const bodies = [
+      { type: 'application/json', body: '{' },
+      { type: 'text/plain', body: 'x' },
+      { type: 'application/json', body: `"${'x'.repeat(100_000)}"` },
+    ];
+    // Asked of the owner and of the replica that would forward to it.
+    for (const [url, path] of ['o1', 'o2'].flatMap((id) =>
+      [
+        `/coord/v1/admin/streams/${sp}/groups/g/freeze`,
+        `/coord/v1/consumer/streams/${sp}/groups/g/heartbeat`,
+      ].map((path) => [replicas.get(id)!.url, path] as const),
+    )) {
+      for (const { type, body } of bodies) {
+        for (const authorization of [undefined, 'Bearer not-a-token', `Bearer ${outsider}`]) {
+          const res = await fetch(`${url}${path}`, {
+            method: 'POST',
+            headers: { 'content-type': type, ...(authorization ? { authorization } : {}) },
+            body,
+          });
+          const what = `${url}${path} ${type} ${body.length} ${authorization?.slice(0, 20)}`;
+          expect([400, 401, 403, 413, 415], what).toContain(res.status);
+          expect(res.headers.get('x-coord-owner'), what).toBeNull();
+          expect(res.headers.get('x-coord-owner-url'), what).toBeNull();
+        }
+        // A caller the group admits is still told where it lives.
+        const res = await fetch(`${url}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': type, authorization: `Bearer ${insider}` },
+          body,
+        });
+        expect([400, 413, 415], `${url}${path} ${type}`).toContain(res.status);
+        expect(res.headers.get('x-coord-owner'), `${url}${path} ${type}`).toBe('o1');
+        expect(res.headers.get('x-coord-owner-url'), `${url}${path} ${type}`).toBe(
+          replicas.get('o1')!.url,
+        );
+      }
     }
   });
 
