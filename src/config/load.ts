@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { isEmbedded, settingsSchema, type Settings } from './settings.js';
+import { yamlErrorText } from './yaml-error.js';
 
 /** A setting is missing or bad: startup stops with this message, naming the setting. */
 export class SettingsError extends Error {
@@ -68,7 +69,7 @@ export function loadSettings(options: LoadOptions = {}): Settings {
     try {
       doc = parseYaml(readFileSync(file, 'utf8'));
     } catch (error) {
-      throw new SettingsError(`cannot read config file ${file}: ${(error as Error).message}`, {
+      throw new SettingsError(`cannot read config file ${file}: ${yamlErrorText(error)}`, {
         cause: error,
       });
     }

@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { waitFor } from '../support/redis-server.js';
 
@@ -97,4 +99,39 @@ describe('starting the coordinator process', () => {
     expect(await main.exited).toBe(2);
     expect(main.output()).toMatch(/coordinator\.http\.port/);
   });
+
+  // Secrets never appear in logs (docs/operations.md#logs), startup's included: a YAML error
+  // says where it is, not what the line holds.
+  const secret = 'jwt-secret-that-must-never-be-printed-0123456789';
+  const hash = 'scrypt$16384$8$1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNo';
+  it.each([
+    [
+      'a config file',
+      'config.yaml',
+      `coordinator:\n  security:\n    jwt-secret: ${secret}\n   token-ttl: 1d\n`,
+      (file: string) => ({ COORDINATOR_CONFIG: file }),
+      2,
+    ],
+    [
+      'a users file',
+      'users.yaml',
+      `users:\n  - username: ops\n    passwordHash: "${hash}"\n   roles: [READ]\n`,
+      (file: string) => ({ COORDINATOR_SECURITY_USERS_FILE: file }),
+      1,
+    ],
+  ])(
+    'a malformed %s stops startup naming the file and line, not the secret on it',
+    async (_what, name, text, env, code) => {
+      const file = join(mkdtempSync(join(tmpdir(), 'coord-startup-')), name);
+      writeFileSync(file, text);
+      const main = startMain({ COORDINATOR_HTTP_PORT: '0', ...env(file) });
+      expect(await main.exited).toBe(code);
+      expect(main.output()).toContain(
+        `cannot read ${name === 'users.yaml' ? 'users' : 'config'} file ${file}`,
+      );
+      expect(main.output()).toMatch(/line \d+, column \d+/);
+      expect(main.output()).not.toContain(secret);
+      expect(main.output()).not.toContain('aGFzaGhhc2hoYXNo');
+    },
+  );
 });

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { yamlErrorText } from '../../config/yaml-error.js';
 import { groupPatternsSchema } from './group-scope.js';
 import { ROLES, type GroupPattern, type Principal, type Role } from './roles.js';
 import { hashPassword, verifyPassword } from './password-hash.js';
@@ -41,7 +42,7 @@ export class UserDirectory {
     try {
       doc = parseYaml(readFileSync(file, 'utf8'));
     } catch (error) {
-      throw new Error(`cannot read users file ${file}: ${(error as Error).message}`, {
+      throw new Error(`cannot read users file ${file}: ${yamlErrorText(error)}`, {
         cause: error,
       });
     }
