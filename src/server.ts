@@ -25,6 +25,7 @@ import { Metrics } from './observability/metrics.js';
 import { RateLimitedLog } from './observability/rate-limited-log.js';
 import { createStore } from './store/index.js';
 import { describeFailures } from './store/redis-store.js';
+import { redisTarget } from './store/redis-target.js';
 import type { Store } from './store/store.js';
 import { createApp } from './http/app.js';
 import { createHeartbeatFastPath } from './http/heartbeat-fast-path.js';
@@ -131,12 +132,14 @@ function checkStoreAtStartup(store: Store, logger: Logger): void {
 
 /**
  * The store as logs name it, without credentials: `host:port/db` of the Redis URL, or the
- * cluster seeds.
+ * cluster seeds (a seed given as a URL with credentials by its `host:port`).
  */
 export function storeNameOf(settings: Settings): string {
   const nodes = settings.store['cluster-nodes'];
   if (settings.store.type === 'redis-cluster' || (nodes && nodes.length > 0)) {
-    return [...(nodes ?? [])].join(',');
+    return [...(nodes ?? [])]
+      .map((node) => (node.includes('@') ? redisTarget({ clusterNodes: [node] }) : node))
+      .join(',');
   }
   try {
     const url = new URL(settings.store.url);
