@@ -106,14 +106,14 @@ describe('starting the coordinator process', () => {
   const hash = 'scrypt$16384$8$1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNo';
   it.each([
     [
-      'a config file',
+      'config file',
       'config.yaml',
       `coordinator:\n  security:\n    jwt-secret: ${secret}\n   token-ttl: 1d\n`,
       (file: string) => ({ COORDINATOR_CONFIG: file }),
       2,
     ],
     [
-      'a users file',
+      'users file',
       'users.yaml',
       `users:\n  - username: ops\n    passwordHash: "${hash}"\n   roles: [READ]\n`,
       (file: string) => ({ COORDINATOR_SECURITY_USERS_FILE: file }),
