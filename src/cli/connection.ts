@@ -32,15 +32,24 @@ export function connectionOptions(command: Command): Command {
 
 /** The coordinator's URL, checked, with a message that says what to fix. */
 export function coordinatorUrl(flags: ConnectionFlags): string {
+  let url: URL;
   try {
-    const url = new URL(flags.coordinator);
+    url = new URL(flags.coordinator);
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('not http(s)');
-    return url.href;
   } catch {
     throw new CliError(
       `--coordinator ${flags.coordinator} is not an http(s) URL; give e.g. --coordinator http://127.0.0.1:8080 (or set COORDCTL_URL)`,
     );
   }
+  // Never sent (coordctl authenticates with a bearer token), and never printed.
+  if (url.username !== '' || url.password !== '') {
+    url.username = '';
+    url.password = '';
+    throw new CliError(
+      `--coordinator carries a user name or password, which coordctl does not send (it logs in with --username and keeps a bearer token): give ${url.href} (or set COORDCTL_URL)`,
+    );
+  }
+  return url.href;
 }
 
 /**

@@ -342,6 +342,20 @@ describe('coordctl reads: tables by default, -o json', () => {
     expect(stderr).toMatch(/--coordinator \(or COORDCTL_URL\)/);
   });
 
+  it('a coordinator URL with a user name and password is refused without printing them', async () => {
+    // coordctl authenticates with a bearer token: credentials in the URL were never sent, only
+    // echoed (`logged in to http://user:…@…`).
+    const { code, stdout, stderr } = await coordctl(
+      ['login', '--coordinator', 'http://ops:hunter2-secret@127.0.0.1:9/', '--username', 'admin'],
+      { input: 'password\n' },
+    );
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/--coordinator carries a user name or password/);
+    expect(stderr).toContain('http://127.0.0.1:9/');
+    expect(stdout + stderr).not.toContain('hunter2-secret');
+    expect(stdout + stderr).not.toContain('ops:');
+  });
+
   it('a token without the role: exit 1, 403, and which role is needed', async () => {
     const { code, stderr } = await ctl(c, 'reader', ['freeze', 'rd:g', ...AUDITED]);
     expect(code).toBe(1);
