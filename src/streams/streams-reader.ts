@@ -1,6 +1,6 @@
 import { Cluster, Redis } from 'ioredis';
 import { CoordinatorError } from '../errors.js';
-import { isKeyError } from './key-error.js';
+import { keyErrorText } from './key-error.js';
 import { readLua } from '../store/lua-scripts.js';
 import { redisTarget } from '../store/redis-target.js';
 
@@ -251,12 +251,7 @@ interface KeyTrouble {
 
 /** Turns Redis's error about `key` into its {@link KeyTrouble}; any other failure is rethrown. */
 function aboutKey(key: string): (error: unknown) => KeyTrouble {
-  return (error) => {
-    if (!isKeyError(error)) throw error;
-    // A script's error ends with where in the script it came from: not the operator's concern.
-    const message = (error as Error).message.replace(/ script: .*$/s, '');
-    return { error: `${key}: ${message}` };
-  };
+  return (error) => ({ error: keyErrorText(key, error) });
 }
 
 function isTrouble(value: unknown): value is KeyTrouble {
