@@ -7,7 +7,8 @@ import {
   replayDeadLetter,
   type ShardDeadLetters,
 } from '../streams/dead-letter-admin.js';
-import { replayShard, type DeadLetter } from '../streams/dead-letters.js';
+import { deadLetterStream, replayShard, type DeadLetter } from '../streams/dead-letters.js';
+import { keyErrorText } from '../streams/key-error.js';
 import type { StreamsReader } from '../streams/streams-reader.js';
 import type { GroupSnapshot } from './types.js';
 
@@ -30,6 +31,11 @@ export interface DeadLetterShardView {
   readonly shard: number;
   readonly stream: string;
   readonly count: number;
+  /**
+   * Redis's error about the stream's key (`<key>: WRONGTYPE …`: its name holds another type),
+   * which kept it from being read; null when read (docs/operations.md#a-broken-shard-stream).
+   */
+  readonly error: string | null;
 }
 
 /** `GET …/dead-letters`. */
@@ -69,6 +75,8 @@ export interface ReplayView {
   readonly notFound: readonly string[];
   /** The chosen shards hold more dead letters than `limit` let this request take. */
   readonly more: boolean;
+  /** Chosen shards whose dead-letter key Redis answered with an error: nothing read there. */
+  readonly unreadable: readonly { readonly shard: number; readonly error: string }[];
 }
 
 /** `POST …/dead-letters/purge`. */
@@ -79,6 +87,8 @@ export interface PurgeView {
     readonly shard: number;
     readonly stream: string;
     readonly purged: number;
+    /** Redis's error about the key, which was then left as it was; null otherwise. */
+    readonly error: string | null;
   }[];
   readonly purged: number;
 }
@@ -140,7 +150,7 @@ export class GroupDeadLetters {
     const { shards, letters, more } = await this.read(snapshot, select, 'query.shards');
     return {
       ...this.names(snapshot),
-      shards: shards.map(({ shard, stream, count }) => ({ shard, stream, count })),
+      shards: shards.map(({ shard, stream, count, error }) => ({ shard, stream, count, error })),
       deadLetters: letters.map(view),
       more,
     };
@@ -182,6 +192,7 @@ export class GroupDeadLetters {
       gone,
       notFound: select.ids ? [...new Set(select.ids)].filter((id) => !found.has(id)) : [],
       more,
+      unreadable: shards.flatMap(({ shard, error }) => (error === null ? [] : [{ shard, error }])),
     };
   }
 
@@ -199,10 +210,18 @@ export class GroupDeadLetters {
     const reader = this.streams();
     const result = [];
     for (const shard of shards) {
-      const purged = await reader.use((client) =>
-        purgeDeadLetters(client, streamPrefix, shard, select.ids ?? null),
-      );
-      result.push({ shard, stream: `${streamPrefix}:${shard}:dead`, purged });
+      const stream = deadLetterStream(`${streamPrefix}:${shard}`);
+      // A key of that name that holds another type is left alone and named; the other shards
+      // are purged (docs/operations.md#a-broken-shard-stream).
+      const outcome = await reader.use(async (client) => {
+        try {
+          const purged = await purgeDeadLetters(client, streamPrefix, shard, select.ids ?? null);
+          return { purged, error: null };
+        } catch (error) {
+          return { purged: 0, error: keyErrorText(stream, error) };
+        }
+      });
+      result.push({ shard, stream, ...outcome });
     }
     return {
       ...this.names(snapshot),

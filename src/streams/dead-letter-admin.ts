@@ -7,14 +7,18 @@ import { readFileSync } from 'node:fs';
 import { Cluster, type Redis } from 'ioredis';
 import { hashSlot } from '../store/hash-slot.js';
 import { deadLetterStream, parseDeadLetter, type DeadLetter } from './dead-letters.js';
+import { keyErrorText } from './key-error.js';
 
 const REPLAY_SCRIPT = readFileSync(
   new URL('./lua/replayDeadLetter-1.lua', import.meta.url),
   'utf8',
 );
 const REPLAY_COMMAND = 'coordReplayDeadLetter';
+const PURGE_SCRIPT = readFileSync(new URL('./lua/purgeDeadLetters-1.lua', import.meta.url), 'utf8');
+const PURGE_COMMAND = 'coordPurgeDeadLetters';
 
 type ReplayCall = (dead: string, target: string, id: string) => Promise<[number, string]>;
+type PurgeCall = (dead: string) => Promise<number>;
 
 /** The script's command on `client`, defined on first use. */
 function replayCommand(client: Redis | Cluster): ReplayCall {
@@ -23,6 +27,15 @@ function replayCommand(client: Redis | Cluster): ReplayCall {
     client.defineCommand(REPLAY_COMMAND, { lua: REPLAY_SCRIPT, numberOfKeys: 2 });
   }
   return commands[REPLAY_COMMAND]!.bind(client);
+}
+
+/** The purge script's command on `client`, defined on first use. */
+function purgeCommand(client: Redis | Cluster): PurgeCall {
+  const commands = client as unknown as Record<string, PurgeCall | undefined>;
+  if (!commands[PURGE_COMMAND]) {
+    client.defineCommand(PURGE_COMMAND, { lua: PURGE_SCRIPT, numberOfKeys: 1 });
+  }
+  return commands[PURGE_COMMAND]!.bind(client);
 }
 
 /** One shard's dead-letter stream: its length and the dead letters read from it. */
@@ -35,6 +48,11 @@ export interface ShardDeadLetters {
   readonly letters: readonly DeadLetter[];
   /** With `ids`: those of them this stream holds as dead letters, listed or past the limit. */
   readonly found: readonly string[];
+  /**
+   * Redis's error about the stream's key (`<key>: WRONGTYPE …`: the name holds another type);
+   * nothing was read from it then. Null when read.
+   */
+  readonly error: string | null;
 }
 
 /**
@@ -56,7 +74,15 @@ export async function readDeadLetters(
   let left = select.limit;
   for (const shard of select.shards) {
     const stream = deadLetterStream(`${streamPrefix}:${shard}`);
-    const count = await client.xlen(stream);
+    let count: number;
+    try {
+      count = await client.xlen(stream);
+    } catch (error) {
+      // That shard's trouble (docs/operations.md#a-broken-shard-stream): the others are read.
+      const text = keyErrorText(stream, error);
+      result.push({ shard, stream, count: 0, letters: [], found: [], error: text });
+      continue;
+    }
     let entries: [string, string[]][] = [];
     // With ids, each is looked up even past the limit: one not taken is not one not found.
     if (count > 0 && (left > 0 || select.ids !== null)) {
@@ -78,7 +104,14 @@ export async function readDeadLetters(
       letters.push(letter);
       left--;
     }
-    result.push({ shard, stream, count, letters, found: select.ids === null ? [] : found });
+    result.push({
+      shard,
+      stream,
+      count,
+      letters,
+      found: select.ids === null ? [] : found,
+      error: null,
+    });
   }
   return result;
 }
@@ -122,9 +155,7 @@ export async function purgeDeadLetters(
 ): Promise<number> {
   const stream = deadLetterStream(`${streamPrefix}:${shard}`);
   if (ids !== null) return ids.length === 0 ? 0 : client.xdel(stream, ...ids);
-  const [[, count], [, deleted]] = (await client.multi().xlen(stream).del(stream).exec()) as [
-    [unknown, number],
-    [unknown, number],
-  ];
-  return deleted === 1 ? count : 0;
+  // One script: a key of that name that is not a stream is refused before anything is deleted
+  // (in a MULTI, the DEL ran after the failed XLEN).
+  return purgeCommand(client)(stream);
 }

@@ -145,4 +145,21 @@ describe('coordctl dead-letters', () => {
     expect(stderr).toContain(`purged 1 dead letter(s) of ${sp}:g`);
     expect(await streams.xlen(`${sp}:1:dead`)).toBe(0);
   });
+
+  it('names a shard whose dead-letter key holds another type, and purge leaves that key alone', async () => {
+    const other = `cli-dl-${randomBytes(3).toString('hex')}`;
+    await client('writer').createGroup(other, 'g', 2, CHANGE);
+    await streams.rpush(`${other}:1:dead`, 'not ours');
+    const listed = await coordctl(['dead-letters', 'list', `${other}:g`], { env: env('reader') });
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(
+      new RegExp(`^shard 1 unreadable: ${other}:1:dead: WRONGTYPE Operation against a key`, 'm'),
+    );
+    const purged = await coordctl(['dead-letters', 'purge', `${other}:g`, '--yes', ...change], {
+      env: env(),
+    });
+    expect(purged.code).toBe(0);
+    expect(purged.stderr).toMatch(/shard 1 left as it is: \S+:1:dead: WRONGTYPE/);
+    expect(await streams.lrange(`${other}:1:dead`, 0, -1)).toEqual(['not ours']);
+  });
 });

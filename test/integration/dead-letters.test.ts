@@ -389,6 +389,43 @@ describe('the dead-letter endpoints', () => {
     expect(audit.filter((r) => r.operation === 'purgeDeadLetters')).toHaveLength(2);
   });
 
+  it("a dead-letter key that holds another type is that shard's trouble: named, never deleted", async () => {
+    const sp = await createGroup(2);
+    const letter = ['originalId', '1-1', 'deliveries', '3', 'error', 'e', 'key', 'k'];
+    const x = await streams.xadd(`${sp}:0:dead`, '*', ...letter);
+    // Shard 1's dead-letter key name is taken by a list (another application's, say).
+    await streams.rpush(`${sp}:1:dead`, 'not ours');
+
+    const listed = await c.call('GET', listPath(sp), { user: 'reader' });
+    expect(listed.status).toBe(200);
+    const listing = (await listed.json()) as Listing & {
+      shards: { shard: number; count: number; error: string | null }[];
+    };
+    expect(listing.deadLetters.map((d) => d.id)).toEqual([x]);
+    expect(listing.shards[0]).toMatchObject({ shard: 0, count: 1, error: null });
+    expect(listing.shards[1]).toMatchObject({ shard: 1, count: 0 });
+    expect(listing.shards[1]!.error).toMatch(new RegExp(`^${sp}:1:dead: WRONGTYPE`));
+
+    const replay = await post(sp, 'replay', { dryRun: true });
+    expect(replay.status).toBe(200);
+    expect(replay.body).toMatchObject({
+      replayed: [{ shard: 0, id: x }],
+      unreadable: [{ shard: 1 }],
+    });
+
+    // A purge of every shard deletes shard 0's dead letters and leaves the list alone.
+    const purge = await post(sp, 'purge', {});
+    expect(purge.status).toBe(200);
+    expect(purge.body).toMatchObject({
+      purged: 1,
+      shards: [
+        { shard: 0, purged: 1, error: null },
+        { shard: 1, purged: 0, error: expect.stringMatching(/WRONGTYPE/) as unknown },
+      ],
+    });
+    expect(await streams.lrange(`${sp}:1:dead`, 0, -1)).toEqual(['not ours']);
+  });
+
   it('an id with a part past 2^64-1 is a 400 VALIDATION_FAILED, not a 503 from the streams Redis', async () => {
     const sp = await createGroup(2);
     for (const shard of [0, 1]) {

@@ -31,8 +31,10 @@ interface DeadLetter {
   key: string | null;
   fields: Record<string, string>;
 }
+/** Redis's error about a shard's dead-letter key (absent from older coordinators). */
+type KeyError = string | null | undefined;
 interface Listing {
-  shards: { shard: number; stream: string; count: number }[];
+  shards: { shard: number; stream: string; count: number; error?: KeyError }[];
   deadLetters: DeadLetter[];
   more: boolean;
 }
@@ -50,9 +52,10 @@ interface Replay {
   gone: { shard: number; id: string }[];
   notFound: string[];
   more: boolean;
+  unreadable?: { shard: number; error: string }[];
 }
 interface Purge {
-  shards: { shard: number; stream: string; purged: number }[];
+  shards: { shard: number; stream: string; purged: number; error?: KeyError }[];
   purged: number;
 }
 
@@ -115,7 +118,15 @@ function listTable(listing: Listing): string {
   const more = listing.more
     ? ` (${listing.deadLetters.length} listed; raise --limit for more)`
     : '';
-  return `${table}total: ${total} dead letter(s) [per shard ${perShard}]${more}\n`;
+  return `${table}${unreadableLines(listing.shards)}total: ${total} dead letter(s) [per shard ${perShard}]${more}\n`;
+}
+
+/** One line per shard whose dead-letter key Redis answered with an error (too long for a cell). */
+function unreadableLines(shards: readonly { shard: number; error?: KeyError }[]): string {
+  return shards
+    .filter((s) => s.error)
+    .map((s) => `shard ${s.shard} unreadable: ${s.error}\n`)
+    .join('');
 }
 
 /** Asks "y/N" on the terminal; false on anything but y/yes. */
@@ -204,6 +215,8 @@ export function registerDeadLetterCommands(program: Command): void {
         (result.notFound.length > 0 ? `; not found: ${result.notFound.join(', ')}` : '') +
         (result.more ? '; more remain (raise --limit or run again)' : ''),
     );
+    for (const { shard, error } of result.unreadable ?? [])
+      progress(`shard ${shard} unreadable, nothing replayed from it: ${error}`);
     print(format(flags), result, () =>
       renderTable(
         ['shard', 'id', 'original-id', 'key', 'to-shard', 'new-id'],
@@ -250,6 +263,8 @@ export function registerDeadLetterCommands(program: Command): void {
       ...(flags.ids ? { ids: flags.ids } : {}),
     });
     progress(`purged ${result.purged} dead letter(s) of ${label}`);
+    for (const { shard, error } of result.shards)
+      if (error) progress(`shard ${shard} left as it is: ${error}`);
     print(format(flags), result, () =>
       renderTable(
         ['shard', 'stream', 'purged'],

@@ -45,7 +45,12 @@ export const deadLettersSchema = z.object({
   streamPrefix: z.string(),
   consumerGroup: z.string(),
   shards: z.array(
-    z.object({ shard: z.number().int(), stream: z.string(), count: z.number().int() }),
+    z.object({
+      shard: z.number().int(),
+      stream: z.string(),
+      count: z.number().int(),
+      error: z.string().nullable(),
+    }),
   ),
   deadLetters: z.array(deadLetterSchema),
   more: z.boolean(),
@@ -69,13 +74,19 @@ export const replaySchema = z.object({
   gone: z.array(z.object({ shard: z.number().int(), id: z.string() })),
   notFound: z.array(z.string()),
   more: z.boolean(),
+  unreadable: z.array(z.object({ shard: z.number().int(), error: z.string() })),
 });
 
 export const purgeSchema = z.object({
   streamPrefix: z.string(),
   consumerGroup: z.string(),
   shards: z.array(
-    z.object({ shard: z.number().int(), stream: z.string(), purged: z.number().int() }),
+    z.object({
+      shard: z.number().int(),
+      stream: z.string(),
+      purged: z.number().int(),
+      error: z.string().nullable(),
+    }),
   ),
   purged: z.number().int(),
 });
