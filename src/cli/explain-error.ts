@@ -53,6 +53,8 @@ const ADVICE: Readonly<Record<string, string>> = {
     'a position reset is under way: wait for it to end (`coordctl describe <group>` shows its progress), then try again; one that cannot finish is ended with `coordctl cancel-reset <group>`',
   NO_RESET_IN_PROGRESS:
     'no position reset is under way: the last one ended on its own (`coordctl describe <group>` shows it)',
+  SHARD_STREAM_BROKEN:
+    "the shard's stream key holds another type (the message names it): fix the key (`DEL` it if nothing of value is in it), then try again",
   STREAMS_UNAVAILABLE:
     'the coordinator cannot read the streams Redis (coordinator.streams.url): check it, then try again',
 };

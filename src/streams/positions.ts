@@ -2,6 +2,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { compareStreamIds } from '../client/stream-seal.js';
 import { CoordinatorError } from '../errors.js';
 import { readLua } from '../store/lua-scripts.js';
+import { isKeyError, keyErrorText } from './key-error.js';
 import { causeOf } from './streams-reader.js';
 
 /**
@@ -283,6 +284,7 @@ async function planShard(
   const at = typeof target === 'object' && 'timestamp' in target ? String(target.timestamp) : '';
   const [, lastGenerated, length, hasGroup, delivered, redisLag, pending, before] = (await streams(
     () => scripts.read(stream, input.consumerGroup, at),
+    { shard, stream },
   )) as [number, string, number, number, string, number, number, string];
   const to =
     target === 'earliest'
@@ -351,12 +353,25 @@ async function countBetween(
   return total > bound ? { count: bound, exact: false } : { count: total, exact: true };
 }
 
-/** Runs a streams Redis call; anything it throws becomes `STREAMS_UNAVAILABLE` with its cause. */
-async function streams<T>(call: () => Promise<T>): Promise<T> {
+/**
+ * Runs a streams Redis call; anything it throws becomes `STREAMS_UNAVAILABLE` with its cause,
+ * but Redis's error about the key of `about` (WRONGTYPE: it holds another type), which is that
+ * shard's: 409 `SHARD_STREAM_BROKEN` naming it (docs/operations.md#a-broken-shard-stream).
+ */
+async function streams<T>(
+  call: () => Promise<T>,
+  about?: { readonly shard: number; readonly stream: string },
+): Promise<T> {
   try {
     return await call();
   } catch (error) {
     if (error instanceof CoordinatorError) throw error;
+    if (about && isKeyError(error)) {
+      throw new CoordinatorError('SHARD_STREAM_BROKEN', keyErrorText(about.stream, error), {
+        cause: error,
+        details: about,
+      });
+    }
     const cause = causeOf(error);
     throw new CoordinatorError(
       'STREAMS_UNAVAILABLE',

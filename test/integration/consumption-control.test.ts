@@ -325,6 +325,23 @@ describe('pause and resume consumption', () => {
 });
 
 describe('reset positions', () => {
+  it("a shard whose stream key holds another type is a 409 naming the key, not the streams' outage", async () => {
+    const sp = await createGroup(2);
+    await redis.client().set(`${sp}:1`, 'not a stream');
+    for (const dryRun of [true, false]) {
+      const res = await positions(sp, { to: 'earliest', dryRun });
+      expect(res.status).toBe(409);
+      const body = (await res.json()) as {
+        error: { code: string; message: string; details: Record<string, unknown> };
+      };
+      expect(body.error.code).toBe('SHARD_STREAM_BROKEN');
+      expect(body.error.message).toMatch(new RegExp(`^${sp}:1: WRONGTYPE`));
+      expect(body.error.details).toMatchObject({ shard: 1, stream: `${sp}:1` });
+    }
+    // Nothing started: no reset, no shard paused.
+    expect((await view(sp)).consumption.state).toBe('running');
+  });
+
   it('plans a replay without changing anything, then delivers exactly those entries again', async () => {
     const sp = await createGroup(1);
     const { seen } = await startConsumer(sp);

@@ -28,7 +28,7 @@ const errors = {
   404: { description: 'Unknown group', schema: errorSchema },
   409: {
     description:
-      'Frozen, failed closed, a migration or a reset under way, or shards paused by another request',
+      'Frozen, failed closed, a migration or a reset under way, shards paused by another request, or (a reset) a shard whose stream key holds another type',
     schema: errorSchema,
   },
   503: { description: 'Store, audit or streams unavailable', schema: errorSchema },
