@@ -96,10 +96,23 @@ describe('a forwarded request after its deadline', () => {
   });
 });
 
+/** `coord_forwarded_requests_total` of `c` by outcome, read from `/metrics` over HTTP. */
+async function forwardOutcomes(c: TestCoordinator): Promise<Record<string, number>> {
+  const text = await (await fetch(`${c.url}/metrics`)).text();
+  const counted: Record<string, number> = {};
+  for (const [, outcome, value] of text.matchAll(
+    /^coord_forwarded_requests_total\{outcome="([^"]+)"\} (\S+)$/gm,
+  )) {
+    counted[outcome!] = Number(value);
+  }
+  return counted;
+}
+
 describe('an absolute-form request target', () => {
   it('is not forwarded to the host it names', async () => {
     const owner = await ownedGroup('absolute');
     const other = [...replicas.values()].find((c) => c !== owner)!;
+    const before = await forwardOutcomes(other);
     const { port } = new URL(other.url);
     const answer = await new Promise<string>((resolve, reject) => {
       const socket = connect(Number(port), '127.0.0.1', () => {
@@ -115,5 +128,8 @@ describe('an absolute-form request target', () => {
     });
     expect(answer).toMatch(/^HTTP\/1\.1 400/);
     expect(answer).toContain('VALIDATION_FAILED');
+    // A client's malformed target is not a forward, least of all `loop_refused`: the outcome
+    // that says the replicas disagree on the owner (docs/operations.md#replicas-handover-failover-and-a-paused-owner).
+    expect(await forwardOutcomes(other)).toEqual(before);
   });
 });

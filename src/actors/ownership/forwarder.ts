@@ -46,7 +46,10 @@ export const OWNER_URL_HEADER = 'x-coord-owner-url';
  */
 export const REPLICA_HEADER = 'x-coord-replica';
 
-/** Values of `coord_forwarded_requests_total{outcome}`. */
+/**
+ * What became of a forward: the values of `coord_forwarded_requests_total{outcome}`, and
+ * `invalid_target`, which is not counted there (nothing was forwarded).
+ */
 export type ForwardOutcome =
   | 'forwarded'
   /** The owner could not be reached (connection refused, reset, not accepted in time): 503. */
@@ -59,7 +62,12 @@ export type ForwardOutcome =
   /** The client left before the response ended (an SSE stream closed, say). */
   | 'client_closed'
   /** The owner broke off in the middle of the response. */
-  | 'aborted';
+  | 'aborted'
+  /**
+   * Not forwarded, not counted: the request target is not a path (absolute form), answered
+   * 400 here. A client's mistake, not a disagreement between replicas (`loop_refused`).
+   */
+  | 'invalid_target';
 
 /** The replica a request goes to: its id and `coordinator.http.advertised-url`. */
 export interface ForwardTarget {
@@ -341,7 +349,7 @@ export class Forwarder {
           'the request target must be a path (origin form)',
         ),
       );
-      return Promise.resolve(this.count('loop_refused'));
+      return Promise.resolve('invalid_target');
     }
     const suspicion = this.suspicionOf(owner);
     if (suspicion) {
