@@ -212,12 +212,33 @@ export class GroupLag {
       if (!owns(ref)) return;
       const entry = await entryOf(ref);
       if (entry === null) return;
-      const view = await this.measure(snapshotOf(entry));
-      this.record(entry.ref, view, clock.now());
+      const triedAt = clock.now();
+      try {
+        const view = await this.measure(snapshotOf(entry));
+        this.record(entry.ref, view, clock.now());
+      } catch (error) {
+        this.unmeasured(entry.ref, triedAt);
+        throw error;
+      }
     } catch {
       // Not loaded (deleted or moved meanwhile, store down) or not read (streams down): kept,
       // the metrics hold their last value and the age gauge grows (never 0).
     }
+  }
+
+  /**
+   * A group served here whose lag could not be read: one never measured here (the streams
+   * down since this replica started) gets its age gauge all the same, counted from this first
+   * try, so the alert on the age fires for it too (an absent series never does).
+   */
+  private unmeasured(ref: GroupRef, at: number): void {
+    const id = groupId(ref);
+    if (this.measured.has(id)) return;
+    this.measured.set(id, { ref, at, shards: [] });
+    this.options.metrics.groupLagMeasuredAge.set(
+      { stream_prefix: ref.streamPrefix, consumer_group: ref.consumerGroup },
+      Math.max(0, (this.options.clock.now() - at) / 1000),
+    );
   }
 
   private async measure(snapshot: GroupSnapshot): Promise<LagView> {
