@@ -215,7 +215,8 @@ export class GroupLag {
       const triedAt = clock.now();
       try {
         const view = await this.measure(snapshotOf(entry));
-        this.record(entry.ref, view, clock.now());
+        if (view.totals) this.record(entry.ref, view, clock.now());
+        else if (this.options.reader !== null) this.unmeasured(entry.ref, triedAt);
       } catch (error) {
         this.unmeasured(entry.ref, triedAt);
         throw error;
@@ -228,8 +229,9 @@ export class GroupLag {
 
   /**
    * A group served here whose lag could not be read: one never measured here (the streams
-   * down since this replica started) gets its age gauge all the same, counted from this first
-   * try, so the alert on the age fires for it too (an absent series never does).
+   * down since this replica started, its shards not known) gets its age gauge all the same,
+   * counted from this first try, so the alert on the age fires for it too (an absent series
+   * never does).
    */
   private unmeasured(ref: GroupRef, at: number): void {
     const id = groupId(ref);
@@ -257,6 +259,19 @@ export class GroupLag {
       };
     }
     const records = allShards(group);
+    if (records.length === 0) {
+      // A group failed closed whose metadata cannot be read (lost, corrupt) stands in with no
+      // shards: its streams are not known, and zeros would read as caught up.
+      return {
+        ...base,
+        measuredAt: new Date(clock.now()).toISOString(),
+        available: false,
+        reason:
+          'the group failed closed and its metadata cannot be read: its shards are not known until it is recovered',
+        shards: [],
+        totals: null,
+      };
+    }
     const readings = await reader.read(
       records.map((r) => `${group.streamPrefix}:${r.shard}`),
       group.consumerGroup,

@@ -449,6 +449,52 @@ describe('lag metrics of groups nobody asked for', () => {
     }
   });
 
+  it('a group failed closed without its metadata (shards unknown) has no lag figures, never zeros, and the lag endpoint says why', async () => {
+    const redis = await startRedisServer();
+    const streamsRedis = await startRedisServer();
+    const keyPrefix = randomKeyPrefix();
+    const overrides = {
+      'store.key-prefix': keyPrefix,
+      'streams.url': streamsRedis.url,
+      'streams.lag-interval': '0ms',
+    };
+    let c: TestCoordinator | null = null;
+    const series = (name: string) => `${name}{stream_prefix="gone",consumer_group="g"}`;
+    try {
+      c = await startTestCoordinator({ store: 'redis', redisUrl: redis.url, overrides });
+      await createGroup(c, 'gone', 2);
+      const streams = streamsOf(streamsRedis);
+      for (let i = 0; i < 5; i++) await streams.xadd('gone:0', '*', 'key', `a${i}`);
+      streams.disconnect();
+      await c.close();
+      // The metadata key is lost while no replica runs (docs/operations.md#lost-metadata); the
+      // five entries behind on gone:0 stay unread.
+      const store = new Redis(redis.url);
+      await store.del(`${keyPrefix}:{gone:g}:metadata`);
+      store.disconnect();
+      c = await startTestCoordinator({ store: 'redis', redisUrl: redis.url, overrides });
+      const restarted = c;
+      await waitFor(() => restarted.services.replicas?.joined() === true, { what: 'joined' });
+      await c.host.refreshLag();
+      const view = (await (
+        await c.call('GET', '/coord/v1/monitoring/streams/gone/groups/g', { user: 'reader' })
+      ).json()) as { status: string; failureReason: string };
+      expect(view).toMatchObject({ status: 'FAILED_CLOSED', failureReason: 'METADATA_LOST' });
+      const metrics = await metricsOf(c);
+      // Zeros would read "caught up" while nothing consumes (docs/operations.md#lag).
+      expect(metrics).not.toContain(series('coord_group_lag_entries'));
+      expect(metrics).not.toContain(series('coord_group_lag_seconds'));
+      expect(metrics).toContain(series('coord_group_lag_measured_age_seconds'));
+      const lag = await lagOf(c, 'gone');
+      expect(lag).toMatchObject({ available: false, totals: null });
+      expect(lag.reason).toMatch(/failed closed/);
+    } finally {
+      await c?.close();
+      await streamsRedis.stop();
+      await redis.stop();
+    }
+  });
+
   it('with two replicas, each group is read by its owner only, and no replica loads a group the other owns', async () => {
     const redis = await startRedisServer();
     const keyPrefix = randomKeyPrefix();
