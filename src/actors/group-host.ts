@@ -218,6 +218,7 @@ export class GroupHost implements GroupCoordinator {
       entries: () => parts.table.all(),
       snapshotOf: (entry) => this.snapshotOf(entry),
     });
+    parts.table.afterRemove = (entry) => this.lag.forget(entry.ref);
   }
 
   /** Starts the deadline sweep and, on a real store, the verify loop. */

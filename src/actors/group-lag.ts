@@ -215,10 +215,12 @@ export class GroupLag {
       const triedAt = clock.now();
       try {
         const view = await this.measure(snapshotOf(entry));
+        // Left this replica while it was read: reported by its new owner, or nowhere.
+        if (entry.phase !== 'owned') return;
         if (view.totals) this.record(entry.ref, view, clock.now());
         else if (this.options.reader !== null) this.unmeasured(entry.ref, triedAt);
       } catch (error) {
-        this.unmeasured(entry.ref, triedAt);
+        if (entry.phase === 'owned') this.unmeasured(entry.ref, triedAt);
         throw error;
       }
     } catch {
@@ -356,21 +358,32 @@ export class GroupLag {
 
   /** Groups no longer served here leave the metrics (their new owner reports them). */
   private forgetGone(owned: readonly GroupEntry[]): void {
-    const { metrics } = this.options;
     const here = new Set(owned.map((e) => groupId(e.ref)));
-    for (const [id, { ref, shards }] of this.measured) {
-      if (here.has(id)) continue;
+    for (const [id, { ref }] of this.measured) {
+      if (!here.has(id)) this.forget(ref);
+    }
+  }
+
+  /**
+   * The group left this replica (handed over, deleted, dropped): its series go now, not at the
+   * next refresh, so that no two replicas report it and a deleted group is not reported at all.
+   */
+  forget(ref: GroupRef): void {
+    const { metrics } = this.options;
+    const id = groupId(ref);
+    const measured = this.measured.get(id);
+    if (measured) {
       const labels = { stream_prefix: ref.streamPrefix, consumer_group: ref.consumerGroup };
       metrics.groupLagEntries.remove(labels);
       metrics.groupLagSeconds.remove(labels);
       metrics.groupPendingEntries.remove(labels);
       metrics.groupLagMeasuredAge.remove(labels);
-      for (const shard of shards)
+      for (const shard of measured.shards)
         metrics.shardLagEntries.remove({ ...labels, shard: String(shard) });
-      this.measured.delete(id);
-      this.history.delete(id);
-      this.cache.delete(id);
     }
+    this.measured.delete(id);
+    this.history.delete(id);
+    this.cache.delete(id);
   }
 
   async close(): Promise<void> {

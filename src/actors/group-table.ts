@@ -12,6 +12,8 @@ export class GroupTable {
   private readonly entries = new Map<string, GroupEntry>();
   /** Loads and creates in flight: a second request for the group waits for the first. */
   readonly loading = new Map<string, Promise<GroupEntry>>();
+  /** Told once an entry is removed (released, dropped, deleted), after `onLeave`. */
+  afterRemove: ((entry: GroupEntry) => void) | null = null;
 
   constructor(
     private readonly metrics: Pick<
@@ -73,6 +75,7 @@ export class GroupTable {
     this.metrics.revokePending.dec(entry.counts.revoking);
     this.metrics.pausedShards.dec(entry.counts.paused);
     this.onLeave(entry);
+    this.afterRemove?.(entry);
   }
 
   /** Runs `work` alone on the group; {@link STALE} if the entry was dropped meanwhile. */

@@ -495,6 +495,58 @@ describe('lag metrics of groups nobody asked for', () => {
     }
   });
 
+  it('a group that leaves the replica (handed over, deleted) leaves its lag series at once, not at the next refresh', async () => {
+    const redis = await startRedisServer();
+    const keyPrefix = randomKeyPrefix();
+    const start = (id: string) =>
+      startTestCoordinator({
+        store: 'redis',
+        redisUrl: redis.url,
+        overrides: {
+          'store.key-prefix': keyPrefix,
+          'replica.id': id,
+          'streams.lag-interval': '0ms',
+          'streams.lag-shard-metrics': true,
+        },
+      });
+    const groups = ['q0', 'q1', 'q2', 'q3', 'q4', 'q5'];
+    const replicas: TestCoordinator[] = [];
+    try {
+      const first = await start('s1');
+      replicas.push(first);
+      for (const sp of groups) await createGroup(first, sp, 2);
+      await first.host.refreshLag();
+      for (const sp of groups) expect(await metricsOf(first)).toContain(lagLine(sp, 0));
+      // Deleted: its series go with it.
+      const deleted = await first.call('DELETE', '/coord/v1/admin/streams/q0/groups/g', {
+        user: 'writer',
+        body: CHANGE,
+      });
+      expect(deleted.status).toBe(204);
+      expect(await metricsOf(first)).not.toContain('stream_prefix="q0"');
+      // A second replica joins: the groups it now owns are handed over to it.
+      const second = await start('s2');
+      replicas.push(second);
+      const moved = (sp: string) =>
+        first.services.replicas?.ownerOf({ streamPrefix: sp, consumerGroup: 'g' }) === 's2';
+      await waitFor(
+        () =>
+          groups.slice(1).some(moved) &&
+          first.host.heldGroups().every((ref) => !moved(ref.streamPrefix)),
+        { what: 'the groups of s2 handed over by s1' },
+      );
+      const left = await metricsOf(first);
+      for (const sp of groups.slice(1)) {
+        // Reported by its new owner from now on, never by both (docs/operations.md#lag).
+        if (moved(sp)) expect(left).not.toContain(`stream_prefix="${sp}"`);
+        else expect(left).toContain(lagLine(sp, 0));
+      }
+    } finally {
+      for (const c of replicas) await c.close();
+      await redis.stop();
+    }
+  });
+
   it('with two replicas, each group is read by its owner only, and no replica loads a group the other owns', async () => {
     const redis = await startRedisServer();
     const keyPrefix = randomKeyPrefix();
