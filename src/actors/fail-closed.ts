@@ -30,16 +30,20 @@ export class FailClosed {
   /**
    * Fails the group of `entry` closed for `reason`. `lostBy` names who remembered a group whose
    * metadata key was found missing (counted in `coord_metadata_lost_total`); a group adopted
-   * from its failure record was counted when that record was written.
+   * from its failure record was counted when that record was written. `fromRecord`: the reason
+   * is its failure record's, so no read found a lower revision now
+   * (`coord_store_revision_regression_total` counts the reads that did).
    */
   async failClosed(
     entry: GroupEntry,
     reason: FailureReason,
     storeRevision: number | null,
     lostBy?: LostSource,
+    fromRecord = false,
   ): Promise<void> {
     const { metrics, logger, clock, publication } = this.options;
-    if (reason === 'STORE_REVISION_REGRESSION') metrics.storeRevisionRegression.inc();
+    if (reason === 'STORE_REVISION_REGRESSION' && !fromRecord)
+      metrics.storeRevisionRegression.inc();
     if (lostBy !== undefined) metrics.metadataLost.inc({ source: lostBy });
     metrics.groupsFailedClosed.inc({ reason });
     logger.error('group failed closed', {

@@ -159,7 +159,13 @@ export class GroupLoader {
     if (!isFailedClosed(entry)) {
       // Registered without its key, and no record yet: the registry remembered the group.
       const lostBy = reason === 'METADATA_LOST' && !failure && !stored ? 'registry' : undefined;
-      await this.options.failClosed.failClosed(entry, reason, stored?.revision ?? null, lostBy);
+      await this.options.failClosed.failClosed(
+        entry,
+        reason,
+        stored?.revision ?? null,
+        lostBy,
+        failure !== null,
+      );
     }
     return entry;
   }

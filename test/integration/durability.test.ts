@@ -213,6 +213,31 @@ describe('metadata durability on a real redis-server', () => {
     expect(await again.json()).toMatchObject({ error: { code: 'GROUP_NOT_FAILED_CLOSED' } });
   });
 
+  it('a group loaded again from its failure record is not counted again as a revision regression', async () => {
+    await liveGroup('reread', 2, ['a']);
+    const regressions = async () => {
+      const text = await (await c.call('GET', '/metrics')).text();
+      return Number(/^coord_store_revision_regression_total (\S+)$/m.exec(text)?.[1] ?? 0);
+    };
+    const before = await regressions();
+    // An older revision under the owner (docs/operations.md#fail-closed-behaviour): one read
+    // finds it, one is counted.
+    await redis.client().hset(key('reread'), 'storeRevision', '1');
+    await verifyPeriod('reread');
+    expect(await regressions()).toBe(before + 1);
+    // The group leaves this replica (a handover) and is loaded again, failed closed from its
+    // failure record: no read found a lower revision, so the alert on the counter does not
+    // fire again.
+    await c.host.release({ streamPrefix: 'reread', consumerGroup: 'g' });
+    expect(c.host.heldGroups().some((ref) => ref.streamPrefix === 'reread')).toBe(false);
+    expect(await group('reread')).toMatchObject({
+      status: 'FAILED_CLOSED',
+      failureReason: 'STORE_REVISION_REGRESSION',
+    });
+    expect(c.host.heldGroups().some((ref) => ref.streamPrefix === 'reread')).toBe(true);
+    expect(await regressions()).toBe(before + 1);
+  });
+
   it('shows each rollback signal in metrics and monitoring', async () => {
     const [member] = await liveGroup('signals', 1, ['a']);
     const m = member as SimulatedMember;
