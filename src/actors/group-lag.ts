@@ -327,6 +327,7 @@ export class GroupLag {
     metrics.groupLagEntries.set(labels, view.totals.lagEntries);
     metrics.groupLagSeconds.set(labels, view.totals.maxLagSeconds);
     metrics.groupPendingEntries.set(labels, view.totals.pending);
+    metrics.groupLagUnreadableShards.set(labels, view.totals.shardsUnreadable ?? 0);
     metrics.groupLagMeasuredAge.set(labels, 0);
     const id = groupId(ref);
     const previous = this.measured.get(id);
@@ -377,6 +378,7 @@ export class GroupLag {
       metrics.groupLagEntries.remove(labels);
       metrics.groupLagSeconds.remove(labels);
       metrics.groupPendingEntries.remove(labels);
+      metrics.groupLagUnreadableShards.remove(labels);
       metrics.groupLagMeasuredAge.remove(labels);
       for (const shard of measured.shards)
         metrics.shardLagEntries.remove({ ...labels, shard: String(shard) });

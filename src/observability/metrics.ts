@@ -171,7 +171,7 @@ export class Metrics {
     name: 'coord_metadata_lost_total',
     help:
       'Groups whose metadata key was found missing while something remembered them (by who: ' +
-      'replica, registry, heartbeat, routing); each fails closed with METADATA_LOST',
+      'replica, registry, heartbeat, routing, admin); each fails closed with METADATA_LOST',
     labelNames: ['source'] as const,
     registers: [this.registry],
   });
@@ -187,6 +187,10 @@ export class Metrics {
   readonly groupPendingEntries = this.groupGauge(
     'coord_group_pending_entries',
     'Entries delivered to the group but not acknowledged, summed over its shards',
+  );
+  readonly groupLagUnreadableShards = this.groupGauge(
+    'coord_group_lag_unreadable_shards',
+    'Shards of the group whose stream or dead-letter key Redis answered with an error about the key (WRONGTYPE): their lag counts as 0 in the other gauges',
   );
   readonly groupLagMeasuredAge = this.groupGauge(
     'coord_group_lag_measured_age_seconds',

@@ -188,6 +188,13 @@ describe('lag on a redis store (streams on the same Redis)', () => {
     expect(s2).toMatchObject({ length: 1, lagEntries: 1, lagExact: true, deadLetters: 0 });
     expect(s2!.error).toMatch(new RegExp(`^${sp}:2:dead: WRONGTYPE`));
     expect(lag.totals).toMatchObject({ lagEntries: 3, shardsBehind: 2, shardsUnreadable: 2 });
+    // The metrics say so too: an alert on lag alone would read 0 for the broken shard.
+    clock.advance(1_001);
+    await c.host.refreshLag();
+    const metrics = await (await c.call('GET', '/metrics')).text();
+    expect(metrics).toContain(
+      `coord_group_lag_unreadable_shards{stream_prefix="${sp}",consumer_group="g"} 2`,
+    );
   });
 
   it('a caught-up shard reads 0 entries and 0 seconds behind; the owner and epoch are shown', async () => {
