@@ -433,9 +433,9 @@ export class ShardReader {
   private async handle(id: string, flat: readonly string[]): Promise<void> {
     const { shard, keyField, handler, redis, stream, group } = this.options;
     if (isSeal(flat)) {
-      const ack = await this.command(() => redis.xack(stream, group, id)).then(
-        () => ({ failed: false as const }),
-        (error: unknown) => ({ failed: true as const, error }),
+      const acked = await this.command(() => redis.xack(stream, group, id)).then(
+        () => true,
+        () => false,
       );
       const seal = this.seal;
       const sealId = seal && (await seal);
@@ -447,7 +447,7 @@ export class ShardReader {
         this.options.onRetired(shard);
         return;
       }
-      if (ack.failed) throw ack.error;
+      if (!acked) await this.acknowledge(id);
       return;
     }
     const fields: Record<string, string> = {};
@@ -477,9 +477,33 @@ export class ShardReader {
       return;
     }
     if (this.abort.signal.aborted) return;
-    await this.command(() => redis.xack(stream, group, id));
+    if (!(await this.acknowledge(id))) return;
     this.lastErrors.delete(id);
     this.options.onHandled?.(shard, id, true);
+  }
+
+  /**
+   * Acks an entry that is done. A failed XACK is retried with backoff, the rest of the batch
+   * waiting in order behind it: given up, the entry would stay pending for this consumer, and
+   * the entries read with it would never be handled while the shard stays here. It is retried
+   * until it succeeds or the message is abandoned (the reader stopped without waiting, or a
+   * drain ran out of time; it then stays pending for the next owner): false. An error about
+   * the shard's key is thrown: the reader creates the group again.
+   */
+  private async acknowledge(id: string): Promise<boolean> {
+    const { redis, stream, group, shard } = this.options;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.command(() => redis.xack(stream, group, id));
+        return true;
+      } catch (error) {
+        if (isKeyError(error)) throw error;
+        if (this.abort.signal.aborted) return false;
+        this.options.onRedisError(error, shard);
+        await this.pause(Math.min(2_000, 50 * 2 ** Math.min(attempt, 10)));
+        if (this.abort.signal.aborted) return false;
+      }
+    }
   }
 
   /** Whether a message of this shard is in the handler now. */

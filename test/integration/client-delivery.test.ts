@@ -1,0 +1,153 @@
+/**
+ * What a consumer does with the messages it read when the streams Redis fails one of its
+ * commands, against a real coordinator (real HTTP) and a real redis-server: no message read is
+ * left behind, unhandled or unacknowledged, while the consumer reads on.
+ */
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  Consumer,
+  CoordinatorClient,
+  type ConsumerMessage,
+  type ConsumerOptions,
+} from '../../src/client/index.js';
+import { CHANGE, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+
+let coordinator: TestCoordinator;
+let streams: RedisServerHandle;
+const closers: (() => Promise<void> | void)[] = [];
+
+useCoordinator(
+  {
+    store: 'memory',
+    overrides: {
+      'membership.heartbeat-interval': '200ms',
+      'membership.rebalance-heartbeat-interval': '30ms',
+      'membership.assignment-debounce': '20ms',
+    },
+  },
+  (c) => {
+    coordinator = c;
+  },
+);
+beforeEach(async () => {
+  streams = await startRedisServer();
+});
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close();
+  await streams.stop();
+});
+
+function client(user: string): CoordinatorClient {
+  return new CoordinatorClient({ baseUrl: coordinator.url, token: coordinator.token(user) });
+}
+
+async function createGroup(shardCount: number): Promise<string> {
+  const sp = `orders-${randomBytes(4).toString('hex')}`;
+  await client('writer').createGroup(sp, 'billing', shardCount, CHANGE);
+  return sp;
+}
+
+/** A connection of the test's own to the streams Redis. */
+function connection(): Redis {
+  const redis = new Redis(streams.url, { maxRetriesPerRequest: null });
+  redis.on('error', () => undefined);
+  closers.push(() => redis.disconnect());
+  return redis;
+}
+
+async function startConsumer(
+  sp: string,
+  handler: ConsumerOptions['handler'],
+  extra: Partial<ConsumerOptions> = {},
+) {
+  const errors: unknown[] = [];
+  const consumer = new Consumer({
+    client: client('consumer'),
+    redis: streams.url,
+    streamPrefix: sp,
+    consumerGroup: 'billing',
+    memberId: 'consumer-a',
+    blockMs: 50,
+    sessionTimeoutMs: 6_000,
+    handler,
+    ...extra,
+  });
+  consumer.on('error', (error) => errors.push(error));
+  closers.push(() => consumer.close());
+  await consumer.start();
+  return { consumer, errors };
+}
+
+/**
+ * Keeps the streams Redis busy in a script (its other clients are answered `BUSY`) until
+ * {@link stopBusyScript}; resolves once Redis answers so.
+ */
+async function startBusyScript(busy: Redis, probe: Redis): Promise<void> {
+  await probe.config('SET', 'busy-reply-threshold', '20');
+  void busy.eval('while true do end', 0).catch(() => undefined);
+  await waitFor(
+    () =>
+      probe.ping().then(
+        () => false,
+        (error: Error) => error.message.startsWith('BUSY'),
+      ),
+    { what: 'Redis busy in the script' },
+  );
+}
+
+/** Ends the script of {@link startBusyScript}; resolves once Redis answers again. */
+async function stopBusyScript(probe: Redis): Promise<void> {
+  await probe.script('KILL');
+  await waitFor(
+    () =>
+      probe.ping().then(
+        () => true,
+        () => false,
+      ),
+    { what: 'Redis answering again' },
+  );
+}
+
+describe('a consumer whose acknowledgement fails', () => {
+  it('acknowledges the message later and handles the rest of the batch it had read', async () => {
+    const sp = await createGroup(1);
+    const stream = `${sp}:0`;
+    const redis = connection();
+    const busy = connection();
+    const probe = connection();
+    const handled: ConsumerMessage[] = [];
+    let firstDone = false;
+    const a = await startConsumer(sp, async (message) => {
+      handled.push(message);
+      if (!firstDone) {
+        firstDone = true;
+        // The message is done; Redis answers its XACK (and everything else) BUSY for a while.
+        await startBusyScript(busy, probe);
+      }
+    });
+    await waitFor(() => a.consumer.shards().length === 1, { what: 'a reads shard 0' });
+    // One batch: all five are delivered to the consumer by one XREADGROUP.
+    const pipeline = redis.multi();
+    for (let i = 0; i < 5; i++) pipeline.xadd(stream, '*', 'key', `k-${i}`);
+    await pipeline.exec();
+
+    await waitFor(
+      () => a.errors.some((error) => error instanceof Error && error.message.startsWith('BUSY')),
+      { what: 'the XACK answered BUSY' },
+    );
+    await stopBusyScript(probe);
+    await redis.xadd(stream, '*', 'key', 'k-5');
+    await waitFor(() => handled.some((m) => m.key === 'k-5'), { what: 'k-5 handled' });
+
+    // Every message is handled (once: the first one succeeded already) and acknowledged.
+    await waitFor(() => handled.length >= 6, { timeoutMs: 10_000 }).catch(() => undefined);
+    expect(handled.map((m) => m.key)).toEqual(['k-0', 'k-1', 'k-2', 'k-3', 'k-4', 'k-5']);
+    await waitFor(async () => ((await redis.xpending(stream, 'billing')) as [number])[0] === 0, {
+      timeoutMs: 5_000,
+      what: 'nothing left pending',
+    });
+  });
+});
