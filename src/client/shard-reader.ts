@@ -219,8 +219,15 @@ export class ShardReader {
     }
     while (!this.stopping) {
       if (this.retryDueAt !== null && Date.now() >= this.retryDueAt) {
+        const due = this.retryDueAt;
         this.retryDueAt = null;
-        await this.sweepPending(this.options.retry!.backoffMs, this.options.consumerName);
+        try {
+          await this.sweepPending(this.options.retry!.backoffMs, this.options.consumerName);
+        } catch (error) {
+          // Still due: nothing else would look at the entries this sweep did not get to.
+          this.retryAt(due);
+          throw error;
+        }
         if (this.stopping) break;
       }
       const entries = await this.readNew();

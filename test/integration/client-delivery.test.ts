@@ -151,3 +151,67 @@ describe('a consumer whose acknowledgement fails', () => {
     });
   });
 });
+
+describe('a consumer retrying rejected messages (maxDeliveries)', () => {
+  it('retries them after a Redis command of the retry failed', async () => {
+    const sp = await createGroup(1);
+    const stream = `${sp}:0`;
+    const redis = connection();
+    const admin = connection();
+    const handled: string[] = [];
+    const a = await startConsumer(
+      sp,
+      (message) => {
+        handled.push(message.key!);
+        // Rejected the first time only: its retry succeeds.
+        if (handled.length === 1) throw new Error('not yet');
+      },
+      { maxDeliveries: 3, retryBackoffMs: 50 },
+    );
+    await waitFor(() => a.consumer.shards().length === 1, { what: 'a reads shard 0' });
+    // Redis refuses the retry's XCLAIM (an error reply, as BUSY or LOADING would be) until the
+    // consumer has seen it refused.
+    await admin.acl('SETUSER', 'default', '-xclaim');
+    await redis.xadd(stream, '*', 'key', 'k-0');
+    await waitFor(() => a.errors.some(isNoPerm), { what: 'the XCLAIM refused' });
+    await admin.acl('SETUSER', 'default', '+xclaim');
+
+    await waitFor(() => handled.length >= 2, { timeoutMs: 10_000 }).catch(() => undefined);
+    expect(handled).toEqual(['k-0', 'k-0']);
+    await waitFor(async () => ((await redis.xpending(stream, 'billing')) as [number])[0] === 0, {
+      timeoutMs: 5_000,
+      what: 'nothing left pending',
+    });
+  });
+
+  it('moves one to the dead-letter stream after the move failed once', async () => {
+    const sp = await createGroup(1);
+    const stream = `${sp}:0`;
+    const redis = connection();
+    const admin = connection();
+    const a = await startConsumer(
+      sp,
+      () => {
+        throw new Error('never');
+      },
+      { maxDeliveries: 1, retryBackoffMs: 50 },
+    );
+    const moved: string[] = [];
+    a.consumer.on('deadLettered', (letter) => moved.push(letter.id));
+    await waitFor(() => a.consumer.shards().length === 1, { what: 'a reads shard 0' });
+    // The move is a script: Redis refuses it until the consumer has seen it refused.
+    await admin.acl('SETUSER', 'default', '-evalsha', '-eval');
+    const id = await redis.xadd(stream, '*', 'key', 'k-0');
+    await waitFor(() => a.errors.some(isNoPerm), { what: 'the move refused' });
+    await admin.acl('SETUSER', 'default', '+evalsha', '+eval');
+
+    await waitFor(() => moved.length >= 1, { timeoutMs: 10_000 }).catch(() => undefined);
+    expect(moved).toEqual([id]);
+    expect(await redis.xlen(`${stream}:dead`)).toBe(1);
+    expect(((await redis.xpending(stream, 'billing')) as [number])[0]).toBe(0);
+  });
+});
+
+function isNoPerm(error: unknown): boolean {
+  return error instanceof Error && error.message.includes('NOPERM');
+}
