@@ -219,15 +219,7 @@ export class ShardReader {
     }
     while (!this.stopping) {
       if (this.retryDueAt !== null && Date.now() >= this.retryDueAt) {
-        const due = this.retryDueAt;
-        this.retryDueAt = null;
-        try {
-          await this.sweepPending(this.options.retry!.backoffMs, this.options.consumerName);
-        } catch (error) {
-          // Still due: nothing else would look at the entries this sweep did not get to.
-          this.retryAt(due);
-          throw error;
-        }
+        await this.retryRejected('+');
         if (this.stopping) break;
       }
       const entries = await this.readNew();
@@ -238,20 +230,63 @@ export class ShardReader {
   }
 
   /**
+   * Retries the entries of this consumer up to `end` that the handler rejected and whose
+   * backoff is over. A sweep that fails stays due: nothing else would look at the entries it
+   * did not get to.
+   */
+  private async retryRejected(end: string): Promise<void> {
+    const due = this.retryDueAt!;
+    this.retryDueAt = null;
+    try {
+      await this.sweepPending(this.options.retry!.backoffMs, this.options.consumerName, end);
+    } catch (error) {
+      this.retryAt(due);
+      throw error;
+    }
+  }
+
+  /**
+   * A retiring shard read to its seal (`sealId`): the entries before it that the handler
+   * rejected are retried, after their backoff, until acknowledged or dead-lettered, before the
+   * end is reported. Once the shard is retired nobody reads it again
+   * (docs/protocol.md#dead-letters). A failed sweep is retried here: the seal is acked, and a
+   * reader starting over would read past it. An error about the shard's key ends the retries:
+   * the entries' pending state went with the key or the group.
+   */
+  private async finishRetries(sealId: string): Promise<void> {
+    for (let attempt = 0; !this.stopping && this.retryDueAt !== null;) {
+      const wait = this.retryDueAt - Date.now();
+      if (wait > 0) {
+        await this.pause(wait);
+        continue;
+      }
+      try {
+        await this.retryRejected(`(${sealId}`);
+        attempt = 0;
+      } catch (error) {
+        if (this.stopping || isKeyError(error)) return;
+        this.options.onRedisError(error, this.options.shard);
+        await this.pause(Math.min(2_000, 50 * 2 ** Math.min(attempt++, 10)));
+      }
+    }
+  }
+
+  /**
    * Goes through the pending entries idle for at least `minIdleMs` (of `consumer`, or of every
    * consumer when null: a shard taken over) in id order: one delivered `maxDeliveries` times
    * already is moved to the dead-letter stream, any other is claimed (XCLAIM, which counts a
    * delivery) and handled again. One still too recently delivered sets when to look again.
+   * `end`: the last id looked at (`+`: every one).
    */
-  private async sweepPending(minIdleMs: number, consumer: string | null): Promise<void> {
+  private async sweepPending(minIdleMs: number, consumer: string | null, end = '+'): Promise<void> {
     const { redis, stream, group, consumerName, batchSize } = this.options;
     const { maxDeliveries } = this.options.retry!;
     let start = '-';
     while (!this.stopping) {
       const rows = (await this.command(() =>
         consumer === null
-          ? redis.call('XPENDING', stream, group, start, '+', batchSize)
-          : redis.call('XPENDING', stream, group, start, '+', batchSize, consumer),
+          ? redis.call('XPENDING', stream, group, start, end, batchSize)
+          : redis.call('XPENDING', stream, group, start, end, batchSize, consumer),
       )) as PendingRow[];
       for (const [id, , idleMs, deliveries] of rows) {
         if (this.stopping) return;
@@ -425,6 +460,8 @@ export class ShardReader {
 
   /** Handles entries one by one (a shard keeps its order), acking each once its handler is done. */
   private async process(entries: readonly StreamEntry[]): Promise<void> {
+    // A retiring shard's seal retries rejected entries inside its own handling.
+    const outer = this.inFlight;
     for (const [id, flat] of entries) {
       if (this.stopping) return;
       const work = this.handle(id, flat);
@@ -432,7 +469,7 @@ export class ShardReader {
       try {
         await work;
       } finally {
-        this.inFlight = null;
+        this.inFlight = outer;
       }
     }
   }
@@ -449,6 +486,9 @@ export class ShardReader {
       // Our own seal (or one after it) was read: everything before it was too. The end is
       // reached even if its ack failed: a retry would read past it and never see it again.
       if (sealId !== null && this.seal === seal && compareStreamIds(id, sealId) >= 0) {
+        if (this.options.retry) await this.finishRetries(id);
+        // Stopped, or the shard came back (a scale-in rolled back) meanwhile: no end.
+        if (this.stopping || this.seal !== seal) return;
         this.stopping = true;
         this.options.reader.disconnect();
         this.options.onRetired(shard);

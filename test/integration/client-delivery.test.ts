@@ -215,3 +215,30 @@ describe('a consumer retrying rejected messages (maxDeliveries)', () => {
 function isNoPerm(error: unknown): boolean {
   return error instanceof Error && error.message.includes('NOPERM');
 }
+
+describe('a consumer retiring a shard (scale-in) with a rejected message awaiting its retry', () => {
+  it('retries it before it reports the shard retired', async () => {
+    const sp = await createGroup(2);
+    const redis = connection();
+    const handled: string[] = [];
+    const a = await startConsumer(
+      sp,
+      (message) => {
+        handled.push(message.key!);
+        if (handled.length === 1) throw new Error('not yet');
+      },
+      { maxDeliveries: 3, retryBackoffMs: 1_500 },
+    );
+    const retired: number[] = [];
+    a.consumer.on('revoked', (shards) => retired.push(...shards));
+    await waitFor(() => a.consumer.shards().length === 2, { what: 'a reads both shards' });
+    await redis.xadd(`${sp}:1`, '*', 'key', 'k-0');
+    await waitFor(() => handled.length === 1, { what: 'k-0 rejected once' });
+
+    // Shard 1 retires while k-0 waits for its retry.
+    await client('writer').scale(sp, 'billing', 1, CHANGE);
+    await waitFor(() => retired.includes(1), { timeoutMs: 10_000, what: 'shard 1 retired' });
+    expect(handled).toEqual(['k-0', 'k-0']);
+    expect(((await redis.xpending(`${sp}:1`, 'billing')) as [number])[0]).toBe(0);
+  });
+});
