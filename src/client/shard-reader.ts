@@ -121,6 +121,17 @@ export class ShardReader {
   private readonly loop: Promise<void>;
   /** The pending entries of earlier owners were claimed: a retry after an error reads on. */
   private claimed = false;
+  /**
+   * The highest id handed to {@link ShardReader.process}: entries of this consumer pending
+   * above it were delivered by a read whose reply never arrived.
+   */
+  private lastSeenId = '0-0';
+  /**
+   * A read may have been delivered without its reply arriving (the reading connection closed,
+   * or a command failed): this consumer's pending entries above {@link lastSeenId} are read
+   * back (XREADGROUP with an id) before anything new.
+   */
+  private unseen = false;
   /** Redis commands under way, each with the time from which its wait counts as a stall. */
   private readonly waiting = new Map<symbol, number>();
   /**
@@ -138,6 +149,9 @@ export class ShardReader {
   private readonly lastErrors = new Map<string, string>();
 
   constructor(private readonly options: ShardReaderOptions) {
+    // ioredis sends a read again on the new connection: what Redis delivered to the one it
+    // lost stays pending for this consumer, and a read of new entries ('>') never returns it.
+    options.reader.on('close', () => (this.unseen = true));
     this.loop = this.run();
   }
 
@@ -193,6 +207,7 @@ export class ShardReader {
           await this.readUntilStopped(() => (attempt = 0));
         } catch (error) {
           if (this.stopping) break;
+          this.unseen = true;
           this.options.onRedisError(error, shard);
           await this.pause(Math.min(2_000, 50 * 2 ** Math.min(attempt, 10)));
         }
@@ -206,12 +221,17 @@ export class ShardReader {
   private async readUntilStopped(onRead: () => void): Promise<void> {
     const { redis, stream, group } = this.options;
     const createAt = await this.startId();
-    await this.command(() =>
-      redis.xgroup('CREATE', stream, group, createAt, 'MKSTREAM').catch((error: Error) => {
-        if (!error.message.includes('BUSYGROUP')) throw error;
-        return 'OK';
-      }),
+    const created = await this.command(() =>
+      redis.xgroup('CREATE', stream, group, createAt, 'MKSTREAM').then(
+        () => true,
+        (error: Error) => {
+          if (!error.message.includes('BUSYGROUP')) throw error;
+          return false;
+        },
+      ),
     );
+    // A group created again (it had gone) may hand out ids below those seen before.
+    if (created) this.lastSeenId = '0-0';
     if (!this.claimed) {
       if (this.options.retry) await this.sweepPending(0, null);
       else await this.claimPending();
@@ -222,9 +242,12 @@ export class ShardReader {
         await this.retryRejected('+');
         if (this.stopping) break;
       }
-      const entries = await this.readNew();
+      const history = this.unseen;
+      const entries = history ? await this.readUnseen() : await this.readNew();
       onRead();
       if (this.stopping) break;
+      // Closed during the read: what it returned is read back, in order, with the rest.
+      if (!history && this.unseen) continue;
       if (entries.length > 0) await this.process(entries);
     }
   }
@@ -426,6 +449,39 @@ export class ShardReader {
     } while (cursor !== '0-0' && !this.stopping);
   }
 
+  /**
+   * This consumer's pending entries above {@link lastSeenId}, up to one batch (without
+   * blocking); another batch is read next when this one is full.
+   */
+  private async readUnseen(): Promise<StreamEntry[]> {
+    const { reader, stream, group, consumerName, batchSize } = this.options;
+    this.unseen = false;
+    const reply = (await this.command(() =>
+      reader.xreadgroup(
+        'GROUP',
+        group,
+        consumerName,
+        'COUNT',
+        batchSize,
+        'STREAMS',
+        stream,
+        this.lastSeenId,
+      ),
+    )) as [string, StreamEntry[]][] | null;
+    const entries = reply?.[0]?.[1] ?? [];
+    if (entries.length >= batchSize) this.unseen = true;
+    // Entries deleted from the stream while pending come back without fields: nothing to do
+    // (a batch of nothing else is passed over; the handled entries move the start on).
+    const live = entries.filter((entry) => Array.isArray(entry[1]));
+    if (live.length === 0 && entries.length > 0) this.seen(entries.at(-1)![0]);
+    return live;
+  }
+
+  /** An entry at `id` was handed over (or skipped): later reads of unseen entries start after it. */
+  private seen(id: string): void {
+    if (compareStreamIds(id, this.lastSeenId) > 0) this.lastSeenId = id;
+  }
+
   private async readNew(): Promise<StreamEntry[]> {
     const { reader, stream, group, consumerName, batchSize } = this.options;
     // A retry falls due during the read: the read ends by then (BLOCK 0 would wait forever).
@@ -464,6 +520,7 @@ export class ShardReader {
     const outer = this.inFlight;
     for (const [id, flat] of entries) {
       if (this.stopping) return;
+      this.seen(id);
       const work = this.handle(id, flat);
       this.inFlight = work;
       try {

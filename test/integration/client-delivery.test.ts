@@ -14,6 +14,7 @@ import {
 } from '../../src/client/index.js';
 import { CHANGE, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 
 let coordinator: TestCoordinator;
 let streams: RedisServerHandle;
@@ -240,5 +241,37 @@ describe('a consumer retiring a shard (scale-in) with a rejected message awaitin
     await waitFor(() => retired.includes(1), { timeoutMs: 10_000, what: 'shard 1 retired' });
     expect(handled).toEqual(['k-0', 'k-0']);
     expect(((await redis.xpending(`${sp}:1`, 'billing')) as [number])[0]).toBe(0);
+  });
+});
+
+describe('a consumer whose connection to the streams Redis is reset', () => {
+  it('handles the entries of a read whose reply the reset lost', async () => {
+    const sp = await createGroup(1);
+    const stream = `${sp}:0`;
+    const redis = connection();
+    const proxy = await TcpProxy.start(streams.url.replace('redis:', 'http:'));
+    closers.push(() => proxy.close());
+    const handled: string[] = [];
+    const a = await startConsumer(sp, (message) => void handled.push(message.key!), {
+      redis: proxy.url.replace('http:', 'redis:'),
+      blockMs: 10_000,
+    });
+    await waitFor(() => a.consumer.shards().length === 1, { what: 'a reads shard 0' });
+    await waitFor(async () => String(await redis.client('LIST')).includes('cmd=xreadgroup'), {
+      what: 'a blocked in XREADGROUP',
+    });
+    // Redis hands k-0 to the blocked read; the reply never reaches the consumer.
+    proxy.setMode('stall');
+    await redis.xadd(stream, '*', 'key', 'k-0');
+    await waitFor(async () => ((await redis.xpending(stream, 'billing')) as [number])[0] === 1, {
+      what: 'k-0 delivered',
+    });
+    proxy.reset();
+    proxy.setMode('pass');
+    await redis.xadd(stream, '*', 'key', 'k-1');
+    await waitFor(() => handled.includes('k-1'), { timeoutMs: 10_000, what: 'k-1 handled' });
+
+    await waitFor(() => handled.includes('k-0'), { timeoutMs: 10_000 }).catch(() => undefined);
+    expect(handled).toEqual(['k-0', 'k-1']);
   });
 });
