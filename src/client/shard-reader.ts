@@ -322,8 +322,15 @@ export class ShardReader {
             redis.xclaim(stream, group, consumerName, minIdleMs, id),
           )) as StreamEntry[];
           // An entry deleted from the stream while pending is dropped by XCLAIM: nothing to do.
+          // Nothing comes back too when this XCLAIM is one ioredis sent again after a reply lost
+          // to a closed connection: the first one claimed the entry, so its idle time is back
+          // to 0. An entry still in the stream is looked at again after the backoff.
           const live = claimed.filter((entry) => Array.isArray(entry?.[1]));
-          if (live.length === 0) this.lastErrors.delete(id);
+          if (live.length === 0) {
+            const [entry] = await this.command(() => redis.xrange(stream, id, id));
+            if (entry) this.retryAt(Date.now() + minIdleMs);
+            else this.lastErrors.delete(id);
+          }
           await this.process(live);
         }
       }

@@ -14,6 +14,7 @@ import {
 } from '../../src/client/index.js';
 import { CHANGE, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+import { monitorRedis } from '../support/redis-monitor.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
 let coordinator: TestCoordinator;
@@ -273,5 +274,43 @@ describe('a consumer whose connection to the streams Redis is reset', () => {
 
     await waitFor(() => handled.includes('k-0'), { timeoutMs: 10_000 }).catch(() => undefined);
     expect(handled).toEqual(['k-0', 'k-1']);
+  });
+});
+
+describe('a consumer retrying a rejected message whose claim reply is lost to a reset', () => {
+  it('retries it all the same', async () => {
+    const sp = await createGroup(1);
+    const stream = `${sp}:0`;
+    const redis = connection();
+    const proxy = await TcpProxy.start(streams.url.replace('redis:', 'http:'));
+    closers.push(() => proxy.close());
+    const handled: string[] = [];
+    const a = await startConsumer(
+      sp,
+      (message) => {
+        handled.push(message.key!);
+        if (handled.length === 1) throw new Error('not yet');
+      },
+      { redis: proxy.url.replace('http:', 'redis:'), maxDeliveries: 5, retryBackoffMs: 1_000 },
+    );
+    await waitFor(() => a.consumer.shards().length === 1, { what: 'a reads shard 0' });
+    // The retry's XCLAIM runs in Redis; its reply, held up in the proxy, is lost to a reset,
+    // and ioredis sends the XCLAIM again on its new connection.
+    let reset = false;
+    const monitor = await monitorRedis(streams.port, ([name]) => {
+      if (name === 'xclaim' && !reset) {
+        reset = true;
+        proxy.reset();
+        proxy.setMode('pass');
+      }
+    });
+    closers.push(() => monitor.stop());
+    await redis.xadd(stream, '*', 'key', 'k-0');
+    await waitFor(() => handled.length === 1, { what: 'k-0 rejected once' });
+    proxy.setMode('latency', 300);
+    await waitFor(() => reset, { what: 'the XCLAIM reply lost' });
+
+    await waitFor(() => handled.length >= 2, { timeoutMs: 10_000 }).catch(() => undefined);
+    expect(handled).toEqual(['k-0', 'k-0']);
   });
 });
