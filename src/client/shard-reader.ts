@@ -19,6 +19,11 @@ import type { GroupStart } from './member-state.js';
 import { settledBy } from './retry.js';
 import { appendSeal, compareStreamIds, isSeal, type SealVersion } from './stream-seal.js';
 
+/**
+ * The retries of a consumer without a retry policy, for the entries before a retiring shard's
+ * seal that its handler rejected: after 1 s, until acknowledged (docs/protocol.md#dead-letters).
+ */
+const SEAL_RETRY: RetryPolicy = { backoffMs: 1_000, maxDeliveries: null };
 /** One message handed to a consumer's handler. */
 export interface ConsumerMessage {
   /** The shard (stream `<streamPrefix>:<shard>`) it was read from. */
@@ -145,6 +150,8 @@ export class ShardReader {
   private wakeUp: (() => void) | null = null;
   /** When the next retry of rejected entries is due (ms since epoch); null: none is. */
   private retryDueAt: number | null = null;
+  /** A retiring shard's seal was reached: its rejected entries are being retried. */
+  private finishingSeal = false;
   /** The handler's last error per entry still pending, for its dead letter. */
   private readonly lastErrors = new Map<string, string>();
 
@@ -261,7 +268,7 @@ export class ShardReader {
     const due = this.retryDueAt!;
     this.retryDueAt = null;
     try {
-      await this.sweepPending(this.options.retry!.backoffMs, this.options.consumerName, end);
+      await this.sweepPending(this.retryPolicy()!.backoffMs, this.options.consumerName, end);
     } catch (error) {
       this.retryAt(due);
       throw error;
@@ -303,7 +310,7 @@ export class ShardReader {
    */
   private async sweepPending(minIdleMs: number, consumer: string | null, end = '+'): Promise<void> {
     const { redis, stream, group, consumerName, batchSize } = this.options;
-    const { maxDeliveries } = this.options.retry!;
+    const { maxDeliveries } = this.retryPolicy()!;
     let start = '-';
     while (!this.stopping) {
       const rows = (await this.command(() =>
@@ -363,6 +370,14 @@ export class ShardReader {
         error,
       });
     }
+  }
+
+  /**
+   * How rejected entries are retried: the consumer's policy; while a retiring shard's seal is
+   * being finished, {@link SEAL_RETRY} for a consumer without one; else null (not retried).
+   */
+  private retryPolicy(): RetryPolicy | null {
+    return this.options.retry ?? (this.finishingSeal ? SEAL_RETRY : null);
   }
 
   /** The next retry is due at `at` at the latest. */
@@ -550,7 +565,14 @@ export class ShardReader {
       // Our own seal (or one after it) was read: everything before it was too. The end is
       // reached even if its ack failed: a retry would read past it and never see it again.
       if (sealId !== null && this.seal === seal && compareStreamIds(id, sealId) >= 0) {
-        if (this.options.retry) await this.finishRetries(id);
+        // Entries before the seal that the handler rejected are retried first, also by a
+        // consumer without a retry policy: a retired shard has no next owner to claim them.
+        if (!this.options.retry) {
+          this.finishingSeal = true;
+          this.retryAt(Date.now());
+        }
+        await this.finishRetries(id);
+        this.finishingSeal = false;
         // Stopped, or the shard came back (a scale-in rolled back) meanwhile: no end.
         if (this.stopping || this.seal !== seal) return;
         this.stopping = true;
@@ -573,8 +595,9 @@ export class ShardReader {
       await handler({ shard, id, key, fields, signal: this.abort.signal });
     } catch (error) {
       // Left pending: retried after the backoff (and dead-lettered after maxDeliveries) when
-      // the consumer retries, else the shard's next owner gets it again.
-      const retry = this.options.retry;
+      // the consumer retries (or finishes a retiring shard), else the shard's next owner gets
+      // it again.
+      const retry = this.retryPolicy();
       if (retry) {
         this.lastErrors.delete(id);
         this.lastErrors.set(id, errorText(error));

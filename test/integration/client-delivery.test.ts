@@ -219,7 +219,11 @@ function isNoPerm(error: unknown): boolean {
 }
 
 describe('a consumer retiring a shard (scale-in) with a rejected message awaiting its retry', () => {
-  it('retries it before it reports the shard retired', async () => {
+  // Without a retry policy too: a retired shard has no next owner to claim the message.
+  it.each([
+    ['with maxDeliveries', { maxDeliveries: 3, retryBackoffMs: 1_500 }],
+    ['without a retry policy', {}],
+  ])('retries it before it reports the shard retired (%s)', async (_, options) => {
     const sp = await createGroup(2);
     const redis = connection();
     const handled: string[] = [];
@@ -229,7 +233,7 @@ describe('a consumer retiring a shard (scale-in) with a rejected message awaitin
         handled.push(message.key!);
         if (handled.length === 1) throw new Error('not yet');
       },
-      { maxDeliveries: 3, retryBackoffMs: 1_500 },
+      options,
     );
     const retired: number[] = [];
     a.consumer.on('revoked', (shards) => retired.push(...shards));
