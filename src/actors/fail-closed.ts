@@ -32,7 +32,9 @@ export class FailClosed {
    * metadata key was found missing (counted in `coord_metadata_lost_total`); a group adopted
    * from its failure record was counted when that record was written. `fromRecord`: the reason
    * is its failure record's, so no read found a lower revision now
-   * (`coord_store_revision_regression_total` counts the reads that did).
+   * (`coord_store_revision_regression_total` counts the reads that did), and the group was
+   * counted in `coord_groups_failed_closed_total` by whoever wrote the record: loaded again (a
+   * handover, a restart), it is not counted again.
    */
   async failClosed(
     entry: GroupEntry,
@@ -45,7 +47,7 @@ export class FailClosed {
     if (reason === 'STORE_REVISION_REGRESSION' && !fromRecord)
       metrics.storeRevisionRegression.inc();
     if (lostBy !== undefined) metrics.metadataLost.inc({ source: lostBy });
-    metrics.groupsFailedClosed.inc({ reason });
+    if (!fromRecord) metrics.groupsFailedClosed.inc({ reason });
     logger.error('group failed closed', {
       ...groupLogFields(entry.ref),
       reason,

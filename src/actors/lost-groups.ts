@@ -80,7 +80,7 @@ export interface LostGroupsOptions {
   >;
   readonly guard: StoreGuard;
   readonly clock: Clock;
-  readonly metrics: Pick<Metrics, 'metadataLost'>;
+  readonly metrics: Pick<Metrics, 'metadataLost' | 'groupsFailedClosed'>;
   readonly logger: Logger;
   /** How long to wait before asking a store that did not answer again. @default 1000 */
   readonly retryMs?: number;
@@ -335,8 +335,9 @@ export class LostGroups {
   }
 
   /**
-   * Remembers `group` as lost (merged with what was remembered of it), counts it, and says so
-   * at error level: once per group, when it is first noticed here.
+   * Remembers `group` as lost (merged with what was remembered of it), counts it (lost, and
+   * failed closed) unless it was counted where it failed closed, and says so at error level:
+   * once per group, when it is first noticed here.
    */
   private remember(group: LostGroup, count = true): Remembered {
     const id = groupId(group.ref);
@@ -348,7 +349,12 @@ export class LostGroups {
     if (this.lost.size >= MAX_REMEMBERED) this.forgetOldestRecorded();
     const fresh: Remembered = { group, recorded: false };
     this.lost.set(id, fresh);
-    if (count) this.options.metrics.metadataLost.inc({ source: group.source });
+    // Counted once, here, where its failure record is written: a replica that loads the group
+    // from that record later does not count it again.
+    if (count) {
+      this.options.metrics.metadataLost.inc({ source: group.source });
+      this.options.metrics.groupsFailedClosed.inc({ reason: 'METADATA_LOST' });
+    }
     this.options.logger.error(
       'group metadata lost: the metadata key is gone while this group is remembered; it fails ' +
         'closed (METADATA_LOST) until an operator restores a backup and RESUMEs it, or RECREATEs ' +

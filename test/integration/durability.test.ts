@@ -213,13 +213,20 @@ describe('metadata durability on a real redis-server', () => {
     expect(await again.json()).toMatchObject({ error: { code: 'GROUP_NOT_FAILED_CLOSED' } });
   });
 
-  it('a group loaded again from its failure record is not counted again as a revision regression', async () => {
+  it('a group loaded again from its failure record is not counted again as a revision regression, nor as failed closed', async () => {
     await liveGroup('reread', 2, ['a']);
     const regressions = async () => {
       const text = await (await c.call('GET', '/metrics')).text();
       return Number(/^coord_store_revision_regression_total (\S+)$/m.exec(text)?.[1] ?? 0);
     };
+    const failedClosed = async () => {
+      const text = await (await c.call('GET', '/metrics')).text();
+      const line =
+        /^coord_groups_failed_closed_total\{reason="STORE_REVISION_REGRESSION"\} (\S+)$/m;
+      return Number(line.exec(text)?.[1] ?? 0);
+    };
     const before = await regressions();
+    const failedBefore = await failedClosed();
     // An older revision under the owner (docs/operations.md#fail-closed-behaviour): one read
     // finds it, one is counted.
     await redis.client().hset(key('reread'), 'storeRevision', '1');
@@ -236,6 +243,7 @@ describe('metadata durability on a real redis-server', () => {
     });
     expect(c.host.heldGroups().some((ref) => ref.streamPrefix === 'reread')).toBe(true);
     expect(await regressions()).toBe(before + 1);
+    expect(await failedClosed()).toBe(failedBefore + 1);
   });
 
   it('shows each rollback signal in metrics and monitoring', async () => {

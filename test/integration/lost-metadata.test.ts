@@ -394,6 +394,10 @@ describe('Redis flushed under three running replicas', () => {
       expect(
         lost.reduce((sum, text) => sum + metricSum(text, 'coord_metadata_lost_total'), 0),
       ).toBeGreaterThan(0);
+      // Failed closed: counted where the loss was noticed, not again by a later load.
+      expect(
+        lost.reduce((sum, text) => sum + metricSum(text, 'coord_groups_failed_closed_total'), 0),
+      ).toBeGreaterThan(0);
 
       // Nothing was re-created from what anyone remembered.
       const keys = keyNames(state.keyPrefix);
