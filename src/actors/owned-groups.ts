@@ -304,6 +304,10 @@ export class OwnedGroups {
       await entry.mailbox.idle();
       if (!this.closing) this.options.lost?.leaving(ref, entry, { leaseLost: false });
       table.remove(entry);
+      // Dropped while it drained (its lease lost) and taken again here since: the lease held
+      // now is that later entry's (or load's), served and renewed; giving it up would leave an
+      // entry that may never serve. A later hand-over pass gives it up if it must go.
+      if (table.get(ref) !== undefined || table.loading.has(groupId(ref))) return;
     }
     await ownership.release(ref);
   }

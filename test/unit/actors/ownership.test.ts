@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { newGroupState } from '../../../src/machines/new-group.js';
 import type { HeartbeatReply } from '../../../src/machines/protocol.js';
-import { groupId } from '../../../src/machines/types.js';
+import { groupId, type GroupRef } from '../../../src/machines/types.js';
 import {
   actorRig,
   joinRequest,
@@ -139,6 +139,60 @@ describe('ownership: explicit entry lifecycle', () => {
       code: 'GROUP_MOVED',
       details: { owner: 'replica-b' },
     });
+  });
+});
+
+/** A {@link TestOwnership} that holds a lease per group: served only while one is held. */
+class LeasedOwnership extends TestOwnership {
+  readonly held = new Set<string>();
+
+  override acquire(ref: GroupRef): Promise<void> {
+    this.held.add(groupId(ref));
+    return super.acquire(ref);
+  }
+
+  override mayServe(ref: GroupRef): boolean {
+    return this.held.has(groupId(ref)) && super.mayServe(ref);
+  }
+
+  override release(ref: GroupRef): Promise<void> {
+    this.held.delete(groupId(ref));
+    return super.release(ref);
+  }
+
+  override lose(ref: GroupRef, newOwner: string): void {
+    this.held.delete(groupId(ref));
+    super.lose(ref, newOwner);
+  }
+}
+
+describe('ownership: a hand-over whose entry was dropped while it drained', () => {
+  it('does not give up the lease of the group taken again meanwhile', async () => {
+    let ownership!: LeasedOwnership;
+    const rig = actorRig({ ownership: (faulty) => (ownership = new LeasedOwnership(faulty)) });
+    await rig.faulty.inner.createGroup(
+      newGroupState(REF, { shardCount: 4, lifecycleId: 'life-1', now: T0 }),
+    );
+    await rig.host.heartbeat(REF, joinRequest('m1'));
+    // The live set changed: the group is handed over while a commit holds its mailbox.
+    rig.faulty.hang('commitGroup', { times: 1 });
+    const running = rig.host.heartbeat(REF, joinRequest('m2'));
+    await expect.poll(() => rig.faulty.pending).toBe(1);
+    ownership.owners.set(ID, 'replica-b');
+    const releasing = rig.host.release(REF);
+    // Its lease is lost while it drains (the entry dropped), and the live set changes back:
+    // the group is taken again here, under a new lease, by the next request.
+    ownership.lose(REF, 'replica-b');
+    ownership.owners.delete(ID);
+    await rig.host.getGroup(REF);
+    expect(ownership.held.has(ID)).toBe(true);
+    rig.faulty.release();
+    await running.catch(() => undefined);
+    await releasing;
+    // The hand-over of the dropped entry gave nothing up: the group is still served here
+    // (docs/architecture.md#replicas-leases-and-fences).
+    expect(ownership.held.has(ID)).toBe(true);
+    await expect(rig.host.getGroup(REF)).resolves.toMatchObject({ consumerGroup: 'billing' });
   });
 });
 
