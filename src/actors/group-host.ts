@@ -170,6 +170,7 @@ export class GroupHost implements GroupCoordinator {
       withEntry: (ref, work) => this.withEntry(ref, work),
       run: (entry, command) => this.runCommand(entry, command),
       entries: () => parts.table.all(),
+      mayServe: (ref) => parts.ownership.mayServe(ref),
       intervalMs: options.settings.store['verify-interval'],
     });
     const { streams } = options.settings;

@@ -30,6 +30,8 @@ export interface PrefixLayoutsOptions {
   readonly run: (entry: GroupEntry, command: AdminCommand) => Promise<CommandOutcome>;
   /** The groups this replica serves now. */
   readonly entries: () => readonly GroupEntry[];
+  /** Whether this replica may still serve the group: its lease held, its deadline not passed. */
+  readonly mayServe: (ref: GroupRef) => boolean;
   /** How often owned groups look at their prefixes' layouts (0: only when told). */
   readonly intervalMs: number;
 }
@@ -82,6 +84,10 @@ export class PrefixLayouts {
       followed: command.type === 'SCALE',
       movable: true,
     });
+    // The layout's write is checked against the layout's version, not the group's fence: a
+    // replica that lost the group while it read (paused past its lease) must not move the
+    // prefix for a scale the group's fenced write will refuse.
+    if (!this.options.mayServe(entry.ref)) throw new GroupMovedError(null);
     let moved: PrefixLayout;
     try {
       moved = await guard(() =>

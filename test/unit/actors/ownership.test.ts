@@ -65,6 +65,23 @@ describe('ownership: reading a group never takes it', () => {
   });
 });
 
+describe('ownership: a scale past the lease deadline', () => {
+  it('does not move the stream prefix layout: GROUP_MOVED, nothing written', async () => {
+    const rig = await ownedRig();
+    await rig.host.getGroup(REF);
+    // The layout read is under way when the replica stops being allowed to serve the group (a
+    // pause past its lease): the layout write has no fence of the group to refuse it.
+    rig.faulty.hang('readLayouts', { times: 1 });
+    const scale = rig.host.putGroup(REF, 8, { requestedBy: 'ops', reason: 'test' });
+    await expect.poll(() => rig.faulty.pending).toBe(1);
+    rig.ownership.unservable.add(ID);
+    rig.faulty.release();
+    await expect(scale).rejects.toMatchObject({ code: 'GROUP_MOVED' });
+    expect(rig.faulty.count('changeLayout')).toBe(0);
+    expect((await rig.faulty.inner.readLayouts([REF.streamPrefix]))[0]?.shardCount).toBe(4);
+  });
+});
+
 describe('ownership: a dropped entry goes back to the caller', () => {
   it('work queued when the lease is lost is not run on a reloaded group: GROUP_MOVED to forward', async () => {
     const rig = await ownedRig();
