@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { coordctl } from '../support/cli.js';
-import { useCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { CHANGE, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
 
 interface AuditRecord {
   operation: string;
@@ -189,5 +189,61 @@ describe('coordctl plan -f / apply -f (GitOps)', () => {
     const missing = await plan(join(dir, 'nope.yaml'));
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/cannot read .*nope\.yaml: ENOENT/);
+  });
+});
+
+describe('coordctl apply -f: groups sharing a stream prefix', () => {
+  let c: TestCoordinator;
+  let dir: string;
+  useCoordinator({ store: 'memory' }, (coordinator) => (c = coordinator));
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'coordctl-gitops-prefix-'));
+  });
+  afterAll(async () => rm(dir, { recursive: true, force: true }));
+
+  /** Writes a desired-state file with these groups (`[streamPrefix, consumerGroup, shardCount]`). */
+  async function desired(groups: Array<[string, string, number]>): Promise<string> {
+    const file = join(dir, 'desired.yaml');
+    const lines = groups.map(
+      ([sp, cg, n]) => `  - {streamPrefix: ${sp}, consumerGroup: ${cg}, shardCount: ${n}}`,
+    );
+    await writeFile(
+      file,
+      `requestedBy: platform-gitops\nreason: "capacity"\ngroups:\n${lines.join('\n')}\n`,
+    );
+    return file;
+  }
+  const env = () => ({ COORDCTL_URL: c.url, COORDCTL_TOKEN: c.token('admin') });
+  const create = async (sp: string, cg: string, shardCount: number) => {
+    const res = await c.call('PUT', `/coord/v1/admin/streams/${sp}/groups/${cg}`, {
+      user: 'writer',
+      body: { shardCount, ...CHANGE },
+    });
+    expect(res.status).toBe(201);
+  };
+  const shardCount = async (sp: string, cg: string) => {
+    const res = await c.call('GET', `/coord/v1/monitoring/streams/${sp}/groups/${cg}`, {
+      user: 'reader',
+    });
+    return res.status === 404 ? null : ((await res.json()) as { shardCount: number }).shardCount;
+  };
+
+  it('a file that scales a prefix and adds a group on it applies in one run (docs/cli.md#gitops-plan-and-apply)', async () => {
+    await create('sp1', 'a', 2);
+    await create('sp1', 'b', 2);
+    const file = await desired([
+      ['sp1', 'a', 4],
+      ['sp1', 'b', 4],
+      ['sp1', 'c', 4],
+    ]);
+    const applied = await coordctl(['apply', '-f', file], { env: env() });
+    expect(applied.stderr).toBe('');
+    expect(applied.code).toBe(0);
+    expect(applied.stdout).toMatch(/^created sp1:c: 4 shards$/m);
+    expect([
+      await shardCount('sp1', 'a'),
+      await shardCount('sp1', 'b'),
+      await shardCount('sp1', 'c'),
+    ]).toEqual([4, 4, 4]);
   });
 });

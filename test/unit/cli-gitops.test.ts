@@ -67,11 +67,11 @@ groups:
 describe('plan: the difference between the file and the coordinator', () => {
   const desired = parseDesiredState(FILE, 'desired.yaml');
 
-  it('creates what is missing, scales what differs, leaves what matches', () => {
+  it('scales what differs, then creates what is missing, leaves what matches', () => {
     const plan = planChanges(desired, current, { prune: false });
     expect(plan.changes.map((c) => [c.action, c.group.consumerGroup, c.group.shardCount])).toEqual([
-      ['create', 'g', 2],
       ['scale', 'audit', 4],
+      ['create', 'g', 2],
     ]);
     expect(plan.unchanged.map((g) => g.consumerGroup)).toEqual(['billing']);
   });
@@ -100,8 +100,8 @@ describe('plan: the difference between the file and the coordinator', () => {
     const text = renderPlan(planChanges(desired, current, { prune: false }), 'desired.yaml');
     expect(text).toBe(
       [
-        '+ create new:g with 2 shards',
         '~ scale  payments:audit from 8 to 4 shards (status FROZEN: the coordinator will refuse until it is ACTIVE)',
+        '+ create new:g with 2 shards',
         '! keep   legacy:g (3 shards): not in desired.yaml; only --prune deletes it',
         'plan: 1 to create, 1 to scale, 0 to delete, 1 unchanged, 1 not in the file',
         '',

@@ -21,7 +21,11 @@ export type Change =
   | { readonly action: 'ensure'; readonly group: DesiredGroup };
 
 export interface Plan {
-  /** Changes, in the order `apply` makes them: creates, scales, then deletes. */
+  /**
+   * Changes, in the order `apply` makes them: scales, creates, then deletes. Scales come first:
+   * a group created on a stream prefix must have the prefix's shard count
+   * (docs/protocol.md#one-shard-layout-per-stream-prefix), the count the file scales it to.
+   */
   readonly changes: readonly Change[];
   /** Groups in the file that already match it. */
   readonly unchanged: readonly DesiredGroup[];
@@ -60,7 +64,7 @@ export function planChanges(
     ? extra.map((group) => ({ action: 'delete', group }))
     : [];
   return {
-    changes: [...creates, ...scales, ...deletes],
+    changes: [...scales, ...creates, ...deletes],
     unchanged,
     unmanaged: options.prune ? [] : extra,
   };
