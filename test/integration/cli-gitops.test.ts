@@ -246,4 +246,23 @@ describe('coordctl apply -f: groups sharing a stream prefix', () => {
       await shardCount('sp1', 'c'),
     ]).toEqual([4, 4, 4]);
   });
+  it('a file that would move a group it does not list is refused by plan and apply; nothing changes (docs/cli.md#gitops-plan-and-apply)', async () => {
+    await create('sp2', 'a', 2);
+    await create('sp2', 'b', 2);
+    const file = await desired([['sp2', 'a', 4]]);
+    for (const command of ['plan', 'apply']) {
+      const run = await coordctl([command, '-f', file], { env: env() });
+      expect(run.code).toBe(1);
+      expect(run.stdout).toBe('');
+      expect(run.stderr).toContain(
+        `sp2:b (2 shards) is not in ${file}, but sp2:a with 4 shards would move it to 4 too`,
+      );
+    }
+    expect([await shardCount('sp2', 'a'), await shardCount('sp2', 'b')]).toEqual([2, 2]);
+
+    const pruned = await coordctl(['plan', '-f', file, '--prune'], { env: env() });
+    expect(pruned.code).toBe(2);
+    expect(pruned.stdout).toMatch(/^~ scale {2}sp2:a from 2 to 4 shards$/m);
+    expect(pruned.stdout).toMatch(/^- delete sp2:b /m);
+  });
 });

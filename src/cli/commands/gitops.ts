@@ -6,7 +6,13 @@ import { CliError, EXIT } from '../cli-error.js';
 import { connect, connectionOptions, type ConnectionFlags } from '../connection.js';
 import { applyChanges } from '../gitops/apply.js';
 import { parseDesiredState, type DesiredState } from '../gitops/desired-state.js';
-import { planChanges, renderPlan, type Change, type Plan } from '../gitops/plan.js';
+import {
+  conflictMessage,
+  planChanges,
+  renderPlan,
+  type Change,
+  type Plan,
+} from '../gitops/plan.js';
 import { listAllGroups } from '../monitoring.js';
 import { progress } from '../options.js';
 import { outputOption, print, type OutputFormat } from '../output.js';
@@ -42,9 +48,20 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-/** The plan against what the read APIs show now. */
-async function currentPlan(api: CliApi, desired: DesiredState, prune: boolean): Promise<Plan> {
-  return planChanges(desired, await listAllGroups(api), { prune });
+/**
+ * The plan against what the read APIs show now; refused when it would move a group the file
+ * does not list (nothing is changed then).
+ */
+async function currentPlan(
+  api: CliApi,
+  desired: DesiredState,
+  prune: boolean,
+  source: string,
+): Promise<Plan> {
+  const plan = planChanges(desired, await listAllGroups(api), { prune });
+  const conflict = conflictMessage(plan, source);
+  if (conflict) throw new CliError(conflict);
+  return plan;
 }
 
 function isForbidden(error: unknown): boolean {
@@ -75,7 +92,7 @@ export function registerGitOpsCommands(program: Command): void {
     'show what apply would change (exit 0: nothing, 2: changes planned, 1: error); needs READ',
   ).action(async (flags: GitOpsFlags) => {
     const desired = await readDesiredState(flags.file);
-    const plan = await currentPlan(await connect(flags), desired, flags.prune ?? false);
+    const plan = await currentPlan(await connect(flags), desired, flags.prune ?? false, flags.file);
     print(flags.output, plan, () => renderPlan(plan, flags.file));
     if (plan.changes.length > 0) throw new CliError('', EXIT.CHANGES_PLANNED);
   });
@@ -91,7 +108,7 @@ export function registerGitOpsCommands(program: Command): void {
       const api = await connect(flags);
       let changes: readonly Change[];
       try {
-        const plan = await currentPlan(api, desired, flags.prune ?? false);
+        const plan = await currentPlan(api, desired, flags.prune ?? false, flags.file);
         for (const g of plan.unmanaged)
           progress(
             `kept ${g.streamPrefix}:${g.consumerGroup}: not in ${flags.file}; only --prune deletes it`,

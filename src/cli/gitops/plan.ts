@@ -31,6 +31,17 @@ export interface Plan {
   readonly unchanged: readonly DesiredGroup[];
   /** Groups the coordinator has and the file lacks, left alone without `--prune`. */
   readonly unmanaged: readonly CurrentGroup[];
+  /**
+   * Groups the file lacks that a change would move all the same: every group on a stream prefix
+   * has its shard count (docs/protocol.md#one-shard-layout-per-stream-prefix), so a scale of the
+   * prefix (or a create with another count) cannot keep them. Without `--prune` such a file
+   * cannot be applied.
+   */
+  readonly conflicts: ReadonlyArray<{
+    readonly group: CurrentGroup;
+    readonly shardCount: number;
+    readonly by: DesiredGroup;
+  }>;
 }
 
 const key = (g: { streamPrefix: string; consumerGroup: string }) =>
@@ -63,10 +74,24 @@ export function planChanges(
   const deletes: Change[] = options.prune
     ? extra.map((group) => ({ action: 'delete', group }))
     : [];
+  // A prefix the file changes takes every group on it to the file's count, listed or not.
+  const changedPrefixes = new Map<string, DesiredGroup>();
+  for (const group of desired.groups)
+    if (!unchanged.includes(group) && !changedPrefixes.has(group.streamPrefix))
+      changedPrefixes.set(group.streamPrefix, group);
+  const conflicts = options.prune
+    ? []
+    : extra.flatMap((group) => {
+        const by = changedPrefixes.get(group.streamPrefix);
+        return by && by.shardCount !== group.shardCount
+          ? [{ group, shardCount: by.shardCount, by }]
+          : [];
+      });
   return {
     changes: [...scales, ...creates, ...deletes],
     unchanged,
     unmanaged: options.prune ? [] : extra,
+    conflicts,
   };
 }
 
@@ -97,4 +122,14 @@ export function renderPlan(plan: Plan, source: string): string {
     `plan: ${count('create')} to create, ${count('scale')} to scale, ${count('delete')} to delete, ${plan.unchanged.length} unchanged, ${plan.unmanaged.length} not in the file`,
   );
   return `${lines.join('\n')}\n`;
+}
+
+/** The error for a plan with conflicts (see {@link Plan.conflicts}), or null when it has none. */
+export function conflictMessage(plan: Plan, source: string): string | null {
+  if (plan.conflicts.length === 0) return null;
+  const lines = plan.conflicts.map(
+    (c) =>
+      `${label(c.group)} (${c.group.shardCount} shards) is not in ${source}, but ${label(c.by)} with ${c.shardCount} shards would move it to ${c.shardCount} too: every group on stream prefix ${c.group.streamPrefix} has the same shard count`,
+  );
+  return `${source} cannot be applied without changing groups it does not list:\n  ${lines.join('\n  ')}\n  what to do: add them to ${source} with the prefix's new shard count, or run with --prune to delete them`;
 }
