@@ -72,9 +72,13 @@ export async function restoreMetadata(
 ): Promise<number> {
   const chosen = backup.groups.filter((g) => options.only?.(g) ?? true);
   for (const [i, group] of chosen.entries()) {
+    // Never the backup's fence: the group may have been claimed with higher ones since, and a
+    // deposed owner still holding one must not match again. Without a fence, the next claim
+    // starts one above every fence issued before (as RECREATE does).
+    const { fence: _fence, ...fields } = group.fields;
     await store.importGroup(
       { streamPrefix: group.streamPrefix, consumerGroup: group.consumerGroup },
-      group.fields,
+      fields,
     );
     if ((i + 1) % 100 === 0 || i + 1 === chosen.length)
       options.progress?.(`restored ${i + 1}/${chosen.length} groups`);

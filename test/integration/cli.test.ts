@@ -9,12 +9,18 @@ import { coordctl } from '../support/cli.js';
 import {
   CHANGE,
   PASSWORD,
+  startReplicaOn,
   startTestCoordinator,
   useCoordinator,
   type TestCoordinator,
 } from '../support/coordinator.js';
 import { SimulatedMember } from '../support/members.js';
-import { waitFor, type RedisServerHandle } from '../support/redis-server.js';
+import {
+  randomKeyPrefix,
+  startRedisServer,
+  waitFor,
+  type RedisServerHandle,
+} from '../support/redis-server.js';
 
 const run = promisify(execFile);
 
@@ -631,6 +637,63 @@ describe('coordctl backup, restore and recovery (redis)', () => {
     ]);
     expect(code).toBe(1);
     expect(stderr).toMatch(/not in the backup: x:g\n.*it holds no groups/);
+    await rm(dir, { recursive: true, force: true });
+  });
+});
+
+describe('coordctl restore of a group that moved on since the backup (redis)', () => {
+  let redis: RedisServerHandle;
+  const replicas: TestCoordinator[] = [];
+  beforeAll(async () => {
+    redis = await startRedisServer();
+  });
+  afterAll(async () => {
+    for (const r of replicas) await r.close();
+    await redis.stop();
+  });
+
+  it('never puts the fence back: after restore and resume it is above every fence issued before (docs/operations.md#durability-controls)', async () => {
+    const keyPrefix = randomKeyPrefix();
+    const key = `${keyPrefix}:{mv:g}:metadata`;
+    const fence = async () => BigInt((await redis.client().hget(key, 'fence')) ?? '0');
+    const first = await startReplicaOn(redis.url, keyPrefix, 'r1');
+    replicas.push(first);
+    await createGroup(first, 'mv', 2);
+    await waitFor(async () => (await fence()) > 0n, { what: 'mv to be claimed' });
+    const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
+    const file = join(dir, 'backup.json');
+    const storeFlags = ['--url', redis.url, '--key-prefix', keyPrefix];
+    expect((await coordctl(['backup', ...storeFlags, '--out', file])).code).toBe(0);
+    const backedUp = await fence();
+
+    // The group moves on: another replica claims it, with the next fence.
+    await first.close();
+    replicas.pop();
+    const second = await startReplicaOn(redis.url, keyPrefix, 'r2');
+    replicas.push(second);
+    await waitFor(
+      async () => {
+        await second.call('GET', '/coord/v1/routing/streams/mv/groups/g', { user: 'producer' });
+        return (await fence()) > backedUp;
+      },
+      { what: 'r2 to claim mv' },
+    );
+    const issued = await fence();
+
+    const restore = await coordctl(['restore', ...storeFlags, '--in', file]);
+    expect(restore.code).toBe(0);
+    const status = async () =>
+      (
+        JSON.parse((await ctl(second, 'reader', ['describe', 'mv:g', '-o', 'json'])).stdout) as {
+          status: string;
+        }
+      ).status;
+    await waitFor(async () => (await status()) === 'FAILED_CLOSED', {
+      what: 'mv to fail closed',
+    });
+    const resume = await ctl(second, 'writer', ['recovery', 'mv:g', 'resume', ...AUDITED]);
+    expect(resume.code).toBe(0);
+    expect(await fence()).toBeGreaterThan(issued);
     await rm(dir, { recursive: true, force: true });
   });
 });
