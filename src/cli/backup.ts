@@ -1,6 +1,7 @@
 import type { GroupFields } from '../store/codec.js';
 import type { Store } from '../store/store.js';
-import type { GroupRef } from '../machines/types.js';
+import { groupId, type GroupRef } from '../machines/types.js';
+import { assertImportable } from '../store/write-guards.js';
 
 /** The backup file: every registered group's metadata hash, verbatim. */
 export interface MetadataBackup {
@@ -71,6 +72,14 @@ export async function restoreMetadata(
   options: { only?: (ref: GroupRef) => boolean; progress?: Progress } = {},
 ): Promise<number> {
   const chosen = backup.groups.filter((g) => options.only?.(g) ?? true);
+  // Every group is checked before any is written: an edited or damaged file restores nothing,
+  // rather than the groups before the first bad one.
+  const invalid = unrestorable(chosen);
+  if (invalid.length > 0) {
+    throw new Error(
+      `not a valid metadata hash in the backup: ${invalid.map((g) => groupId(g)).join(', ')}; nothing restored`,
+    );
+  }
   for (const [i, group] of chosen.entries()) {
     // Never the backup's fence: the group may have been claimed with higher ones since, and a
     // deposed owner still holding one must not match again. Without a fence, the next claim
@@ -84,4 +93,22 @@ export async function restoreMetadata(
       options.progress?.(`restored ${i + 1}/${chosen.length} groups`);
   }
   return chosen.length;
+}
+
+/** The groups of a backup that hold no metadata hash the store would import (edited, damaged). */
+export function unrestorable(groups: MetadataBackup['groups']): GroupRef[] {
+  return groups.filter((group) => !importable(group));
+}
+
+/** Whether a group of a backup holds a metadata hash the store would import. */
+function importable(group: GroupRef & { readonly fields?: unknown }): boolean {
+  const fields = group.fields;
+  if (typeof fields !== 'object' || fields === null || Array.isArray(fields)) return false;
+  if (!Object.values(fields).every((value) => typeof value === 'string')) return false;
+  try {
+    assertImportable(group, fields as GroupFields);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -614,6 +614,42 @@ describe('coordctl backup, restore and recovery (redis)', () => {
     );
   });
 
+  it('restore of an edited backup names the group that is not valid and writes none (docs/cli.md#backup-and-restore-straight-from-redis)', async () => {
+    await createGroup(c, 'ed1', 2);
+    await createGroup(c, 'ed2', 2);
+    const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
+    const file = join(dir, 'backup.json');
+    const backup = await coordctl([
+      'backup',
+      ...storeFlags(),
+      '--group',
+      'ed1:g',
+      '--group',
+      'ed2:g',
+    ]);
+    expect(backup.code).toBe(0);
+    const edited = JSON.parse(backup.stdout) as {
+      groups: Array<{ fields: Record<string, string> }>;
+    };
+    edited.groups[1]!.fields.shardCount = 'four';
+    await writeFile(file, JSON.stringify(edited));
+    const into = ['--url', redis.url, '--key-prefix', `${c.keyPrefix}-elsewhere`];
+    const restore = await coordctl(['restore', ...into, '--in', file]);
+    expect(await redis.client().keys(`${c.keyPrefix}-elsewhere*`)).toEqual([]);
+    expect(restore.code).toBe(1);
+    expect(restore.stderr).toMatch(
+      /not a valid metadata hash in the backup: ed2:g; nothing restored/,
+    );
+
+    delete (edited.groups[1] as { fields?: unknown }).fields;
+    await writeFile(file, JSON.stringify(edited));
+    const noFields = await coordctl(['restore', ...into, '--in', file]);
+    expect(noFields.code).toBe(1);
+    expect(noFields.stderr).toMatch(/ed2:g/);
+    expect(await redis.client().keys(`${c.keyPrefix}-elsewhere*`)).toEqual([]);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('restore of a group the backup does not hold names the groups it does', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
     const file = join(dir, 'backup.json');

@@ -2,7 +2,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { Option, type Command } from 'commander';
 import { createStore } from '../../store/index.js';
 import type { Store } from '../../store/store.js';
-import { backupMetadata, parseBackup, restoreMetadata } from '../backup.js';
+import { backupMetadata, parseBackup, restoreMetadata, unrestorable } from '../backup.js';
 import { CliError } from '../cli-error.js';
 import { collect, groupLabel, parseGroup, progress, type GroupName } from '../options.js';
 
@@ -106,6 +106,12 @@ export function registerBackupCommands(program: Command): void {
     if (missing && missing.length > 0) {
       throw new CliError(
         `not in the backup: ${missing.map(groupLabel).join(', ')}\n  what to do: give --group names the backup holds (${backup.groups.slice(0, 10).map(groupLabel).join(', ') || 'it holds no groups'})`,
+      );
+    }
+    const invalid = unrestorable(backup.groups.filter((g) => only?.(g) ?? true));
+    if (invalid.length > 0) {
+      throw new CliError(
+        `cannot restore ${flags.in}: not a valid metadata hash in the backup: ${invalid.map(groupLabel).join(', ')}; nothing restored\n  what to do: restore an unedited backup, or leave those groups out with --group`,
       );
     }
     const count = await withStore(flags, (store) =>
