@@ -23,6 +23,9 @@ const duration = (fallback: string) =>
 const int = (fallback: number, min: number, max: number) =>
   z.coerce.number().int().min(min).max(max).default(fallback);
 
+/** The highest `limits.max-shard-count` a coordinator can be configured with. */
+export const MAX_SHARD_COUNT_LIMIT = 1_000_000;
+
 /**
  * Every setting (README.md#settings), with its default. Durations are parsed to milliseconds.
  * Keys are the Spring-style names, nested by their dots.
@@ -167,7 +170,7 @@ export const settingsSchema = z.object({
   audit: z.object({ 'max-len': int(100_000, 100, 100_000_000) }).prefault({}),
   limits: z
     .object({
-      'max-shard-count': int(1024, 1, 1_000_000),
+      'max-shard-count': int(1024, 1, MAX_SHARD_COUNT_LIMIT),
       'max-body-bytes': int(65_536, 1024, 16 * 1024 * 1024),
       'max-members-per-group': int(10_000, 1, 1_000_000),
     })

@@ -265,4 +265,17 @@ describe('coordctl apply -f: groups sharing a stream prefix', () => {
     expect(pruned.stdout).toMatch(/^~ scale {2}sp2:a from 2 to 4 shards$/m);
     expect(pruned.stdout).toMatch(/^- delete sp2:b /m);
   });
+  it('a shard count no coordinator takes is an error in the file: exit 1, nothing sent (docs/cli.md#gitops-plan-and-apply)', async () => {
+    const file = await desired([
+      ['hc1', 'a', 2],
+      ['hc2', 'a', 2_000_000],
+    ]);
+    for (const command of ['plan', 'apply']) {
+      const run = await coordctl([command, '-f', file], { env: env() });
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain(`${file} is not a valid desired-state file`);
+      expect(run.stderr).toMatch(/groups\.1\.shardCount: /);
+    }
+    expect(await shardCount('hc1', 'a')).toBeNull();
+  });
 });

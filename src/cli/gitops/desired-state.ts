@@ -1,5 +1,6 @@
 import { parse } from 'yaml';
 import { z } from 'zod';
+import { MAX_SHARD_COUNT_LIMIT } from '../../config/settings.js';
 import { consumerGroupSchema, streamPrefixSchema } from '../../http/schemas.js';
 
 /**
@@ -16,7 +17,16 @@ export const desiredStateSchema = z
           .object({
             streamPrefix: streamPrefixSchema,
             consumerGroup: consumerGroupSchema,
-            shardCount: z.number().int().min(1),
+            // No coordinator takes more (its limits.max-shard-count is at most this): a count
+            // above it is an error in the file, found before anything is sent.
+            shardCount: z
+              .number()
+              .int()
+              .min(1)
+              .max(
+                MAX_SHARD_COUNT_LIMIT,
+                `must be at most ${MAX_SHARD_COUNT_LIMIT} (no coordinator takes more)`,
+              ),
             /** Where a group the file creates starts reading (docs/protocol.md#start-position). */
             startAt: z.enum(['earliest', 'latest']).optional(),
           })
