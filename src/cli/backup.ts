@@ -2,6 +2,7 @@ import type { GroupFields } from '../store/codec.js';
 import type { Store } from '../store/store.js';
 import { groupId, type GroupRef } from '../machines/types.js';
 import { assertImportable } from '../store/write-guards.js';
+import { CliError } from './cli-error.js';
 
 /** The backup file: every registered group's metadata hash, verbatim. */
 export interface MetadataBackup {
@@ -30,15 +31,23 @@ export async function backupMetadata(
     } while (cursor);
   }
   const groups: Array<GroupRef & { fields: GroupFields }> = [];
+  const missing: GroupRef[] = [];
   for (const [i, ref] of refs.entries()) {
     const fields = await store.exportGroup(ref);
     if (fields) groups.push({ ...ref, fields });
+    else if (options.groups) missing.push(ref);
     else
       options.progress?.(
         `skipped ${ref.streamPrefix}:${ref.consumerGroup}: registered but its metadata key is missing`,
       );
     if ((i + 1) % 100 === 0 || i + 1 === refs.length)
       options.progress?.(`backed up ${i + 1}/${refs.length} groups`);
+  }
+  // A group asked for by name and not backed up is a failed backup, not a smaller one.
+  if (missing.length > 0) {
+    throw new CliError(
+      `no metadata under key prefix ${keyPrefix} for ${missing.map((g) => groupId(g)).join(', ')}: nothing written\n  what to do: check the names (coordctl groups) and --key-prefix; a group whose metadata is lost cannot be backed up`,
+    );
   }
   return {
     format: 'stream-coordinator-metadata-backup',

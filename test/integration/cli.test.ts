@@ -650,6 +650,26 @@ describe('coordctl backup, restore and recovery (redis)', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('backup --group of a group the store does not hold fails and writes no file (docs/cli.md#backup-and-restore-straight-from-redis)', async () => {
+    await createGroup(c, 'bk', 2);
+    const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
+    const file = join(dir, 'backup.json');
+    const backup = await coordctl([
+      'backup',
+      ...storeFlags(),
+      '--group',
+      'bk:g',
+      '--group',
+      'bk:typo',
+      '--out',
+      file,
+    ]);
+    expect(backup.code).toBe(1);
+    expect(backup.stderr).toMatch(/bk:typo/);
+    await expect(stat(file)).rejects.toThrow(/ENOENT/);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('restore of a group the backup does not hold names the groups it does', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
     const file = join(dir, 'backup.json');
