@@ -84,6 +84,15 @@ function storeDownAdvice(details: Readonly<Record<string, unknown>> | undefined)
   );
 }
 
+/**
+ * What to do about `RESUME_REFUSED`: the restored metadata is older than what clients saw (the
+ * refusal's details give both versions), or there is no metadata to resume at all.
+ */
+function resumeRefusedAdvice(details: Readonly<Record<string, unknown>> | undefined): string {
+  if (typeof details?.storedMetadataVersion === 'number') return ADVICE.RESUME_REFUSED ?? '';
+  return 'there is no metadata to resume: restore it (`coordctl restore --group <group> --in <backup>`), then `coordctl recovery <group> resume`; or `coordctl recovery <group> recreate --shard-count <n>`';
+}
+
 /** `<streamPrefix>:<consumerGroup>` from a group URL, if it is one. */
 function groupOf(url: string): string | null {
   const match = /\/streams\/([^/]+)\/groups\/([^/?]+)/.exec(new URL(url).pathname);
@@ -112,7 +121,9 @@ function explainRequest(error: RequestError): string {
     const advice = (
       cause.code === 'STORE_UNAVAILABLE'
         ? storeDownAdvice(cause.details)
-        : (ADVICE[cause.code] ?? adviceByStatus(cause.status))
+        : cause.code === 'RESUME_REFUSED'
+          ? resumeRefusedAdvice(cause.details)
+          : (ADVICE[cause.code] ?? adviceByStatus(cause.status))
     ).replaceAll('<group>', group);
     const id = cause.requestId ? ` (request id ${cause.requestId})` : '';
     return `${what} failed: ${cause.status} ${cause.code}: ${cause.message}${id}\n  what to do: ${advice}`;

@@ -670,6 +670,21 @@ describe('coordctl backup, restore and recovery (redis)', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('recovery resume before any restore says the metadata is missing and to restore it (docs/operations.md#recovery-procedure)', async () => {
+    await createGroup(c, 'nr', 2);
+    await redis.client().del(`${c.keyPrefix}:{nr:g}:metadata`);
+    await waitFor(async () => (await status('nr')).status === 'FAILED_CLOSED', {
+      what: 'nr to fail closed',
+    });
+    const resume = await ctl(c, 'writer', ['recovery', 'nr:g', 'resume', ...AUDITED]);
+    expect(resume.code).toBe(1);
+    expect(resume.stderr).toMatch(/409 RESUME_REFUSED: the metadata key is missing/);
+    expect(resume.stderr).not.toMatch(/clients saw a newer metadataVersion/);
+    expect(resume.stderr).toMatch(
+      /what to do: .*coordctl restore --group nr:g.*then `coordctl recovery nr:g resume`.*coordctl recovery nr:g recreate --shard-count <n>/,
+    );
+  });
+
   it('restore of a group the backup does not hold names the groups it does', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
     const file = join(dir, 'backup.json');
