@@ -685,6 +685,32 @@ describe('coordctl backup, restore and recovery (redis)', () => {
     );
   });
 
+  it('recovery resume refuses --shard-count, which only recreate takes, and sends nothing (docs/cli.md#recovery)', async () => {
+    await createGroup(c, 'rs', 2);
+    const backup = await coordctl(['backup', ...storeFlags(), '--group', 'rs:g']);
+    await redis.client().del(`${c.keyPrefix}:{rs:g}:metadata`);
+    await waitFor(async () => (await status('rs')).status === 'FAILED_CLOSED', {
+      what: 'rs to fail closed',
+    });
+    const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
+    await writeFile(join(dir, 'backup.json'), backup.stdout);
+    const restore = await coordctl(['restore', ...storeFlags(), '--in', join(dir, 'backup.json')]);
+    expect(restore.code).toBe(0);
+    await rm(dir, { recursive: true, force: true });
+    const resume = await ctl(c, 'writer', [
+      'recovery',
+      'rs:g',
+      'resume',
+      '--shard-count',
+      '8',
+      ...AUDITED,
+    ]);
+    expect(resume.code).toBe(1);
+    expect(resume.stdout).toBe('');
+    expect(resume.stderr).toMatch(/--shard-count is for recreate/);
+    expect((await status('rs')).status).toBe('FAILED_CLOSED');
+  });
+
   it('restore of a group the backup does not hold names the groups it does', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
     const file = join(dir, 'backup.json');

@@ -90,6 +90,10 @@ export function registerAdminCommands(program: Command): void {
           throw new CliError(
             'recovery recreate needs --shard-count <n> (the shard count of the new lifecycle)',
           );
+        if (action === 'resume' && flags.shardCount !== undefined)
+          throw new CliError(
+            'recovery resume keeps the restored shard count: --shard-count is for recreate (a new lifecycle); scale the group once it is resumed',
+          );
         const api = await connect(flags);
         const body = {
           action: action.toUpperCase(),
