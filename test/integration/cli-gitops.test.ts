@@ -278,4 +278,19 @@ describe('coordctl apply -f: groups sharing a stream prefix', () => {
     }
     expect(await shardCount('hc1', 'a')).toBeNull();
   });
+  it('a blank requestedBy or reason is an error in the file: exit 1, nothing sent (docs/cli.md#gitops-plan-and-apply)', async () => {
+    const file = join(dir, 'blank.yaml');
+    await writeFile(
+      file,
+      'requestedBy: "  "\nreason: " "\ngroups:\n  - {streamPrefix: bl, consumerGroup: a, shardCount: 2}\n',
+    );
+    for (const command of ['plan', 'apply']) {
+      const run = await coordctl([command, '-f', file], { env: env() });
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain(`${file} is not a valid desired-state file`);
+      expect(run.stderr).toMatch(/requestedBy: /);
+      expect(run.stderr).toMatch(/reason: /);
+    }
+    expect(await shardCount('bl', 'a')).toBeNull();
+  });
 });

@@ -9,8 +9,9 @@ import { consumerGroupSchema, streamPrefixSchema } from '../../http/schemas.js';
  */
 export const desiredStateSchema = z
   .object({
-    requestedBy: z.string().min(1).max(200),
-    reason: z.string().min(1).max(1000),
+    // Blank is missing: the coordinator refuses a change whose requestedBy or reason is blank.
+    requestedBy: z.string().trim().min(1).max(200),
+    reason: z.string().trim().min(1).max(1000),
     groups: z
       .array(
         z
