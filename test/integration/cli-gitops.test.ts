@@ -240,6 +240,10 @@ describe('coordctl apply -f: groups sharing a stream prefix', () => {
     expect(applied.stderr).toBe('');
     expect(applied.code).toBe(0);
     expect(applied.stdout).toMatch(/^created sp1:c: 4 shards$/m);
+    // sp1:b was moved by the scale of sp1:a: not "unchanged", as the plan said it would be scaled
+    expect(applied.stdout).toMatch(
+      /^scaled sp1:b from 2 to 4 shards with sp1:a \(one shard layout per stream prefix\)$/m,
+    );
     expect([
       await shardCount('sp1', 'a'),
       await shardCount('sp1', 'b'),

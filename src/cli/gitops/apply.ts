@@ -18,6 +18,8 @@ async function applyOne(
   change: Change,
   desired: DesiredState,
   options: { force: boolean },
+  /** Groups this run has started a migration of, by stream prefix. */
+  scaled: Map<string, string>,
 ): Promise<string> {
   const audit = { requestedBy: desired.requestedBy, reason: desired.reason };
   const name = label(change.group);
@@ -34,8 +36,13 @@ async function applyOne(
   });
   if ('migration' in reply) {
     const m = reply.migration;
+    scaled.set(change.group.streamPrefix, name);
     return `scaling ${name} from ${m.fromShardCount} to ${m.toShardCount} shards: migration ${m.migrationId}`;
   }
+  // A group on a prefix this run scaled moved with it (docs/protocol.md#one-shard-layout-per-stream-prefix).
+  const movedWith = scaled.get(change.group.streamPrefix);
+  if (change.action === 'scale' && movedWith && reply.shardCount === change.group.shardCount)
+    return `scaled ${name} from ${change.fromShardCount} to ${reply.shardCount} shards with ${movedWith} (one shard layout per stream prefix)`;
   // without READ ('ensure') the reply does not tell a create from a no-op: say only what holds
   const verb = { create: 'created', scale: 'unchanged', ensure: 'ensured' }[change.action];
   return `${verb} ${name}: ${reply.shardCount} shard${reply.shardCount === 1 ? '' : 's'}`;
@@ -52,9 +59,10 @@ export async function applyChanges(
   options: { force: boolean; progress: Progress },
 ): Promise<number> {
   let failed = 0;
+  const scaled = new Map<string, string>();
   for (const change of changes) {
     try {
-      process.stdout.write(`${await applyOne(api, change, desired, options)}\n`);
+      process.stdout.write(`${await applyOne(api, change, desired, options, scaled)}\n`);
     } catch (error) {
       failed++;
       options.progress(
