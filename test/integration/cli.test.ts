@@ -711,6 +711,26 @@ describe('coordctl backup, restore and recovery (redis)', () => {
     expect((await status('rs')).status).toBe('FAILED_CLOSED');
   });
 
+  it('restore of a backup that holds a group twice restores nothing (docs/cli.md#backup-and-restore-straight-from-redis)', async () => {
+    await createGroup(c, 'tw', 2);
+    const backup = await coordctl(['backup', ...storeFlags(), '--group', 'tw:g']);
+    const parsed = JSON.parse(backup.stdout) as {
+      groups: Array<{ fields: Record<string, string> }>;
+    };
+    const older = structuredClone(parsed.groups[0]!);
+    older.fields.metadataVersion = '0';
+    parsed.groups.push(older);
+    const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
+    const file = join(dir, 'backup.json');
+    await writeFile(file, JSON.stringify(parsed));
+    const into = ['--url', redis.url, '--key-prefix', `${c.keyPrefix}-twice`];
+    const restore = await coordctl(['restore', ...into, '--in', file]);
+    expect(await redis.client().keys(`${c.keyPrefix}-twice*`)).toEqual([]);
+    expect(restore.code).toBe(1);
+    expect(restore.stderr).toMatch(/tw:g is in the backup twice; nothing restored/);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('restore of a group the backup does not hold names the groups it does', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
     const file = join(dir, 'backup.json');

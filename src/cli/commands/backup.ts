@@ -108,7 +108,15 @@ export function registerBackupCommands(program: Command): void {
         `not in the backup: ${missing.map(groupLabel).join(', ')}\n  what to do: give --group names the backup holds (${backup.groups.slice(0, 10).map(groupLabel).join(', ') || 'it holds no groups'})`,
       );
     }
-    const invalid = unrestorable(backup.groups.filter((g) => only?.(g) ?? true));
+    const chosen = backup.groups.filter((g) => only?.(g) ?? true);
+    // Which of two copies is the right one cannot be told: an edited file, restored not at all.
+    const twice = chosen.filter((g, i) => chosen.findIndex((h) => same(g, h)) !== i);
+    if (twice.length > 0) {
+      throw new CliError(
+        `cannot restore ${flags.in}: ${[...new Set(twice.map(groupLabel))].join(', ')} ${twice.length === 1 ? 'is' : 'are'} in the backup twice; nothing restored\n  what to do: restore an unedited backup, or leave those groups out with --group`,
+      );
+    }
+    const invalid = unrestorable(chosen);
     if (invalid.length > 0) {
       throw new CliError(
         `cannot restore ${flags.in}: not a valid metadata hash in the backup: ${invalid.map(groupLabel).join(', ')}; nothing restored\n  what to do: restore an unedited backup, or leave those groups out with --group`,
