@@ -731,6 +731,35 @@ describe('coordctl backup, restore and recovery (redis)', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('restore without --key-prefix of a backup taken under another prefix writes nothing and names it (docs/cli.md#backup-and-restore-straight-from-redis)', async () => {
+    await createGroup(c, 'kp', 2);
+    const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
+    const file = join(dir, 'backup.json');
+    expect(
+      (await coordctl(['backup', ...storeFlags(), '--group', 'kp:g', '--out', file])).code,
+    ).toBe(0);
+    const restore = await coordctl(['restore', '--url', redis.url, '--in', file]);
+    expect(await redis.client().keys('redis-stream:coord*')).toEqual([]);
+    expect(restore.code).toBe(1);
+    expect(restore.stderr).toContain(
+      `the backup was taken under key prefix ${c.keyPrefix}, not redis-stream:coord; nothing restored`,
+    );
+    // named explicitly, another prefix is taken (with a note)
+    const elsewhere = `${c.keyPrefix}-copy`;
+    const copy = await coordctl([
+      'restore',
+      '--url',
+      redis.url,
+      '--key-prefix',
+      elsewhere,
+      '--in',
+      file,
+    ]);
+    expect(copy.code).toBe(0);
+    expect(await redis.client().exists(`${elsewhere}:{kp:g}:metadata`)).toBe(1);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('restore of a group the backup does not hold names the groups it does', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
     const file = join(dir, 'backup.json');

@@ -86,12 +86,22 @@ export function registerBackupCommands(program: Command): void {
       )
       .requiredOption('-i, --in <file>', 'backup file')
       .option('--group <sp:cg...>', 'only these groups', collect),
-  ).action(async (flags: StoreFlags & { in: string; group?: string[] }) => {
+  ).action(async (flags: StoreFlags & { in: string; group?: string[] }, command: Command) => {
     let backup;
     try {
       backup = parseBackup(JSON.parse(await readFile(flags.in, 'utf8')));
     } catch (error) {
       throw new CliError(`cannot read ${flags.in}: ${(error as Error).message}`);
+    }
+    // Only a prefix the operator named (option or environment) is restored into when it is not
+    // the backup's: the default may be another deployment's on the same Redis.
+    const named =
+      command.getOptionValueSource('keyPrefix') !== 'default' ||
+      env.COORDINATOR_STORE_KEY_PREFIX !== undefined;
+    if (backup.keyPrefix !== flags.keyPrefix && !named) {
+      throw new CliError(
+        `the backup was taken under key prefix ${backup.keyPrefix}, not ${flags.keyPrefix}; nothing restored\n  what to do: give --key-prefix ${backup.keyPrefix} (or the prefix to restore into)`,
+      );
     }
     if (backup.keyPrefix !== flags.keyPrefix) {
       progress(
