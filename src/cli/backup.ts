@@ -21,7 +21,15 @@ export async function backupMetadata(
   keyPrefix: string,
   options: { groups?: readonly GroupRef[]; progress?: Progress; now?: Date } = {},
 ): Promise<MetadataBackup> {
-  const refs: GroupRef[] = options.groups ? [...options.groups] : [];
+  // Each group once, however often it is named: restore refuses a backup holding one twice.
+  const refs: GroupRef[] = options.groups
+    ? options.groups.filter(
+        (g, i, all) =>
+          all.findIndex(
+            (h) => h.streamPrefix === g.streamPrefix && h.consumerGroup === g.consumerGroup,
+          ) === i,
+      )
+    : [];
   if (!options.groups) {
     let cursor: string | undefined;
     do {

@@ -760,6 +760,28 @@ describe('coordctl backup, restore and recovery (redis)', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('backup with a group named twice holds it once, and restores (docs/cli.md#backup-and-restore-straight-from-redis)', async () => {
+    await createGroup(c, 'nt', 2);
+    const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
+    const file = join(dir, 'backup.json');
+    const backup = await coordctl([
+      'backup',
+      ...storeFlags(),
+      '--group',
+      'nt:g',
+      '--group',
+      'nt:g',
+      '--out',
+      file,
+    ]);
+    expect(backup.code).toBe(0);
+    const held = JSON.parse(await readFile(file, 'utf8')) as { groups: unknown[] };
+    expect(held.groups).toHaveLength(1);
+    const into = ['--url', redis.url, '--key-prefix', `${c.keyPrefix}-once`];
+    expect((await coordctl(['restore', ...into, '--in', file])).code).toBe(0);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('restore of a group the backup does not hold names the groups it does', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
     const file = join(dir, 'backup.json');
