@@ -782,6 +782,21 @@ describe('coordctl backup, restore and recovery (redis)', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('backup --out over an existing file others may read leaves it 0600 (docs/operations.md#durability-controls)', async () => {
+    await createGroup(c, 'ow', 2);
+    const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
+    const file = join(dir, 'backup.json');
+    await writeFile(file, 'an older backup\n', { mode: 0o644 });
+    await chmod(file, 0o644);
+    const backup = await coordctl(['backup', ...storeFlags(), '--group', 'ow:g', '--out', file]);
+    expect(backup.code).toBe(0);
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    expect(JSON.parse(await readFile(file, 'utf8'))).toMatchObject({
+      groups: [{ streamPrefix: 'ow' }],
+    });
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('restore of a group the backup does not hold names the groups it does', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'coordctl-backup-'));
     const file = join(dir, 'backup.json');

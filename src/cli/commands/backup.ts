@@ -1,4 +1,5 @@
-import { readFile, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { chmod, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { Option, type Command } from 'commander';
 import { createStore } from '../../store/index.js';
 import type { Store } from '../../store/store.js';
@@ -56,6 +57,22 @@ async function withStore<T>(flags: StoreFlags, run: (store: Store) => Promise<T>
   }
 }
 
+/**
+ * Writes `text` to `path` readable by its owner only (0600), also over an existing file with wider
+ * permissions (which a plain write keeps): a new file renamed over the old one.
+ */
+async function writePrivate(path: string, text: string): Promise<void> {
+  const temporary = `${path}.${randomBytes(6).toString('hex')}.tmp`;
+  try {
+    await writeFile(temporary, text, { mode: 0o600, flag: 'wx' });
+    await chmod(temporary, 0o600);
+    await rename(temporary, path);
+  } catch (error) {
+    await rm(temporary, { force: true });
+    throw error;
+  }
+}
+
 /** `backup` and `restore`: metadata keys straight from and to the store (disaster recovery). */
 export function registerBackupCommands(program: Command): void {
   storeOptions(
@@ -73,7 +90,7 @@ export function registerBackupCommands(program: Command): void {
     );
     const text = `${JSON.stringify(backup, null, 2)}\n`;
     if (flags.out) {
-      await writeFile(flags.out, text, { mode: 0o600 });
+      await writePrivate(flags.out, text);
       progress(`wrote ${backup.groups.length} groups to ${flags.out}`);
     } else process.stdout.write(text);
   });
