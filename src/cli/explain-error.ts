@@ -93,6 +93,22 @@ function resumeRefusedAdvice(details: Readonly<Record<string, unknown>> | undefi
   return 'there is no metadata to resume: restore it (`coordctl restore --group <group> --in <backup>`), then `coordctl recovery <group> resume`; or `coordctl recovery <group> recreate --shard-count <n>`';
 }
 
+/**
+ * What to do about `SHARD_COUNT_MISMATCH`: the count is the stream prefix's, so the advice is
+ * about the prefix and the groups on it (docs/protocol.md#one-shard-layout-per-stream-prefix),
+ * not the group asked for (which may not exist yet).
+ */
+function shardCountMismatchAdvice(
+  details: Readonly<Record<string, unknown>> | undefined,
+): string | null {
+  const sp = details?.streamPrefix;
+  const count = details?.shardCount;
+  const groups = Array.isArray(details?.groups) ? details.groups : [];
+  const other: unknown = groups[0];
+  if (typeof sp !== 'string' || typeof count !== 'number' || typeof other !== 'string') return null;
+  return `stream prefix ${sp} has ${count} shards (every group on it has the same count): give ${count} (or no count), or scale the prefix (\`coordctl scale ${sp}:${other} <count>\`) first`;
+}
+
 /** `<streamPrefix>:<consumerGroup>` from a group URL, if it is one. */
 function groupOf(url: string): string | null {
   const match = /\/streams\/([^/]+)\/groups\/([^/?]+)/.exec(new URL(url).pathname);
@@ -110,6 +126,20 @@ function namedGroup(details: Readonly<Record<string, unknown>> | undefined): str
     : null;
 }
 
+/** What to do about a refusal: from its details where the advice depends on them. */
+function adviceFor(cause: CoordinatorApiError): string {
+  switch (cause.code) {
+    case 'STORE_UNAVAILABLE':
+      return storeDownAdvice(cause.details);
+    case 'RESUME_REFUSED':
+      return resumeRefusedAdvice(cause.details);
+    case 'SHARD_COUNT_MISMATCH':
+      return shardCountMismatchAdvice(cause.details) ?? adviceByStatus(cause.status);
+    default:
+      return ADVICE[cause.code] ?? adviceByStatus(cause.status);
+  }
+}
+
 /** An API error or network failure of one request: what failed, and what to do. */
 function explainRequest(error: RequestError): string {
   const what = `${error.method} ${error.url}`;
@@ -118,13 +148,7 @@ function explainRequest(error: RequestError): string {
     // A refusal about another group (one on the same stream prefix) names it in its details:
     // the advice is about that group, not the one in the URL.
     const group = namedGroup(cause.details) ?? groupOf(error.url) ?? '<group>';
-    const advice = (
-      cause.code === 'STORE_UNAVAILABLE'
-        ? storeDownAdvice(cause.details)
-        : cause.code === 'RESUME_REFUSED'
-          ? resumeRefusedAdvice(cause.details)
-          : (ADVICE[cause.code] ?? adviceByStatus(cause.status))
-    ).replaceAll('<group>', group);
+    const advice = adviceFor(cause).replaceAll('<group>', group);
     const id = cause.requestId ? ` (request id ${cause.requestId})` : '';
     return `${what} failed: ${cause.status} ${cause.code}: ${cause.message}${id}\n  what to do: ${advice}`;
   }

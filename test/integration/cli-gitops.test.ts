@@ -297,4 +297,18 @@ describe('coordctl apply -f: groups sharing a stream prefix', () => {
     }
     expect(await shardCount('bl', 'a')).toBeNull();
   });
+  it('a create refused for its stream prefix’s shard count says what to do about the prefix, not the group (docs/cli.md#errors)', async () => {
+    await create('sm', 'a', 4);
+    const file = await desired([['sm', 'new', 6]]);
+    // a WRITE-only token cannot read the prefix's groups, so the coordinator refuses the create
+    const applied = await coordctl(['apply', '-f', file], {
+      env: { COORDCTL_URL: c.url, COORDCTL_TOKEN: c.token('writer') },
+    });
+    expect(applied.code).toBe(1);
+    expect(applied.stderr).toMatch(/409 SHARD_COUNT_MISMATCH/);
+    expect(applied.stderr).not.toMatch(/coordctl describe sm:new/);
+    expect(applied.stderr).toMatch(
+      /what to do: stream prefix sm has 4 shards .*give 4 .*or scale the prefix \(`coordctl scale sm:a <count>`\)/,
+    );
+  });
 });
