@@ -12,7 +12,12 @@ import {
   type ConsumerMessage,
   type ConsumerOptions,
 } from '../../src/client/index.js';
-import { CHANGE, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  useCoordinator,
+  type TestCoordinator,
+  QUICK_MEMBERSHIP,
+} from '../support/coordinator.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 import { monitorRedis } from '../support/redis-monitor.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -25,9 +30,7 @@ useCoordinator(
   {
     store: 'memory',
     overrides: {
-      'membership.heartbeat-interval': '200ms',
-      'membership.rebalance-heartbeat-interval': '30ms',
-      'membership.assignment-debounce': '20ms',
+      ...QUICK_MEMBERSHIP,
     },
   },
   (c) => {

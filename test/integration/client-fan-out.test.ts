@@ -6,7 +6,12 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Consumer, CoordinatorClient, Producer } from '../../src/client/index.js';
-import { CHANGE, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  useCoordinator,
+  type TestCoordinator,
+  QUICK_MEMBERSHIP,
+} from '../support/coordinator.js';
 import { lostKeys, overlaps, type Processed, recordingHandler } from '../support/processing-log.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 
@@ -18,9 +23,7 @@ useCoordinator(
   {
     store: 'memory',
     overrides: {
-      'membership.heartbeat-interval': '200ms',
-      'membership.rebalance-heartbeat-interval': '30ms',
-      'membership.assignment-debounce': '20ms',
+      ...QUICK_MEMBERSHIP,
       'migration.rollback-window': '1s',
     },
   },

@@ -13,7 +13,13 @@ import {
   Producer,
 } from '../../src/client/index.js';
 import { scaleDuplicateSensitive } from '../../src/cli/scale-procedure.js';
-import { CHANGE, PASSWORD, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  PASSWORD,
+  useCoordinator,
+  type TestCoordinator,
+  QUICK_MEMBERSHIP,
+} from '../support/coordinator.js';
 import {
   duplicateCount,
   lostKeys,
@@ -36,9 +42,7 @@ useCoordinator(
   {
     store: 'memory',
     overrides: {
-      'membership.heartbeat-interval': '200ms',
-      'membership.rebalance-heartbeat-interval': '30ms',
-      'membership.assignment-debounce': '20ms',
+      ...QUICK_MEMBERSHIP,
     },
   },
   (c) => {

@@ -13,7 +13,12 @@ import {
   UnavailableError,
   type FencedEvent,
 } from '../../src/client/index.js';
-import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  startTestCoordinator,
+  type TestCoordinator,
+  QUICK_MEMBERSHIP,
+} from '../support/coordinator.js';
 import { ChildProcesses, metricSum } from '../support/replica-processes.js';
 import { randomKeyPrefix, startRedisServer, waitFor } from '../support/redis-server.js';
 import type { RedisServerHandle } from '../support/redis-server.js';
@@ -62,9 +67,7 @@ describe('a client with a replica that does not answer among its base URLs', () 
     serving = await startTestCoordinator({
       store: 'memory',
       overrides: {
-        'membership.heartbeat-interval': '200ms',
-        'membership.rebalance-heartbeat-interval': '30ms',
-        'membership.assignment-debounce': '20ms',
+        ...QUICK_MEMBERSHIP,
       },
     });
     const admin = new CoordinatorClient({ baseUrl: serving.url, token: serving.token('writer') });

@@ -14,7 +14,12 @@ import {
   type ConsumerOptions,
   type StreamsUnreachableEvent,
 } from '../../src/client/index.js';
-import { CHANGE, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  useCoordinator,
+  type TestCoordinator,
+  QUICK_MEMBERSHIP,
+} from '../support/coordinator.js';
 import {
   freePort,
   startRedisServer,
@@ -31,9 +36,7 @@ useCoordinator(
   {
     store: 'memory',
     overrides: {
-      'membership.heartbeat-interval': '200ms',
-      'membership.rebalance-heartbeat-interval': '30ms',
-      'membership.assignment-debounce': '20ms',
+      ...QUICK_MEMBERSHIP,
     },
   },
   (c) => {

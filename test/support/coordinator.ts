@@ -176,6 +176,16 @@ export function startTestReplica(
 export const CHANGE = { requestedBy: 'test-suite', reason: 'integration test' };
 
 /**
+ * Membership timing for SDK tests: heartbeats every 200 ms, 30 ms during a rebalance, and
+ * assignments recomputed 20 ms after a change, so joins and handovers settle in tens of ms.
+ */
+export const QUICK_MEMBERSHIP = {
+  'membership.heartbeat-interval': '200ms',
+  'membership.rebalance-heartbeat-interval': '30ms',
+  'membership.assignment-debounce': '20ms',
+} as const;
+
+/**
  * For a `describe` block: before its tests, starts a redis-server (for the redis store) and a
  * coordinator on it, handed to `use`; after them, stops both.
  */
