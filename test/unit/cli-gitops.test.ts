@@ -59,6 +59,17 @@ groups:
       /groups\.1\.shardCount: 4 differs from orders:billing \(16\): every group on stream prefix orders has the same shard count/,
     );
   });
+  it('a file without groups is refused: an empty list is written out (with --prune it deletes every group)', () => {
+    const none = `requestedBy: x
+reason: y
+`;
+    expect(() => parseDesiredState(none, 'd.yaml')).toThrow(/groups: /);
+    const empty = `requestedBy: x
+reason: y
+groups: []
+`;
+    expect(parseDesiredState(empty, 'd.yaml').groups).toEqual([]);
+  });
   it('says when the text is not YAML at all', () => {
     expect(() => parseDesiredState('groups: [', 'd.yaml')).toThrow(/d\.yaml is not valid YAML/);
   });

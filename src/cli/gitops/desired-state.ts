@@ -12,28 +12,28 @@ export const desiredStateSchema = z
     // Blank is missing: the coordinator refuses a change whose requestedBy or reason is blank.
     requestedBy: z.string().trim().min(1).max(200),
     reason: z.string().trim().min(1).max(1000),
-    groups: z
-      .array(
-        z
-          .object({
-            streamPrefix: streamPrefixSchema,
-            consumerGroup: consumerGroupSchema,
-            // No coordinator takes more (its limits.max-shard-count is at most this): a count
-            // above it is an error in the file, found before anything is sent.
-            shardCount: z
-              .number()
-              .int()
-              .min(1)
-              .max(
-                MAX_SHARD_COUNT_LIMIT,
-                `must be at most ${MAX_SHARD_COUNT_LIMIT} (no coordinator takes more)`,
-              ),
-            /** Where a group the file creates starts reading (docs/protocol.md#start-position). */
-            startAt: z.enum(['earliest', 'latest']).optional(),
-          })
-          .strict(),
-      )
-      .default([]),
+    // Required, `[]` included: a file that lost its list (or never had one) would otherwise ask
+    // `apply --prune` to delete every group.
+    groups: z.array(
+      z
+        .object({
+          streamPrefix: streamPrefixSchema,
+          consumerGroup: consumerGroupSchema,
+          // No coordinator takes more (its limits.max-shard-count is at most this): a count
+          // above it is an error in the file, found before anything is sent.
+          shardCount: z
+            .number()
+            .int()
+            .min(1)
+            .max(
+              MAX_SHARD_COUNT_LIMIT,
+              `must be at most ${MAX_SHARD_COUNT_LIMIT} (no coordinator takes more)`,
+            ),
+          /** Where a group the file creates starts reading (docs/protocol.md#start-position). */
+          startAt: z.enum(['earliest', 'latest']).optional(),
+        })
+        .strict(),
+    ),
   })
   .strict()
   .superRefine((state, ctx) => {
