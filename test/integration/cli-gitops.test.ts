@@ -56,6 +56,14 @@ describe('coordctl plan -f / apply -f (GitOps)', () => {
     return res.status === 404 ? null : ((await res.json()) as { shardCount: number }).shardCount;
   };
 
+  it('apply --force without --prune is a usage error: exit 1, nothing sent', async () => {
+    const file = await desired([['fo', 2]]);
+    const run = await apply(file, 'admin', '--force');
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/--force only takes effect with --prune/);
+    expect(await shardCount('fo')).toBeNull();
+  });
+
   it('create: plan exits 2 listing the creates (READ token); apply makes them, audited with the file’s requestedBy/reason', async () => {
     const file = await desired([
       ['go-a', 2],

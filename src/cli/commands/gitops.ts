@@ -104,6 +104,11 @@ export function registerGitOpsCommands(program: Command): void {
   )
     .option('--force', 'with --prune: delete groups even while they have live members')
     .action(async (flags: GitOpsFlags) => {
+      // Alone it changes nothing: said before anything is read or sent, not ignored.
+      if (flags.force && !flags.prune)
+        throw new CliError(
+          '--force only takes effect with --prune (it lets a prune delete groups that have live members): add --prune, or leave --force out',
+        );
       const desired = await readDesiredState(flags.file);
       const api = await connect(flags);
       let changes: readonly Change[];
