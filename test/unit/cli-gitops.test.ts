@@ -119,4 +119,26 @@ describe('plan: the difference between the file and the coordinator', () => {
       ].join('\n'),
     );
   });
+  it('warns when another group on the prefix a scale moves is not ACTIVE: the coordinator refuses the move', () => {
+    const file = parseDesiredState(
+      `requestedBy: x
+reason: y
+groups:
+  - {streamPrefix: orders, consumerGroup: billing, shardCount: 8}
+  - {streamPrefix: orders, consumerGroup: emails, shardCount: 8}
+`,
+      'd.yaml',
+    );
+    const now: CurrentGroup[] = [
+      { streamPrefix: 'orders', consumerGroup: 'billing', shardCount: 4, status: 'ACTIVE' },
+      { streamPrefix: 'orders', consumerGroup: 'emails', shardCount: 4, status: 'FAILED_CLOSED' },
+    ];
+    const lines = renderPlan(planChanges(file, now, { prune: false }), 'd.yaml').split('\n');
+    expect(lines[0]).toBe(
+      '~ scale  orders:billing from 4 to 8 shards (orders:emails on its stream prefix is FAILED_CLOSED: the coordinator will refuse until it is ACTIVE)',
+    );
+    expect(lines[1]).toBe(
+      '~ scale  orders:emails from 4 to 8 shards (status FAILED_CLOSED: the coordinator will refuse until it is ACTIVE)',
+    );
+  });
 });

@@ -15,6 +15,12 @@ export type Change =
       readonly group: DesiredGroup;
       readonly fromShardCount: number;
       readonly status: string;
+      /**
+       * Another group on its stream prefix that is not ACTIVE: the prefix moves only when every
+       * group on it can follow, so the coordinator refuses the scale
+       * (docs/protocol.md#one-shard-layout-per-stream-prefix). Absent when none is.
+       */
+      readonly blockedBy?: CurrentGroup;
     }
   | { readonly action: 'delete'; readonly group: CurrentGroup }
   /** Send the desired state without knowing the current one (a token without READ). */
@@ -61,14 +67,21 @@ export function planChanges(
   for (const group of desired.groups) {
     const existing = byKey.get(key(group));
     if (!existing) creates.push({ action: 'create', group });
-    else if (existing.shardCount !== group.shardCount)
+    else if (existing.shardCount !== group.shardCount) {
+      const blockedBy = current.find(
+        (other) =>
+          other.streamPrefix === group.streamPrefix &&
+          other.consumerGroup !== group.consumerGroup &&
+          other.status !== 'ACTIVE',
+      );
       scales.push({
         action: 'scale',
         group,
         fromShardCount: existing.shardCount,
         status: existing.status,
+        ...(blockedBy ? { blockedBy } : {}),
       });
-    else unchanged.push(group);
+    } else unchanged.push(group);
   }
   const extra = current.filter((g) => !wanted.has(key(g)));
   const deletes: Change[] = options.prune
@@ -105,7 +118,13 @@ export function renderPlan(plan: Plan, source: string): string {
       case 'create':
         return `+ create ${label(c.group)} with ${c.group.shardCount} shards`;
       case 'scale':
-        return `~ scale  ${label(c.group)} from ${c.fromShardCount} to ${c.group.shardCount} shards${c.status === 'ACTIVE' ? '' : ` (status ${c.status}: the coordinator will refuse until it is ACTIVE)`}`;
+        return `~ scale  ${label(c.group)} from ${c.fromShardCount} to ${c.group.shardCount} shards${
+          c.status !== 'ACTIVE'
+            ? ` (status ${c.status}: the coordinator will refuse until it is ACTIVE)`
+            : c.blockedBy
+              ? ` (${label(c.blockedBy)} on its stream prefix is ${c.blockedBy.status}: the coordinator will refuse until it is ACTIVE)`
+              : ''
+        }`;
       case 'delete':
         return `- delete ${label(c.group)} (${c.group.shardCount} shards; not in ${source}, --prune)`;
       case 'ensure':
