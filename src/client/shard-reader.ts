@@ -476,22 +476,9 @@ export class ShardReader {
    * blocking); another batch is read next when this one is full.
    */
   private async readUnseen(): Promise<StreamEntry[]> {
-    const { reader, stream, group, consumerName, batchSize } = this.options;
     this.unseen = false;
-    const reply = (await this.command(() =>
-      reader.xreadgroup(
-        'GROUP',
-        group,
-        consumerName,
-        'COUNT',
-        batchSize,
-        'STREAMS',
-        stream,
-        this.lastSeenId,
-      ),
-    )) as [string, StreamEntry[]][] | null;
-    const entries = reply?.[0]?.[1] ?? [];
-    if (entries.length >= batchSize) this.unseen = true;
+    const entries = await this.readGroup(this.lastSeenId);
+    if (entries.length >= this.options.batchSize) this.unseen = true;
     // Entries deleted from the stream while pending come back without fields: nothing to do
     // (a batch of nothing else is passed over; the handled entries move the start on).
     const live = entries.filter((entry) => Array.isArray(entry[1]));
@@ -505,35 +492,47 @@ export class ShardReader {
   }
 
   private async readNew(): Promise<StreamEntry[]> {
-    const { reader, stream, group, consumerName, batchSize } = this.options;
     // A retry falls due during the read: the read ends by then (BLOCK 0 would wait forever).
     const blockMs =
       this.retryDueAt === null
         ? this.options.blockMs
         : Math.max(1, Math.min(this.options.blockMs, this.retryDueAt - Date.now()));
     try {
-      const reply = (await this.command(
-        () =>
-          reader.xreadgroup(
-            'GROUP',
-            group,
-            consumerName,
-            'COUNT',
-            batchSize,
-            'BLOCK',
-            blockMs,
-            'STREAMS',
-            stream,
-            '>',
-          ),
-        blockMs,
-      )) as [string, StreamEntry[]][] | null;
-      return reply?.[0]?.[1] ?? [];
+      return await this.readGroup('>', blockMs);
     } catch (error) {
       // A read cut short by stop() is how stopping looks from here.
       if (this.stopping) return [];
       throw error;
     }
+  }
+
+  /**
+   * One XREADGROUP of this consumer on the shard, a batch at most: `'>'` for entries nobody
+   * was given yet (blocking up to `blockMs`), an id for its own pending entries after it.
+   */
+  private async readGroup(from: string, blockMs?: number): Promise<StreamEntry[]> {
+    const { reader, stream, group, consumerName, batchSize } = this.options;
+    const block = blockMs === undefined ? [] : ['BLOCK', blockMs];
+    // One signature for both forms (ioredis types each as its own overload).
+    const xreadgroup = reader.xreadgroup.bind(reader) as (
+      ...args: Array<string | number>
+    ) => Promise<unknown>;
+    const reply = (await this.command(
+      () =>
+        xreadgroup(
+          'GROUP',
+          group,
+          consumerName,
+          'COUNT',
+          batchSize,
+          ...block,
+          'STREAMS',
+          stream,
+          from,
+        ),
+      blockMs,
+    )) as [string, StreamEntry[]][] | null;
+    return reply?.[0]?.[1] ?? [];
   }
 
   /** Handles entries one by one (a shard keeps its order), acking each once its handler is done. */
