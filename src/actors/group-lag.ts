@@ -204,29 +204,23 @@ export class GroupLag {
     return Array.from({ length: n }, (_, i) => loaded[(start + i) % loaded.length]!.ref);
   }
 
-  /** Reads one owned group's lag into the metrics; a failure leaves its metrics as they were. */
+  /**
+   * Reads one owned group's lag into the metrics. A group not loaded (deleted or moved
+   * meanwhile, store down) is left out; one not read (streams down) keeps its last values, and
+   * its age gauge grows (never 0).
+   */
   private async refreshOne(ref: GroupRef): Promise<void> {
-    const { owns, entryOf, snapshotOf, clock } = this.options;
-    try {
-      // Asked again: the owners may have changed since the registry was listed.
-      if (!owns(ref)) return;
-      const entry = await entryOf(ref);
-      if (entry === null) return;
-      const triedAt = clock.now();
-      try {
-        const view = await this.measure(snapshotOf(entry));
-        // Left this replica while it was read: reported by its new owner, or nowhere.
-        if (entry.phase !== 'owned') return;
-        if (view.totals) this.record(entry.ref, view, clock.now());
-        else if (this.options.reader !== null) this.unmeasured(entry.ref, triedAt);
-      } catch (error) {
-        if (entry.phase === 'owned') this.unmeasured(entry.ref, triedAt);
-        throw error;
-      }
-    } catch {
-      // Not loaded (deleted or moved meanwhile, store down) or not read (streams down): kept,
-      // the metrics hold their last value and the age gauge grows (never 0).
-    }
+    const { owns, entryOf, snapshotOf, clock, reader } = this.options;
+    // Asked again: the owners may have changed since the registry was listed.
+    if (!owns(ref)) return;
+    const entry = await entryOf(ref).catch(() => null);
+    if (entry === null) return;
+    const triedAt = clock.now();
+    const view = await this.measure(snapshotOf(entry)).catch(() => null);
+    // Left this replica while it was read: reported by its new owner, or nowhere.
+    if (entry.phase !== 'owned') return;
+    if (view?.totals) this.record(entry.ref, view, clock.now());
+    else if (view === null || reader !== null) this.unmeasured(entry.ref, triedAt);
   }
 
   /**
