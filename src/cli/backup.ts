@@ -23,12 +23,7 @@ export async function backupMetadata(
 ): Promise<MetadataBackup> {
   // Each group once, however often it is named: restore refuses a backup holding one twice.
   const refs: GroupRef[] = options.groups
-    ? options.groups.filter(
-        (g, i, all) =>
-          all.findIndex(
-            (h) => h.streamPrefix === g.streamPrefix && h.consumerGroup === g.consumerGroup,
-          ) === i,
-      )
+    ? [...new Map(options.groups.map((g) => [groupId(g), g])).values()]
     : [];
   if (!options.groups) {
     let cursor: string | undefined;
@@ -81,7 +76,8 @@ export function parseBackup(value: unknown): MetadataBackup {
 
 /**
  * Writes groups of a backup back (disaster recovery: not fenced). A running coordinator notices
- * the older revision and fails the group closed until an operator RESUMEs or RECREATEs it.
+ * the older revision and fails the group closed until an operator RESUMEs or RECREATEs it. The
+ * caller has checked them with {@link restoreProblem} first, before any is written.
  */
 export async function restoreMetadata(
   store: Store,
@@ -89,14 +85,6 @@ export async function restoreMetadata(
   options: { only?: (ref: GroupRef) => boolean; progress?: Progress } = {},
 ): Promise<number> {
   const chosen = backup.groups.filter((g) => options.only?.(g) ?? true);
-  // Every group is checked before any is written: an edited or damaged file restores nothing,
-  // rather than the groups before the first bad one.
-  const invalid = unrestorable(chosen);
-  if (invalid.length > 0) {
-    throw new Error(
-      `not a valid metadata hash in the backup: ${invalid.map((g) => groupId(g)).join(', ')}; nothing restored`,
-    );
-  }
   for (const [i, group] of chosen.entries()) {
     // Never the backup's fence: the group may have been claimed with higher ones since, and a
     // deposed owner still holding one must not match again. Without a fence, the next claim
@@ -112,9 +100,25 @@ export async function restoreMetadata(
   return chosen.length;
 }
 
-/** The groups of a backup that hold no metadata hash the store would import (edited, damaged). */
-export function unrestorable(groups: MetadataBackup['groups']): GroupRef[] {
-  return groups.filter((group) => !importable(group));
+/**
+ * Why these groups of a backup cannot be restored, or null: a group held twice (which copy is
+ * right cannot be told) or one without a metadata hash the store would import (an edited or
+ * damaged file).
+ */
+export function restoreProblem(groups: MetadataBackup['groups']): string | null {
+  const seen = new Set<string>();
+  const twice = new Set<string>();
+  for (const group of groups) {
+    const id = groupId(group);
+    if (seen.has(id)) twice.add(id);
+    seen.add(id);
+  }
+  if (twice.size > 0)
+    return `${[...twice].join(', ')} ${twice.size === 1 ? 'is' : 'are'} in the backup twice`;
+  const invalid = groups.filter((group) => !importable(group));
+  if (invalid.length > 0)
+    return `not a valid metadata hash in the backup: ${invalid.map((g) => groupId(g)).join(', ')}`;
+  return null;
 }
 
 /** Whether a group of a backup holds a metadata hash the store would import. */

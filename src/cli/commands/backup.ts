@@ -3,7 +3,7 @@ import { chmod, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { Option, type Command } from 'commander';
 import { createStore } from '../../store/index.js';
 import type { Store } from '../../store/store.js';
-import { backupMetadata, parseBackup, restoreMetadata, unrestorable } from '../backup.js';
+import { backupMetadata, parseBackup, restoreMetadata, restoreProblem } from '../backup.js';
 import { CliError } from '../cli-error.js';
 import { collect, groupLabel, parseGroup, progress, type GroupName } from '../options.js';
 
@@ -135,18 +135,12 @@ export function registerBackupCommands(program: Command): void {
         `not in the backup: ${missing.map(groupLabel).join(', ')}\n  what to do: give --group names the backup holds (${backup.groups.slice(0, 10).map(groupLabel).join(', ') || 'it holds no groups'})`,
       );
     }
-    const chosen = backup.groups.filter((g) => only?.(g) ?? true);
-    // Which of two copies is the right one cannot be told: an edited file, restored not at all.
-    const twice = chosen.filter((g, i) => chosen.findIndex((h) => same(g, h)) !== i);
-    if (twice.length > 0) {
+    // Every group is checked before the store is even reached: an edited or damaged file
+    // restores nothing, rather than the groups before the first bad one.
+    const problem = restoreProblem(backup.groups.filter((g) => only?.(g) ?? true));
+    if (problem !== null) {
       throw new CliError(
-        `cannot restore ${flags.in}: ${[...new Set(twice.map(groupLabel))].join(', ')} ${twice.length === 1 ? 'is' : 'are'} in the backup twice; nothing restored\n  what to do: restore an unedited backup, or leave those groups out with --group`,
-      );
-    }
-    const invalid = unrestorable(chosen);
-    if (invalid.length > 0) {
-      throw new CliError(
-        `cannot restore ${flags.in}: not a valid metadata hash in the backup: ${invalid.map(groupLabel).join(', ')}; nothing restored\n  what to do: restore an unedited backup, or leave those groups out with --group`,
+        `cannot restore ${flags.in}: ${problem}; nothing restored\n  what to do: restore an unedited backup, or leave those groups out with --group`,
       );
     }
     const count = await withStore(flags, (store) =>
