@@ -113,6 +113,17 @@ async function list(sp: string, query = ''): Promise<Listing> {
   return (await res.json()) as Listing;
 }
 
+/** A dead letter's fields as the consumer writes them (3 deliveries, error `e`), then `fields`. */
+const deadLetter = (originalId: string, ...fields: string[]) => [
+  'originalId',
+  originalId,
+  'deliveries',
+  '3',
+  'error',
+  'e',
+  ...fields,
+];
+
 async function post(sp: string, action: 'replay' | 'purge', body: object, user = 'writer') {
   const res = await c.call('POST', admin(sp, action), { user, body: { ...body, ...CHANGE } });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
@@ -285,44 +296,9 @@ describe('the dead-letter endpoints', () => {
     const sp = await createGroup(2);
     // Dead letters written as the consumer writes them, one keyless.
     const dead0 = `${sp}:0:dead`;
-    const a = await streams.xadd(
-      dead0,
-      '*',
-      'originalId',
-      '1-1',
-      'deliveries',
-      '3',
-      'error',
-      'e',
-      'key',
-      'a',
-      'n',
-      '1',
-    );
-    const b = await streams.xadd(
-      dead0,
-      '*',
-      'originalId',
-      '1-2',
-      'deliveries',
-      '3',
-      'error',
-      'e',
-      'n',
-      '2',
-    );
-    const c1 = await streams.xadd(
-      `${sp}:1:dead`,
-      '*',
-      'originalId',
-      '1-3',
-      'deliveries',
-      '3',
-      'error',
-      'e',
-      'n',
-      '3',
-    );
+    const a = await streams.xadd(dead0, '*', ...deadLetter('1-1', 'key', 'a', 'n', '1'));
+    const b = await streams.xadd(dead0, '*', ...deadLetter('1-2', 'n', '2'));
+    const c1 = await streams.xadd(`${sp}:1:dead`, '*', ...deadLetter('1-3', 'n', '3'));
     expect((await list(sp, '?limit=2')).deadLetters.map((d) => d.id)).toEqual([a, b]);
     expect((await list(sp, '?limit=2')).more).toBe(true);
     expect((await list(sp, '?shards=1')).deadLetters.map((d) => d.id)).toEqual([c1]);
@@ -347,7 +323,7 @@ describe('the dead-letter endpoints', () => {
 
   it('ids beyond limit are left for later (more: true), not reported as not found', async () => {
     const sp = await createGroup(2);
-    const letter = ['originalId', '1-1', 'deliveries', '3', 'error', 'e', 'n', '1'];
+    const letter = deadLetter('1-1', 'n', '1');
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push((await streams.xadd(`${sp}:0:dead`, '*', ...letter))!);
 
@@ -373,7 +349,7 @@ describe('the dead-letter endpoints', () => {
 
   it('purge deletes the chosen dead letters or all of them, audited', async () => {
     const sp = await createGroup(2);
-    const letter = ['originalId', '1-1', 'deliveries', '3', 'error', 'e', 'key', 'k'];
+    const letter = deadLetter('1-1', 'key', 'k');
     const x = await streams.xadd(`${sp}:0:dead`, '*', ...letter);
     await streams.xadd(`${sp}:0:dead`, '*', ...letter);
     await streams.xadd(`${sp}:1:dead`, '*', ...letter);
@@ -391,7 +367,7 @@ describe('the dead-letter endpoints', () => {
 
   it("a dead-letter key that holds another type is that shard's trouble: named, never deleted", async () => {
     const sp = await createGroup(2);
-    const letter = ['originalId', '1-1', 'deliveries', '3', 'error', 'e', 'key', 'k'];
+    const letter = deadLetter('1-1', 'key', 'k');
     const x = await streams.xadd(`${sp}:0:dead`, '*', ...letter);
     // Shard 1's dead-letter key name is taken by a list (another application's, say).
     await streams.rpush(`${sp}:1:dead`, 'not ours');
@@ -429,16 +405,7 @@ describe('the dead-letter endpoints', () => {
   it('an id with a part past 2^64-1 is a 400 VALIDATION_FAILED, not a 503 from the streams Redis', async () => {
     const sp = await createGroup(2);
     for (const shard of [0, 1]) {
-      await streams.xadd(
-        `${sp}:${shard}:dead`,
-        '*',
-        'originalId',
-        '1-1',
-        'deliveries',
-        '3',
-        'error',
-        'e',
-      );
+      await streams.xadd(`${sp}:${shard}:dead`, '*', ...deadLetter('1-1'));
     }
     // 20 digits, as the id check allows, but more than a stream id's 64-bit parts hold: Redis
     // refuses it ("Invalid stream ID"), which is the caller's mistake, not an outage.
