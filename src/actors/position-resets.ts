@@ -173,11 +173,14 @@ export class PositionResets {
             });
             const to = now?.to ?? step.to;
             const from = now?.from ?? null;
+            // Named by the reset, so that a move this replica sends after losing the group
+            // cannot undo the new owner's (docs/operations.md#moving-a-groups-positions).
             return moveShardPosition(client, {
               stream: `${found.streamPrefix}:${step.shard}`,
               consumerGroup: found.consumerGroup,
               to,
               acknowledgeUpTo: acknowledges(from, to),
+              moveId: `${reset.startedAt}:${reset.resetId}`,
             });
           });
           acknowledged += result.acknowledged;

@@ -58,6 +58,13 @@ export interface MoveShardPositionInput {
   readonly to: string;
   /** Acknowledge the group's pending entries with id <= `to` (a skip). */
   readonly acknowledgeUpTo: boolean;
+  /**
+   * Names the move (a reset's id and start), so that it is made once: a move of this name that
+   * the group shows already changes nothing (`repeated`). An owner that lost the group while
+   * its move was under way may send it after the new owner made it and granted the shard
+   * again; without the name it would take back what members read since.
+   */
+  readonly moveId?: string;
 }
 
 export interface MoveShardPositionResult {
@@ -65,6 +72,13 @@ export interface MoveShardPositionResult {
   readonly acknowledged: number;
   /** The consumer group (and the stream, if missing) was created at `to` by this call. */
   readonly created: boolean;
+  /** The move named `moveId` was made before: this call changed nothing. */
+  readonly repeated: boolean;
+}
+
+/** The empty consumer that marks a shard as moved by `moveId` (moveShardPosition-1.lua). */
+export function moveMarker(moveId: string): string {
+  return `coord-move:${moveId}`;
 }
 
 const MAX_U64 = (1n << 64n) - 1n;
@@ -232,20 +246,21 @@ export async function moveShardPosition(
   if (!isStreamId(input.to)) throw badId(input.to);
   const move = scriptsOf(client).move;
   const most = input.acknowledgeUpTo ? ACK_PER_CALL : 0;
-  const [created, firstAcknowledged, firstMore] = (await streams(() =>
-    move(input.stream, input.consumerGroup, input.to, '1', most),
-  )) as [number, number, number];
+  const marker = input.moveId === undefined ? '' : moveMarker(input.moveId);
+  const [created, firstAcknowledged, firstMore, repeated] = (await streams(() =>
+    move(input.stream, input.consumerGroup, input.to, '1', most, marker),
+  )) as [number, number, number, number];
   let acknowledged = firstAcknowledged;
   let more = firstMore;
   // Later calls only acknowledge: setting the id again would take back what members read since.
   while (more === 1) {
     const [, acked, again] = (await streams(() =>
-      move(input.stream, input.consumerGroup, input.to, '0', most),
-    )) as [number, number, number];
+      move(input.stream, input.consumerGroup, input.to, '0', most, marker),
+    )) as [number, number, number, number];
     acknowledged += acked;
     more = acked > 0 ? again : 0;
   }
-  return { acknowledged, created: created === 1 };
+  return { acknowledged, created: created === 1, repeated: repeated === 1 };
 }
 
 interface Scripts {

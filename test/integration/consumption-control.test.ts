@@ -15,6 +15,7 @@ import {
   type PausedShardsEvent,
 } from '../../src/client/index.js';
 import { shardForKey } from '../../src/machines/routing.js';
+import { moveShardPosition } from '../../src/streams/positions.js';
 import { CHANGE, type TestCoordinator, startStreamsCoordinator } from '../support/coordinator.js';
 import { monitorRedis } from '../support/redis-monitor.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
@@ -424,7 +425,7 @@ describe('reset positions', () => {
 
     const run = await positions(sp, { to: 'latest', dryRun: false }, 'skip-1');
     expect(run.status).toBe(202);
-    const started = (await run.json()) as { plan: { skip: number }[] };
+    const started = (await run.json()) as { plan: { skip: number; to: string }[] };
     expect(started.plan[0]!.skip).toBe(4);
     await waitFor(async () => (await view(sp)).consumption.lastReset?.resetId === 'skip-1', {
       what: 'the reset to end',
@@ -434,6 +435,22 @@ describe('reset positions', () => {
     await send(sp, [['k9', 'after']]);
     await waitFor(() => second.seen.includes('0:after'), { what: 'the entry after the skip' });
     expect(second.seen).toEqual(['0:after']);
+
+    // The move is named by the reset: the same move sent late (by an owner that lost the group
+    // while it was under way) does not take back what the member read since.
+    const last = (await view(sp)).consumption.lastReset as unknown as { startedAt: string };
+    const streams = redis.client();
+    const position = async () => ((await streams.xinfo('GROUPS', `${sp}:0`)) as unknown[][])[0]![7];
+    const read = await position();
+    const late = await moveShardPosition(streams, {
+      stream: `${sp}:0`,
+      consumerGroup: 'g',
+      to: started.plan[0]!.to,
+      acknowledgeUpTo: true,
+      moveId: `${Date.parse(last.startedAt)}:skip-1`,
+    });
+    expect(late.repeated).toBe(true);
+    expect(await position()).toBe(read);
   });
 
   it('to the end acknowledges the pending entries it plans to skip, also at the end already', async () => {

@@ -146,7 +146,7 @@ function commonCases(clientOf: () => Redis | Cluster): void {
         to: '100-0',
         acknowledgeUpTo: true,
       }),
-    ).toEqual({ acknowledged: 2, created: false });
+    ).toEqual({ acknowledged: 2, created: false, repeated: false });
     expect(await pendingIds(client, stream)).toEqual([]);
     expect(await readNew(client, stream)).toEqual([]);
     await write(client, stream, ['110-0']);
@@ -164,8 +164,56 @@ function commonCases(clientOf: () => Redis | Cluster): void {
         to: '0-0',
         acknowledgeUpTo: false,
       }),
-    ).toEqual({ acknowledged: 0, created: false });
+    ).toEqual({ acknowledged: 0, created: false, repeated: false });
     expect(await readNew(client, stream)).toEqual(ids(10));
+  });
+
+  it('makes a named move once: a late repeat does not take back what members read since', async () => {
+    const client = clientOf();
+    const sp = prefix();
+    const stream = await readSome(client, sp);
+    const move = {
+      stream,
+      consumerGroup: GROUP,
+      to: '80-0',
+      acknowledgeUpTo: true,
+      moveId: '1700000000000:reset-a',
+    };
+    expect(await moveShardPosition(client, move)).toEqual({
+      acknowledged: 2,
+      created: false,
+      repeated: false,
+    });
+    // The shard is granted again: members read on from the new position.
+    expect(await readNew(client, stream, 1)).toEqual(['90-0']);
+    // The same move, sent late by an owner that lost the group meanwhile.
+    expect(await moveShardPosition(client, move)).toEqual({
+      acknowledged: 0,
+      created: false,
+      repeated: true,
+    });
+    expect((await groupInfo(client, stream))?.['last-delivered-id']).toBe('90-0');
+    expect(await pendingIds(client, stream)).toEqual(['90-0']);
+    expect(await readNew(client, stream)).toEqual(['100-0']);
+
+    // A later reset moves again, and its marker replaces the first one.
+    const replay = { ...move, to: '0-0', acknowledgeUpTo: false, moveId: '1700000100000:reset-b' };
+    expect(await moveShardPosition(client, replay)).toMatchObject({ repeated: false });
+    expect((await groupInfo(client, stream))?.['last-delivered-id']).toBe('0-0');
+    const consumers = (await client.xinfo('CONSUMERS', stream, GROUP)) as unknown[][];
+    expect(consumers.map((fields) => fields[1]).sort()).toEqual([
+      'c1',
+      'coord-move:1700000100000:reset-b',
+    ]);
+
+    // A missing group is created with the marker: a repeat does not set it back either.
+    const missing = `${prefix()}:0`;
+    const create = { ...move, stream: missing, to: '0-0', moveId: '1700000200000:reset-c' };
+    expect(await moveShardPosition(client, create)).toMatchObject({ created: true });
+    await write(client, missing, ['5-0']);
+    expect(await readNew(client, missing)).toEqual(['5-0']);
+    expect(await moveShardPosition(client, create)).toMatchObject({ repeated: true });
+    expect((await groupInfo(client, missing))?.['last-delivered-id']).toBe('5-0');
   });
 
   it('creates a missing stream and group at the position', async () => {
@@ -181,7 +229,7 @@ function commonCases(clientOf: () => Redis | Cluster): void {
         to: plan.to,
         acknowledgeUpTo: true,
       }),
-    ).toEqual({ acknowledged: 0, created: true });
+    ).toEqual({ acknowledged: 0, created: true, repeated: false });
     expect((await groupInfo(client, stream))?.['last-delivered-id']).toBe('0-0');
     await write(client, stream, ['5-0']);
     expect(await readNew(client, stream)).toEqual(['5-0']);
@@ -269,7 +317,7 @@ describe('positions on a standalone Redis', () => {
         to: ahead.to,
         acknowledgeUpTo: true,
       }),
-    ).toEqual({ acknowledged: 2, created: false });
+    ).toEqual({ acknowledged: 2, created: false, repeated: false });
     expect(await pendingIds(client, stream)).toEqual([]);
     expect(await readNew(client, stream)).toEqual(['90-0', '100-0']);
   });
@@ -298,7 +346,7 @@ describe('positions on a standalone Redis', () => {
         to: plan.to,
         acknowledgeUpTo: false,
       }),
-    ).toEqual({ acknowledged: 0, created: true });
+    ).toEqual({ acknowledged: 0, created: true, repeated: false });
     expect(await readNew(client, stream)).toEqual([]);
     await write(client, stream, ['40-0']);
     expect(await readNew(client, stream)).toEqual(['40-0']);
@@ -308,12 +356,20 @@ describe('positions on a standalone Redis', () => {
     const sp = prefix();
     const stream = await readSome(client, sp);
     const move = { stream, consumerGroup: GROUP, to: '80-0', acknowledgeUpTo: true };
-    expect(await moveShardPosition(client, move)).toEqual({ acknowledged: 2, created: false });
+    expect(await moveShardPosition(client, move)).toEqual({
+      acknowledged: 2,
+      created: false,
+      repeated: false,
+    });
     const once = {
       info: await groupInfo(client, stream),
       pending: await pendingIds(client, stream),
     };
-    expect(await moveShardPosition(client, move)).toEqual({ acknowledged: 0, created: false });
+    expect(await moveShardPosition(client, move)).toEqual({
+      acknowledged: 0,
+      created: false,
+      repeated: false,
+    });
     expect({
       info: await groupInfo(client, stream),
       pending: await pendingIds(client, stream),
@@ -322,8 +378,16 @@ describe('positions on a standalone Redis', () => {
 
     const missing = `${prefix()}:0`;
     const create = { stream: missing, consumerGroup: GROUP, to: '0-0', acknowledgeUpTo: true };
-    expect(await moveShardPosition(client, create)).toEqual({ acknowledged: 0, created: true });
-    expect(await moveShardPosition(client, create)).toEqual({ acknowledged: 0, created: false });
+    expect(await moveShardPosition(client, create)).toEqual({
+      acknowledged: 0,
+      created: true,
+      repeated: false,
+    });
+    expect(await moveShardPosition(client, create)).toEqual({
+      acknowledged: 0,
+      created: false,
+      repeated: false,
+    });
     expect((await groupInfo(client, missing))?.['last-delivered-id']).toBe('0-0');
   });
 
@@ -337,7 +401,7 @@ describe('positions on a standalone Redis', () => {
         to: '55-0',
         acknowledgeUpTo: false,
       }),
-    ).toEqual({ acknowledged: 0, created: false });
+    ).toEqual({ acknowledged: 0, created: false, repeated: false });
     expect(await pendingIds(client, stream)).toEqual(['50-0', '60-0']);
     expect(await readNew(client, stream, 1)).toEqual(['60-0']);
   });
@@ -389,7 +453,7 @@ describe('positions on a standalone Redis', () => {
         to: '2400-0',
         acknowledgeUpTo: true,
       }),
-    ).toEqual({ acknowledged: 2_400, created: false });
+    ).toEqual({ acknowledged: 2_400, created: false, repeated: false });
     expect(await pendingIds(client, stream)).toEqual(
       Array.from({ length: 100 }, (_, i) => `${2_401 + i}-0`),
     );
@@ -519,7 +583,7 @@ describe('positions on a 3-master Redis Cluster', () => {
           to: plan.to,
           acknowledgeUpTo: true,
         }),
-      ).toEqual({ acknowledged: 1, created: false });
+      ).toEqual({ acknowledged: 1, created: false, repeated: false });
       expect(await pendingIds(client, plan.stream)).toEqual([]);
       expect(await readNew(client, plan.stream)).toEqual([]);
     }
