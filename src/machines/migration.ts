@@ -274,9 +274,12 @@ function startMigration(
  * The shard records that change for a new count `to`. At or above it: owned shards (assigned, revoking)
  * become retiring for their owner, with no target; released ones become retiring for the least
  * loaded members (they may hold unread messages) or, with no member, wait ownerless; retiring
- * ones stay. Below it: shards added by a scale-out start released; a retiring shard back below the
- * count (a rollback of a scale-in) stays with the owner that still consumes it, as assigned,
- * or is released when its owner never learned of it (handed over, not yet told) or is gone.
+ * ones stay. A revoking shard's owner has not been told to retire it (`ownerEpoch` null, see
+ * `retiring.ts`): the DONE it may report next is about the revoke, a drain that stopped short of
+ * the shard's end, not about reading it to its seal. Below it: shards added by a scale-out start
+ * released; a retiring shard back below the count (a rollback of a scale-in) stays with its
+ * owner, as assigned (the one member that may be reading it: it consumes it, was draining it, or
+ * never learned of it), or is released when it has none.
  */
 function resizeChanges(
   group: GroupState,
@@ -287,8 +290,16 @@ function resizeChanges(
   const released: ShardRecord[] = [];
   for (const record of allShards(group)) {
     if (record.shard >= to) {
-      if (record.state === 'assigned' || record.state === 'revoking') {
+      if (record.state === 'assigned') {
         changes.set(record.shard, { ...record, state: 'retiring', target: null, since: now });
+      } else if (record.state === 'revoking') {
+        changes.set(record.shard, {
+          ...record,
+          state: 'retiring',
+          ownerEpoch: null,
+          target: null,
+          since: now,
+        });
       } else if (record.state === 'released') {
         // A released shard may still hold messages nobody read (a scale-out rolled back before
         // its new shards were granted, an owner gone before the handoff): it retires too, and
@@ -296,10 +307,9 @@ function resizeChanges(
         released.push(record);
       }
     } else if (record.state === 'retiring') {
-      const kept = record.owner !== null && record.ownerEpoch !== null;
       changes.set(
         record.shard,
-        kept
+        record.owner !== null
           ? { ...record, state: 'assigned', since: now }
           : { ...record, state: 'released', owner: null, ownerEpoch: null, since: now },
       );

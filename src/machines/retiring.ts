@@ -5,8 +5,10 @@
  * owner is gone, and then stay `retiring` for the member that inherits them.
  *
  * `ownerEpoch` null on a retiring shard means "its owner has not been told yet": it was handed
- * over outside the owner's own heartbeat. Such a member cannot list the shard yet, so its
- * silence about it must not count as DONE; its next heartbeat tells it (with a new epoch).
+ * over outside the owner's own heartbeat, or its owner was revoking it when a scale-in removed
+ * it. Such a member cannot list the shard as retiring yet, so neither its silence about it nor a
+ * DONE (which, for a shard it was revoking, says its drain ended, not that it read the shard to
+ * its end) counts; its next heartbeat tells it (with a new epoch).
  */
 import { compareIds } from './assignor.js';
 import { allShards, memberIds, retiringRecords, withShards } from './group-state.js';

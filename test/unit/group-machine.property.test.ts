@@ -220,7 +220,10 @@ class Simulation {
       return this.heartbeat(member, this.request(member.id, 0, [], []));
     }
     const finishing = [...last.revokeShards, ...last.retireShards];
-    return this.heartbeat(
+    const retiringBefore = Object.values(this.ctx.group.shards).filter(
+      (r) => r.state === 'retiring' && r.owner === member.id,
+    );
+    const reply = this.heartbeat(
       member,
       this.request(
         member.id,
@@ -229,6 +232,17 @@ class Simulation {
         finishing.map((shard) => ({ shard, state: done ? 'DONE' : 'DRAINING' })),
       ),
     );
+    // A retiring shard leaves the group only once its owner read it to its end, which it does
+    // only after a reply told it to retire the shard: a DONE about a revoke (drained, not read
+    // to the end) or the silence of a member that never heard of it must not retire it.
+    for (const record of retiringBefore) {
+      if (this.ctx.group.shards[record.shard] === undefined) {
+        expect(last.retireShards, `shard ${record.shard} retired by ${member.id}`).toContain(
+          record.shard,
+        );
+      }
+    }
+    return reply;
   }
 
   request(

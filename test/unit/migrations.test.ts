@@ -181,6 +181,38 @@ describe('a scale-in retires removed shards for their owners; they leave the gro
     expect(THREE.map((m) => h.replies.get(m)?.assignedShards)).toEqual([[0], [1], [2]]);
   });
 
+  it('a shard removed while its owner revokes it retires only once the owner was told to', () => {
+    const h = new Harness({ shardCount: 4, config: { assignmentDebounceMs: 0 } });
+    h.join('m-a');
+    h.join('m-b');
+    expect(h.beat('m-a')).toMatchObject({ assignedShards: [0, 1], revokeShards: [2, 3] });
+    scale(h, 2);
+    expect(h.ctx.group.shards[2]).toMatchObject({ state: 'retiring', owner: 'm-a' });
+    // The DONE of the revoke (its drain ended, the shard was not read to its seal) arrives
+    // after the scale: the shards stay, and the reply tells m-a to retire them.
+    const told = h.beat('m-a', { done: true });
+    expect(Object.keys(h.ctx.group.shards).map(Number)).toEqual([0, 1, 2, 3]);
+    expect(told).toMatchObject({ retireShards: [2, 3] });
+    h.beat('m-a');
+    expect(h.ctx.group.shards[3]).toMatchObject({ state: 'retiring', owner: 'm-a' });
+    // Read to their ends now: they leave the group.
+    h.beat('m-a', { retired: true });
+    expect(Object.keys(h.ctx.group.shards).map(Number)).toEqual([0, 1]);
+  });
+
+  it('rolled back before its owner was told, a shard it was revoking stays with it', () => {
+    const h = new Harness({ shardCount: 4, config: { assignmentDebounceMs: 0 } });
+    h.join('m-a');
+    h.join('m-b');
+    expect(h.beat('m-a')).toMatchObject({ revokeShards: [2, 3] });
+    scale(h, 2);
+    rollback(h);
+    // m-a may still be draining them: nobody else is granted them before it lets them go.
+    for (const n of [2, 3]) expect(h.ctx.group.shards[n]).toMatchObject({ owner: 'm-a' });
+    expect(h.beat('m-b')).toMatchObject({ assignedShards: [], pendingShards: [2, 3] });
+    expect(h.ctx.group.shards[2]).toMatchObject({ owner: 'm-a' });
+  });
+
   it('retiring does not block handoff: the outcome is OK once nothing is revoked or pending', () => {
     const h = stableGroup(8, THREE);
     scale(h, 3);
