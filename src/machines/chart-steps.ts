@@ -51,10 +51,14 @@ const NO_EVENTS: readonly ChartEventName[] = Object.freeze([]);
 
 /**
  * Wraps a step: a bug becomes an INTERNAL result with an EVENT_FAILED effect, and a change that
- * would break an invariant is rejected. The step names the chart events it caused (`raise` in
+ * would break an invariant is rejected (except for a `load`, which puts in a group read from the
+ * store: nothing of the group before it is compared with it, as after a load from the store). The step names the chart events it caused (`raise` in
  * `context.ts`); the migration region's events are added from what the context now shows.
  */
-export function chartStep<E extends GroupEvent>(step: Step<E>): Step<E> {
+export function chartStep<E extends GroupEvent>(
+  step: Step<E>,
+  options: { readonly load?: boolean } = {},
+): Step<E> {
   return (ctx, event) => {
     let next: GroupContext;
     const start: GroupContext = ctx.raised.length === 0 ? ctx : { ...ctx, raised: NO_EVENTS };
@@ -63,7 +67,7 @@ export function chartStep<E extends GroupEvent>(step: Step<E>): Step<E> {
     const mark = ctx.liveness.begin();
     try {
       const stepped = step(start, event);
-      next = guardInvariants(start, stepped);
+      next = options.load ? stepped : guardInvariants(start, stepped);
       if (next !== stepped) ctx.liveness.undo(mark);
     } catch (error) {
       ctx.liveness.undo(mark);
@@ -101,7 +105,11 @@ export function withMigrationEvents(ctx: GroupContext): GroupContext {
 /**
  * RECOVER: the group continues from what the host restored or rewrote and claimed, as a load
  * from the store would start it (every member gets a full session timeout of grace), keeping
- * the rollback signals seen so far.
+ * the rollback signals seen so far. It is a load, not a step of the failed group: a restored
+ * backup may name other owners and lower member epochs than the failed group held (recovery
+ * issues epochs above every one issued before), and the chart leaves
+ * `failedClosed` on RECOVER whatever the step did, so it must not be rejected for them
+ * (docs/architecture.md#invariants).
  */
 export function recover(ctx: GroupContext, event: RecoverEvent): GroupContext {
   const fresh = createGroupContext({
@@ -129,7 +137,7 @@ export const steps = {
   failClosed: chartStep<Extract<GroupEvent, { type: 'FAIL_CLOSED' }>>((ctx, e) =>
     applyFailClosed(ctx, e.now, e.reason),
   ),
-  recover: chartStep<RecoverEvent>(recover),
+  recover: chartStep<RecoverEvent>(recover, { load: true }),
   scale: chartStep<Extract<GroupEvent, { type: 'SCALE' }>>(applyScale),
   rollback: chartStep<Extract<GroupEvent, { type: 'ROLLBACK' }>>(applyRollback),
   adoptLayout: chartStep<Extract<GroupEvent, { type: 'ADOPT_LAYOUT' }>>(applyAdoptLayout),

@@ -39,7 +39,11 @@ import type {
 } from '../../src/machines/types.js';
 
 const T0 = Date.UTC(2026, 0, 1);
-const config: MembershipConfig = defaultMembershipConfig;
+/** The settings a scenario varies: defaults, or short windows, no debounce, a small cap. */
+type Settings = Pick<
+  MembershipConfig,
+  'rollbackWindowMs' | 'assignmentDebounceMs' | 'maxMembersPerGroup'
+>;
 /** Calm phase: every live member heartbeats once per step, well inside any session timeout. */
 const CALM_STEP_MS = 5_000;
 const CALM_MAX_ROUNDS = 60;
@@ -50,7 +54,7 @@ type Command =
   | { kind: 'join'; m: number; sessionTimeoutMs: number; rebalanceTimeoutMs: number }
   | { kind: 'leave'; m: number }
   | { kind: 'crash'; m: number }
-  | { kind: 'honest'; m: number; done: boolean }
+  | { kind: 'honest'; m: number; done: boolean; heldMs: number }
   | {
       kind: 'wild';
       m: number;
@@ -61,6 +65,8 @@ type Command =
       versionAhead: boolean;
       /** Sent by another principal than the one the member joined as. */
       intruder: boolean;
+      /** Names another lifecycle of the group (a member of a recreated group). */
+      otherLifecycle: boolean;
     }
   | { kind: 'advance'; ms: number }
   | { kind: 'jumpBack'; ms: number }
@@ -73,13 +79,19 @@ type Command =
   | { kind: 'consumption'; action: 'PAUSE' | 'RESUME'; shards: number[] | null }
   | { kind: 'reset'; shards: number[] | null }
   | { kind: 'moved'; shards: number[] | null }
-  | { kind: 'cancelReset' };
+  | { kind: 'cancelReset' }
+  | { kind: 'failClosed' }
+  | { kind: 'recover'; older: number }
+  | { kind: 'observe'; ahead: number };
 
 /**
  * Steady decisions whose horizon was finite (a recompute waiting, a rollback window open), kept
  * ones answered again, and those written again in place.
  */
 const horizons = { finite: 0, repeated: 0, inPlace: 0 };
+
+/** Groups the simulated store held that a restored backup may bring back. */
+const HISTORY_KEPT = 64;
 
 /** Highest shard count a random scale asks for. */
 const MAX_SCALE = 64;
@@ -101,10 +113,17 @@ class Simulation {
   private resets = 0;
   /** Versions of the stream prefix layout handed to layout-carrying scales. */
   private layoutVersion = 0;
+  /** The group as the store holds it while it is failed closed (nothing is written then). */
+  private stored: GroupState | null = null;
+  /** The groups the store held, newest first. */
+  private readonly history: GroupState[] = [];
   /** Steady decisions by the request they decided (JSON), as the fast path keeps them. */
   private readonly kept = new Map<string, SteadyDecision>();
 
-  constructor(shardCount: number, memberCount: number) {
+  readonly config: MembershipConfig;
+
+  constructor(shardCount: number, memberCount: number, settings: Partial<Settings> = {}) {
+    this.config = { ...defaultMembershipConfig, ...settings };
     this.members = Array.from({ length: memberCount }, (_, i) => ({
       id: `m-${i}`,
       last: null,
@@ -124,7 +143,13 @@ class Simulation {
   send(event: GroupEvent): GroupContext {
     const before = this.ctx;
     this.actor.send(event);
-    this.verify(before);
+    this.verify(before, event.type === 'RECOVER');
+    // What the store held after each event (a backup may bring one of them back).
+    const { group } = this.ctx;
+    if (group.status !== 'FAILED_CLOSED' && this.history[0] !== group) {
+      this.history.unshift(group);
+      this.history.length = Math.min(this.history.length, HISTORY_KEPT);
+    }
     return this.ctx;
   }
 
@@ -180,6 +205,7 @@ class Simulation {
       expect(this.ctx.group.members).toEqual(before.members);
       expect(this.ctx.group.shards).toEqual(before.shards);
     }
+    if (result?.ok === false && result.code === 'GROUP_FULL') member.running = false;
     if (!result?.ok) return null;
     const reply = result.reply as HeartbeatReply;
     checkReplyShape(reply);
@@ -214,11 +240,13 @@ class Simulation {
    * Reports exactly what it was told it holds, DONE (or DRAINING) for everything revoked or
    * retired.
    */
-  honestBeat(member: SimMember, done = true): HeartbeatReply | null {
+  honestBeat(member: SimMember, done = true, heldMs = 0): HeartbeatReply | null {
     const last = member.last;
     if (!last || last.outcome === 'FENCED_MEMBER_EPOCH' || last.memberEpoch < 0) {
       return this.heartbeat(member, this.request(member.id, 0, [], []));
     }
+    // A held heartbeat decided `heldMs` after it arrived (its session counts from its arrival).
+    const held = heldMs > 0 ? { heardAt: this.now - heldMs } : {};
     const finishing = [...last.revokeShards, ...last.retireShards];
     const retiringBefore = Object.values(this.ctx.group.shards).filter(
       (r) => r.state === 'retiring' && r.owner === member.id,
@@ -230,6 +258,7 @@ class Simulation {
         last.memberEpoch,
         [...last.assignedShards, ...finishing],
         finishing.map((shard) => ({ shard, state: done ? 'DONE' : 'DRAINING' })),
+        held,
       ),
     );
     // A retiring shard leaves the group only once its owner read it to its end, which it does
@@ -289,7 +318,7 @@ class Simulation {
         if (member) member.running = false;
         return;
       case 'honest':
-        if (member?.running) this.honestBeat(member, command.done);
+        if (member?.running) this.honestBeat(member, command.done, command.heldMs);
         return;
       case 'wild': {
         if (!member) return;
@@ -304,6 +333,7 @@ class Simulation {
         const extra = {
           ...(command.versionAhead ? { metadataVersion: group.metadataVersion + 1 } : {}),
           ...(command.intruder ? { principal: 'p-intruder' } : {}),
+          ...(command.otherLifecycle ? { lifecycleId: 'life-other' } : {}),
         };
         this.heartbeat(
           member,
@@ -400,6 +430,42 @@ class Simulation {
       case 'cancelReset':
         this.send({ type: 'CANCEL_RESET', now: this.now });
         return;
+      case 'failClosed':
+        // Nothing is written once failed closed: the store keeps the group as it was then.
+        if (this.ctx.group.status !== 'FAILED_CLOSED') this.stored = this.ctx.group;
+        this.send({ type: 'FAIL_CLOSED', now: this.now, reason: 'STORE_REVISION_REGRESSION' });
+        return;
+      case 'recover': {
+        // RESUME: the stored group, its epochs raised above every one issued (recovery.ts). The
+        // store may hold an older group of the same lifecycle (a backup restored after the key
+        // was lost), one no older than the versions clients saw.
+        const failed = this.stored ?? this.ctx.group;
+        const backups = this.history.filter(
+          (g) =>
+            g.lifecycleId === failed.lifecycleId && g.metadataVersion === failed.metadataVersion,
+        );
+        const stored = backups[command.older % Math.max(1, backups.length)] ?? failed;
+        const group: GroupState = {
+          ...stored,
+          assignmentEpoch: Math.max(stored.assignmentEpoch, this.ctx.group.assignmentEpoch) + 1,
+          memberEpochSeq: Math.max(stored.memberEpochSeq, this.ctx.group.memberEpochSeq) + 1,
+        };
+        const failedClosed = this.ctx.group.status === 'FAILED_CLOSED';
+        this.send({ type: 'RECOVER', now: this.now, group, storeRevision: 1 });
+        if (failedClosed) {
+          expect(this.ctx.result).toMatchObject({ ok: true });
+          this.stored = null;
+        }
+        return;
+      }
+      case 'observe':
+        this.send({
+          type: 'OBSERVE_VERSION',
+          now: this.now,
+          source: 'routing',
+          version: this.ctx.group.metadataVersion + command.ahead,
+        });
+        return;
       case 'rollback':
         this.send({
           type: 'ROLLBACK',
@@ -457,9 +523,10 @@ class Simulation {
     );
   }
 
-  private verify(before: GroupContext): void {
+  /** A RECOVER is a load: only the state it puts in is checked, not the step to it. */
+  private verify(before: GroupContext, load = false): void {
     const after = this.ctx;
-    expect(checkInvariants(before, after)).toEqual([]);
+    expect(load ? checkGroupState(after) : checkInvariants(before, after)).toEqual([]);
     expect(this.actor.getSnapshot().status).toBe('active');
     expect(this.actor.getSnapshot().value).toEqual(expectedStateValue(after));
     const failures = after.effects.filter(
@@ -469,6 +536,7 @@ class Simulation {
   }
 
   private start(group: GroupContext['group']): Actor<typeof groupMachine> {
+    const { config } = this;
     const context = createGroupContext({ group, config, now: this.now, storeRevision: 1 });
     const actor = createActor(groupMachine, {
       snapshot: restoreGroupSnapshot(context),
@@ -507,7 +575,15 @@ function commandArb(memberCount: number, shardCount: number): fc.Arbitrary<Comma
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('crash' as const), m }) },
     {
       weight: 10,
-      arbitrary: fc.record({ kind: fc.constant('honest' as const), m, done: fc.boolean() }),
+      arbitrary: fc.record({
+        kind: fc.constant('honest' as const),
+        m,
+        done: fc.boolean(),
+        heldMs: fc.oneof(
+          { weight: 3, arbitrary: fc.constant(0) },
+          { weight: 1, arbitrary: fc.integer({ min: 0, max: 30_000 }) },
+        ),
+      }),
     },
     {
       weight: 3,
@@ -526,6 +602,7 @@ function commandArb(memberCount: number, shardCount: number): fc.Arbitrary<Comma
         ),
         versionAhead: fc.boolean(),
         intruder: fc.boolean(),
+        otherLifecycle: fc.boolean(),
       }),
     },
     {
@@ -605,6 +682,21 @@ function commandArb(memberCount: number, shardCount: number): fc.Arbitrary<Comma
       }),
     },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancelReset' as const) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('failClosed' as const) }) },
+    {
+      weight: 2,
+      arbitrary: fc.record({
+        kind: fc.constant('recover' as const),
+        older: fc.oneof(fc.constant(0), fc.nat(40)),
+      }),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant('observe' as const),
+        ahead: fc.integer({ min: -2, max: 3 }),
+      }),
+    },
     {
       weight: 1,
       arbitrary: fc.record({
@@ -617,6 +709,15 @@ function commandArb(memberCount: number, shardCount: number): fc.Arbitrary<Comma
   );
 }
 
+const settingsArb: fc.Arbitrary<Partial<Settings>> = fc.record(
+  {
+    rollbackWindowMs: fc.constantFrom(0, 1, 5_000, 60_000),
+    assignmentDebounceMs: fc.constantFrom(0, 2_000),
+    maxMembersPerGroup: fc.integer({ min: 1, max: 6 }),
+  },
+  { requiredKeys: [] },
+);
+
 const scenario = fc
   .record({
     memberCount: fc.noBias(fc.integer({ min: 1, max: 20 })),
@@ -626,6 +727,7 @@ const scenario = fc
     fc.record({
       memberCount: fc.constant(memberCount),
       shardCount: fc.constant(shardCount),
+      settings: fc.oneof({ weight: 2, arbitrary: fc.constant({}) }, settingsArb),
       commands: fc.array(commandArb(memberCount, shardCount), { minLength: 20, maxLength: 250 }),
     }),
   );
@@ -653,56 +755,61 @@ describe('property: invariants hold after every step, and honest members converg
     'random joins, leaves, crashes, wrong heartbeats, clock jumps, restarts, scales and rollbacks',
     () => {
       fc.assert(
-        fc.property(scenario, ({ memberCount, shardCount: initialShardCount, commands }) => {
-          const sim = new Simulation(initialShardCount, memberCount);
-          for (const command of commands) sim.run(command);
+        fc.property(
+          scenario,
+          ({ memberCount, shardCount: initialShardCount, settings, commands }) => {
+            const sim = new Simulation(initialShardCount, memberCount, settings);
+            for (const command of commands) sim.run(command);
+            // An operator resumes a group that failed closed.
+            sim.run({ kind: 'recover', older: 0 });
 
-          expect(sim.calmDown()).toBeGreaterThan(0);
-          if (sim.waitingForConsumers()) {
-            sim.run({ kind: 'join', m: 0, sessionTimeoutMs: 45_000, rebalanceTimeoutMs: 60_000 });
             expect(sim.calmDown()).toBeGreaterThan(0);
-          }
-          expect(sim.ctx.group.activeMigration?.state ?? 'CONVERGED').toBe('CONVERGED');
+            if (sim.waitingForConsumers()) {
+              sim.run({ kind: 'join', m: 0, sessionTimeoutMs: 45_000, rebalanceTimeoutMs: 60_000 });
+              expect(sim.calmDown()).toBeGreaterThan(0);
+            }
+            expect(sim.ctx.group.activeMigration?.state ?? 'CONVERGED').toBe('CONVERGED');
 
-          const { group } = sim.ctx;
-          const { shardCount } = group;
-          expect(
-            Object.keys(group.shards)
-              .map(Number)
-              .sort((a, b) => a - b),
-          ).toEqual([...Array(shardCount).keys()]);
-          const running = sim.members.filter((m) => m.running);
-          const owners = new Map<number, string>();
-          const steadyBefore = sim.steadyBeats;
-          for (const member of running) {
-            const reply = sim.honestBeat(member);
-            expect(reply?.outcome).toBe('OK');
-            for (const shard of reply?.assignedShards ?? []) {
-              expect(owners.has(shard)).toBe(false);
-              owners.set(shard, member.id);
+            const { group } = sim.ctx;
+            const { shardCount } = group;
+            expect(
+              Object.keys(group.shards)
+                .map(Number)
+                .sort((a, b) => a - b),
+            ).toEqual([...Array(shardCount).keys()]);
+            const running = sim.members.filter((m) => m.running);
+            const owners = new Map<number, string>();
+            const steadyBefore = sim.steadyBeats;
+            for (const member of running) {
+              const reply = sim.honestBeat(member);
+              expect(reply?.outcome).toBe('OK');
+              for (const shard of reply?.assignedShards ?? []) {
+                expect(owners.has(shard)).toBe(false);
+                owners.set(shard, member.id);
+              }
             }
-          }
-          // Paused shards (and those of a reset waiting for its moves) are held by nobody.
-          const halted = haltedShards(sim.ctx.group);
-          for (let shard = 0; shard < shardCount; shard++) {
-            const record = sim.ctx.group.shards[shard];
-            if (running.length === 0 || halted.includes(shard)) {
-              expect(record).toMatchObject({ state: 'released', owner: null, target: null });
-              continue;
+            // Paused shards (and those of a reset waiting for its moves) are held by nobody.
+            const halted = haltedShards(sim.ctx.group);
+            for (let shard = 0; shard < shardCount; shard++) {
+              const record = sim.ctx.group.shards[shard];
+              if (running.length === 0 || halted.includes(shard)) {
+                expect(record).toMatchObject({ state: 'released', owner: null, target: null });
+                continue;
+              }
+              expect(record).toMatchObject({
+                state: 'assigned',
+                owner: owners.get(shard),
+                target: owners.get(shard),
+              });
             }
-            expect(record).toMatchObject({
-              state: 'assigned',
-              owner: owners.get(shard),
-              target: owners.get(shard),
-            });
-          }
-          // The steady state writes nothing, and the hot path knew it was steady, every time.
-          expect(sim.ctx.group).toBe(group);
-          expect(sim.steadyBeats - steadyBefore).toBe(running.length);
-          const sizes = running.map((m) => m.last?.assignedShards.length ?? 0);
-          if (sizes.length > 0)
-            expect(Math.max(...sizes) - Math.min(...sizes)).toBeLessThanOrEqual(1);
-        }),
+            // The steady state writes nothing, and the hot path knew it was steady, every time.
+            expect(sim.ctx.group).toBe(group);
+            expect(sim.steadyBeats - steadyBefore).toBe(running.length);
+            const sizes = running.map((m) => m.last?.assignedShards.length ?? 0);
+            if (sizes.length > 0)
+              expect(Math.max(...sizes) - Math.min(...sizes)).toBeLessThanOrEqual(1);
+          },
+        ),
         { numRuns: PROPERTY_RUNS, ...REPLAY },
       );
       // The horizon checks saw decisions that end (a replayed counterexample may not).

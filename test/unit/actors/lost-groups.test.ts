@@ -195,6 +195,32 @@ describe('lost metadata: the owner loses its lease with the store', () => {
   });
 });
 
+describe('lost metadata: RESUME of a backup', () => {
+  it('taken before the members moved on: the group comes back active and serves again', async () => {
+    const rig = actorRig({ storeKind: 'redis' });
+    await rig.host.createGroup(REF, 2);
+    let a = await rig.host.heartbeat(REF, joinRequest('a'));
+    const backup = await rig.faulty.inner.exportGroup(REF); // a owns both shards
+    const b = await rig.host.heartbeat(REF, joinRequest('b'));
+    rig.clock.advance(200); // past the assignment debounce
+    await rig.host.sweep();
+    a = await rig.host.heartbeat(REF, withLifecycle(nextRequest('a', a), a));
+    await rig.host.heartbeat(REF, withLifecycle(nextRequest('a', a), a)); // done revoking
+    await rig.host.heartbeat(REF, withLifecycle(nextRequest('b', b), b)); // b granted one
+    await wipe(rig.faulty);
+    await rig.host.verify();
+    expect((await rig.host.getGroup(REF)).status).toBe('FAILED_CLOSED');
+    await rig.faulty.inner.importGroup(REF, backup!);
+    const view = await rig.host.recover(REF, { action: 'RESUME', ...CHANGE });
+    // The backup names a as the owner of b's shard, and a at its first epoch: it is taken as
+    // it is, not refused as a step of the failed group.
+    expect(view.status).toBe('ACTIVE');
+    expect((await rig.host.getStatechart(REF)).value).toMatchObject({ lifecycle: 'active' });
+    expect(await rig.faulty.inner.readFailure(REF)).toBeNull();
+    expect((await rig.host.heartbeat(REF, joinRequest('b'))).memberEpoch).toBeGreaterThan(0);
+  });
+});
+
 describe('lost metadata: what clients report', () => {
   it('a heartbeat naming a lifecycle of a group the store does not hold: 503 METADATA_LOST, recorded', async () => {
     const rig = actorRig({ storeKind: 'redis' });
