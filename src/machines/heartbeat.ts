@@ -633,12 +633,15 @@ type LivenessRequest = Pick<
 >;
 
 /**
- * Refreshes the member's liveness from its heartbeat. The revoke deadline runs from the first
- * revoke and is not extended by later ones, so a member that keeps being handed revokes cannot
- * stall a rebalance for ever. The lists of the last heartbeat are kept when they did not
- * change, or the member's shard list when they are what it was told (shared, frozen): a steady
- * heartbeat keeps nothing of its request (what outlives a request ends up in the old
- * generation).
+ * Refreshes the member's liveness from its heartbeat. The revoke deadline is the rebalance
+ * timeout after the oldest revoke the member has not finished (a shard's `since` is when it was
+ * asked to revoke it), never earlier than the deadline it had (the grace a load gives): each
+ * revoke gets the whole timeout (docs/protocol.md#who-may-release-a-members-shards), and a
+ * revoke handed over while another runs does not move the older one's deadline, so a member
+ * that keeps being handed revokes cannot stall a rebalance for ever. The lists of the last
+ * heartbeat are kept when they did not change, or the member's shard list when they are what
+ * it was told (shared, frozen): a steady heartbeat keeps nothing of its request (what outlives
+ * a request ends up in the old generation).
  */
 function refreshLiveness(
   ctx: GroupContext,
@@ -649,9 +652,7 @@ function refreshLiveness(
 ): MemberLiveness {
   const previous = ctx.liveness.get(member.memberId);
   const revokeDeadline =
-    view.revoking.length === 0
-      ? null
-      : (previous?.revokeDeadline ?? now + member.rebalanceTimeoutMs);
+    view.revoking.length === 0 ? null : revokeDeadlineOf(ctx.group, member, view, previous);
   // A held heartbeat decided after its arrival counts from its arrival, and never moves the
   // session back behind what a later heartbeat gave.
   let lastHeartbeatAt = now;
@@ -680,6 +681,20 @@ function refreshLiveness(
       ? previous!.revokeProgress
       : listOf(request.revokeProgress),
   );
+}
+
+/** The revoke deadline of a member with shards to revoke (see {@link refreshLiveness}). */
+function revokeDeadlineOf(
+  group: GroupState,
+  member: MemberRecord,
+  view: MemberShards,
+  previous: MemberLiveness | undefined,
+): number {
+  let oldest = Infinity;
+  for (const shard of view.revoking) oldest = Math.min(oldest, shardAt(group, shard).since);
+  const deadline = oldest + member.rebalanceTimeoutMs;
+  const had = previous?.revokeDeadline ?? null;
+  return had === null ? deadline : Math.max(had, deadline);
 }
 
 function replyOf(

@@ -171,6 +171,43 @@ describe('a member still revoking when rebalanceTimeoutMs passes is fenced and i
   });
 });
 
+describe('each revoke has the whole rebalance timeout, also one asked while another runs', () => {
+  it('a revoke asked 7 s into a 10 s one is fenced 10 s after it was asked, not at 10 s', () => {
+    const h = new Harness({ shardCount: 6, config: { assignmentDebounceMs: 0 } });
+    h.join('m-a', { rebalanceTimeoutMs: 10_000 });
+    h.join('m-b', { rebalanceTimeoutMs: 10_000 });
+    const first = h.beat('m-a').revokeShards;
+    expect(first).toEqual([3, 4, 5]);
+    h.clock.advance(7_000);
+    h.beat('m-b');
+    h.join('m-c', { rebalanceTimeoutMs: 10_000 });
+    // Still draining the first three, m-a is asked to give up one more.
+    const asked = h.beat('m-a');
+    expect(asked.revokeShards).toEqual([2, 3, 4, 5]);
+    h.clock.advance(1_000);
+    // The first three done in time; shard 2 still draining.
+    const progress = asked.revokeShards.map(
+      (n) => ({ shard: n, state: first.includes(n) ? 'DONE' : 'DRAINING' }) as const,
+    );
+    h.beat('m-a', {
+      currentAssignments: [...asked.assignedShards, ...asked.revokeShards],
+      revokeProgress: progress,
+    });
+    expect(h.ctx.liveness.get('m-a')?.revokeDeadline).toBe(T0 + 17_000);
+    h.clock.set(T0 + 10_000);
+    h.tick();
+    expect(h.ctx.group.members.get('m-a')).toBeDefined();
+    // Shard 2 never finished: fenced once its own timeout passed.
+    h.clock.set(T0 + 17_000);
+    h.tick();
+    expect(h.effects).toContainEqual({
+      type: 'MEMBER_FENCED',
+      memberId: 'm-a',
+      reason: 'REBALANCE_TIMEOUT',
+    });
+  });
+});
+
 describe('a member silent for sessionTimeoutMs expires', () => {
   it('expires at the session timeout, not before, and its shards go to the others', () => {
     const h = new Harness({ shardCount: 4 });
