@@ -52,8 +52,9 @@ const NO_EVENTS: readonly ChartEventName[] = Object.freeze([]);
 /**
  * Wraps a step: a bug becomes an INTERNAL result with an EVENT_FAILED effect, and a change that
  * would break an invariant is rejected (except for a `load`, which puts in a group read from the
- * store: nothing of the group before it is compared with it, as after a load from the store). The step names the chart events it caused (`raise` in
- * `context.ts`); the migration region's events are added from what the context now shows.
+ * store: nothing of the group before it is compared with it, as after a load from the store).
+ * The step names the chart events it caused (`raise` in `context.ts`); the migration region's
+ * events are added from what the context now shows.
  */
 export function chartStep<E extends GroupEvent>(
   step: Step<E>,
