@@ -6,8 +6,8 @@ import { redisTarget } from '../store/redis-target.js';
 
 /**
  * Reads the data streams themselves (not the coordinator's store): how far a consumer group is
- * behind on each shard (docs/operations.md#lag). One Lua call per shard stream, sent with
- * auto-pipelining, so a group's reading costs one round trip per Redis node.
+ * behind on each shard (docs/operations.md#lag). One Lua call per shard stream, all sent at once
+ * (auto-pipelined on a single Redis), so a group's reading costs one round trip per Redis node.
  */
 
 /** What one shard stream says about one consumer group. */
@@ -100,9 +100,14 @@ export class StreamsReader {
     };
     this.target = redisTarget(options);
     if (options.clusterNodes && options.clusterNodes.length > 0) {
+      // No auto-pipelining on a Cluster: ioredis batches the commands for one master, and
+      // once a slot has moved to another master (a reshard) a batch that mixes commands for
+      // that slot with others is not redirected: the moved ones fail with Redis's MOVED (or
+      // ASK while the slot migrates), a 503 for the lag reading. Sent one by one, each is
+      // redirected on its own; they are still all in flight at once, one round trip per
+      // master (docs/operations.md#lag).
       this.client = new Cluster([...options.clusterNodes], {
         redisOptions,
-        enableAutoPipelining: true,
         clusterRetryStrategy: (times) => Math.min(times * 200, 2_000),
       });
     } else {

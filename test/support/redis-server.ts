@@ -372,3 +372,44 @@ async function startRedisClusterOnce(): Promise<RedisClusterHandle> {
     throw error;
   }
 }
+
+/** The master of `cluster` that serves `slot`, by its index in `cluster.nodes`. */
+export async function slotOwner(cluster: RedisClusterHandle, slot: number): Promise<number> {
+  const ranges = await cluster.clients()[0]!.cluster('SLOTS');
+  const master = ranges.find(([from, to]) => from <= slot && slot <= to)?.[2];
+  if (!master) throw new Error(`no node serves slot ${slot}`);
+  const owner = cluster.nodes.indexOf(`${master[0]}:${master[1]}`);
+  if (owner < 0)
+    throw new Error(`slot ${slot} is served by ${master[0]}:${master[1]}, not a test node`);
+  return owner;
+}
+
+/**
+ * Moves the hash slot of `key`, with every key in it, to another master of `cluster` by hand,
+ * as `redis-cli --cluster reshard` does (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE on
+ * every master). Clients that knew the old owner get MOVED for the slot afterwards. Resolves to
+ * the slot and the index of its new master.
+ */
+export async function moveSlotOf(
+  cluster: RedisClusterHandle,
+  key: string,
+): Promise<{ slot: number; from: number; to: number }> {
+  const clients = cluster.clients();
+  const slot = Number(await clients[0]!.cluster('KEYSLOT', key));
+  const from = await slotOwner(cluster, slot);
+  const to = (from + 1) % clients.length;
+  const ids = await Promise.all(clients.map(async (c) => String(await c.cluster('MYID'))));
+  const [host, port] = cluster.nodes[to]!.split(':') as [string, string];
+  await clients[to]!.cluster('SETSLOT', slot, 'IMPORTING', ids[from]!);
+  await clients[from]!.cluster('SETSLOT', slot, 'MIGRATING', ids[to]!);
+  for (;;) {
+    const keys = await clients[from]!.cluster('GETKEYSINSLOT', slot, 100);
+    if (keys.length === 0) break;
+    await clients[from]!.migrate(host, Number(port), '', 0, 5_000, 'KEYS', ...keys);
+  }
+  // The new owner first, then the old one, then the rest, as redis-cli does.
+  for (const i of [to, from, ...clients.keys()].filter((v, n, all) => all.indexOf(v) === n)) {
+    await clients[i]!.cluster('SETSLOT', slot, 'NODE', ids[to]!);
+  }
+  return { slot, from, to };
+}
