@@ -25,7 +25,7 @@ import { Metrics } from './observability/metrics.js';
 import { RateLimitedLog } from './observability/rate-limited-log.js';
 import { createStore } from './store/index.js';
 import { describeFailures } from './store/redis-store.js';
-import { redisTarget } from './store/redis-target.js';
+import { redisTarget, seedCredentials } from './store/redis-target.js';
 import type { Store } from './store/store.js';
 import { createApp } from './http/app.js';
 import { createHeartbeatFastPath } from './http/heartbeat-fast-path.js';
@@ -223,7 +223,9 @@ function leaseClientOf(settings: Settings): Redis | Cluster {
   const addresses = { url: settings.store.url, clusterNodes: nodes ?? [] };
   if (settings.store.type === 'redis-cluster' || (nodes && nodes.length > 0)) {
     return describeFailures(
-      new Cluster([...(nodes ?? [])], { redisOptions }),
+      new Cluster([...(nodes ?? [])], {
+        redisOptions: { ...redisOptions, ...seedCredentials(nodes) },
+      }),
       'lease command',
       addresses,
     );

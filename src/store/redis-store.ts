@@ -18,7 +18,7 @@ import {
   type LayoutRequest,
   type PrefixLayout,
 } from './prefix-layout.js';
-import { redisTarget } from './redis-target.js';
+import { redisTarget, seedCredentials } from './redis-target.js';
 import { refusalError, ScriptStatus } from './script-status.js';
 import type {
   AuditQuery,
@@ -136,7 +136,7 @@ export class RedisStore implements Store {
     if (options.clusterNodes && options.clusterNodes.length > 0) {
       this.kind = 'redis-cluster';
       this.client = new Cluster([...options.clusterNodes], {
-        redisOptions,
+        redisOptions: { ...redisOptions, ...seedCredentials(options.clusterNodes) },
         clusterRetryStrategy: reconnectDelay,
         enableOfflineQueue: true,
       });

@@ -20,3 +20,30 @@ function hostAndPort(address: string): string {
     return 'the configured address';
   }
 }
+
+/**
+ * The credentials the Redis Cluster seeds carry (`redis://user:password@host:port`), for every
+ * node of the cluster: ioredis uses a seed's own URL only for that seed, and connects to the
+ * masters it finds through CLUSTER SLOTS (the others, a seed's name resolved to an address, a
+ * promoted replica) with the client's options alone, which Redis then answers NOAUTH. The first
+ * seed that names a password gives them; none when no seed does.
+ */
+export function seedCredentials(seeds: readonly string[] | undefined): {
+  username?: string;
+  password?: string;
+} {
+  for (const seed of seeds ?? []) {
+    let url: URL;
+    try {
+      url = new URL(seed.includes('://') ? seed : `redis://${seed}`);
+    } catch {
+      continue;
+    }
+    if (url.password === '') continue;
+    const password = decodeURIComponent(url.password);
+    return url.username === ''
+      ? { password }
+      : { username: decodeURIComponent(url.username), password };
+  }
+  return {};
+}

@@ -2,7 +2,7 @@ import { Cluster, Redis } from 'ioredis';
 import { CoordinatorError } from '../errors.js';
 import { keyErrorText } from './key-error.js';
 import { readLua } from '../store/lua-scripts.js';
-import { redisTarget } from '../store/redis-target.js';
+import { redisTarget, seedCredentials } from '../store/redis-target.js';
 
 /**
  * Reads the data streams themselves (not the coordinator's store): how far a consumer group is
@@ -107,7 +107,7 @@ export class StreamsReader {
       // redirected on its own; they are still all in flight at once, one round trip per
       // master (docs/operations.md#lag).
       this.client = new Cluster([...options.clusterNodes], {
-        redisOptions,
+        redisOptions: { ...redisOptions, ...seedCredentials(options.clusterNodes) },
         clusterRetryStrategy: (times) => Math.min(times * 200, 2_000),
       });
     } else {

@@ -4,8 +4,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHANGE, startTestCoordinator } from '../support/coordinator.js';
 import { captureLogs } from '../support/logs.js';
+import { hashSlot } from '../../src/store/hash-slot.js';
 import {
   randomKeyPrefix,
+  slotOwner,
   startRedisCluster,
   waitFor,
   type RedisClusterHandle,
@@ -68,6 +70,58 @@ describe('a Redis Cluster given by seeds with credentials', () => {
       }
     } finally {
       rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+});
+
+/**
+ * The credentials of the seeds are the cluster's: every master a client finds through the seed
+ * (CLUSTER SLOTS) is a node of the same cluster, behind the same password. A deployment names
+ * one seed, or names its nodes by DNS names that CLUSTER SLOTS answers as addresses.
+ */
+describe('a password-protected Redis Cluster given by one seed with credentials', () => {
+  const password = 'cluster-password';
+  let cluster: RedisClusterHandle;
+  beforeAll(async () => {
+    cluster = await startRedisCluster();
+    for (const client of cluster.clients()) {
+      await client.config('SET', 'masterauth', password);
+      await client.config('SET', 'requirepass', password);
+      await client.auth(password);
+    }
+  }, 60_000);
+  afterAll(async () => cluster?.stop());
+
+  it('serves the groups whose keys are on the other masters', async () => {
+    const keyPrefix = randomKeyPrefix();
+    // A group whose keys hash to a master that is not the seed.
+    let sp = '';
+    for (let i = 0; sp === ''; i++) {
+      const slot = hashSlot(`{auth-${i}:g}`);
+      if ((await slotOwner(cluster, slot)) !== 0) sp = `auth-${i}`;
+    }
+    const c = await startTestCoordinator({
+      store: 'redis',
+      overrides: {
+        'store.type': 'redis-cluster',
+        'store.cluster-nodes': [`redis://:${password}@${cluster.nodes[0]}`],
+        'store.key-prefix': keyPrefix,
+      },
+    });
+    try {
+      const created = await c.call('POST', '/coord/v1/admin/groups', {
+        user: 'writer',
+        body: { streamPrefix: sp, consumerGroup: 'g', shardCount: 3, ...CHANGE },
+      });
+      expect(created.status, await created.clone().text()).toBe(201);
+      const lag = await c.call('GET', `/coord/v1/monitoring/streams/${sp}/groups/g/lag`, {
+        user: 'reader',
+      });
+      expect(lag.status, await lag.clone().text()).toBe(200);
+      const owner = cluster.clients()[await slotOwner(cluster, hashSlot(`{${sp}:g}`))]!;
+      expect(await owner.hget(`${keyPrefix}:{${sp}:g}:metadata`, 'shardCount')).toBe('3');
+    } finally {
+      await c.close();
     }
   });
 });
