@@ -133,14 +133,45 @@ export async function replayDeadLetter(
     const [replayed, newId] = await replayCommand(client)(dead, target, letter.id);
     return replayed === 1 ? newId : null;
   }
-  // Two slots: appended first, then deleted. Cut off between the two, the message was sent and
-  // its dead letter stays: a later replay would send it again.
-  const [entry] = (await client.xrange(dead, letter.id, letter.id)) as [string, string[]][];
+  // Two slots: appended first, then deleted, by the one replay that claimed the dead letter
+  // (SET NX of its claim key): another replay of it meanwhile (a retried request, two operators
+  // at once, another group on the stream prefix) finds it claimed and counts it gone. Cut off
+  // between the append and the delete, the message was sent and its dead letter stays: a replay
+  // after the claim expired would send it again.
+  const claim = replayClaimKey(dead, letter.id);
+  const claimed = await client.set(claim, '1', 'PX', REPLAY_CLAIM_MS, 'NX');
+  if (claimed === null) return null;
+  let entry: [string, string[]] | undefined;
+  try {
+    [entry] = (await client.xrange(dead, letter.id, letter.id)) as [string, string[]][];
+  } catch (error) {
+    await client.del(claim).catch(() => undefined);
+    throw error;
+  }
   const parsed = entry ? parseDeadLetter(letter.shard, entry[0], entry[1], '') : null;
-  if (parsed === null || parsed.fields.length === 0) return null;
+  if (parsed === null || parsed.fields.length === 0) {
+    await client.del(claim);
+    return null;
+  }
+  // A failed append may have been made (an answer that never came): the claim stays then, so
+  // nothing sends it again before it expires.
   const newId = await client.xadd(target, '*', ...parsed.fields);
   await client.xdel(dead, letter.id);
+  await client.del(claim);
   return newId;
+}
+
+/** How long a replay's claim of a dead letter lasts when the replay is cut off half-way. */
+export const REPLAY_CLAIM_MS = 60_000;
+
+/**
+ * The key a replay sets (NX, expiring) to claim dead letter `id` of `dead` where the dead-letter
+ * stream and the shard it goes to are in different Redis Cluster slots:
+ * `<streamPrefix>:<shard>:dead:replaying:<id>`, beside the dead-letter stream under the stream
+ * prefix (docs/protocol.md#dead-letters).
+ */
+export function replayClaimKey(dead: string, id: string): string {
+  return `${dead}:replaying:${id}`;
 }
 
 /**

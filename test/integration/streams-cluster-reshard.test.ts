@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hashSlot } from '../../src/store/hash-slot.js';
 import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
 import {
   moveSlotOf,
@@ -89,5 +90,43 @@ describe('shard streams whose slot moved to another master', () => {
     expect({ status: res.status, error: body.error }).toEqual({ status: 200, error: undefined });
     expect(body.shards?.[shard]).toMatchObject({ shard, length: 1, lagEntries: 1 });
     expect(body.shards?.every((s) => s.length === 1)).toBe(true);
+  });
+});
+
+describe('dead letters on a Redis Cluster', () => {
+  it('are replayed once when two replays of them run at once', async () => {
+    const sp = await groupWithEntries();
+    // Without a key each goes back to its own shard, a stream in another slot than its
+    // dead-letter stream: the replay cannot be one script there.
+    const letters = 40;
+    for (let i = 0; i < letters; i++) {
+      await client.xadd(
+        `${sp}:0:dead`,
+        '*',
+        'originalId',
+        `1-${i}`,
+        'deliveries',
+        '3',
+        'error',
+        'e',
+        'n',
+        String(i),
+      );
+    }
+    expect(hashSlot(`${sp}:0:dead`)).not.toBe(hashSlot(`${sp}:0`));
+    const replay = () =>
+      c.call('POST', `/coord/v1/admin/streams/${sp}/groups/g/dead-letters/replay`, {
+        user: 'writer',
+        body: { shards: [0], limit: 1_000, ...CHANGE },
+      });
+    const answers = await Promise.all([replay(), replay(), replay()]);
+    const bodies = (await Promise.all(answers.map((res) => res.json()))) as {
+      replayed: { newId: string | null }[];
+    }[];
+    expect(answers.map((res) => res.status)).toEqual([200, 200, 200]);
+    expect(bodies.reduce((sum, body) => sum + body.replayed.length, 0)).toBe(letters);
+    // The one entry written at the start, then each dead letter once.
+    expect(await client.xlen(`${sp}:0`)).toBe(1 + letters);
+    expect(await client.xlen(`${sp}:0:dead`)).toBe(0);
   });
 });
