@@ -2,6 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { coordctl } from '../support/cli.js';
 import { CHANGE, startTestCoordinator } from '../support/coordinator.js';
 import { captureLogs } from '../support/logs.js';
 import { hashSlot } from '../../src/store/hash-slot.js';
@@ -91,6 +92,63 @@ describe('a password-protected Redis Cluster given by one seed with credentials'
     }
   }, 60_000);
   afterAll(async () => cluster?.stop());
+
+  it('serves groups as the ACL user docs/operations.md gives the coordinator', async () => {
+    const keyPrefix = randomKeyPrefix();
+    const userPassword = 'coordinator-password';
+    // Every `ACL SETUSER coordinator` line of the durability controls, on every node.
+    const doc = readFileSync('docs/operations.md', 'utf8').replace(/\\\n\s*/g, ' ');
+    const lines = doc.split('\n').filter((line) => /^ACL SETUSER (coordinator|backup) /.test(line));
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of lines) {
+      const words = line
+        .replaceAll('redis-stream:coord', keyPrefix)
+        .replace('COORDINATOR_PASSWORD', userPassword)
+        .replace('BACKUP_PASSWORD', userPassword)
+        .split(/\s+/)
+        .filter(Boolean)
+        .slice(1);
+      for (const client of cluster.clients()) await client.call('ACL', ...words);
+    }
+    const c = await startTestCoordinator({
+      store: 'redis',
+      overrides: {
+        'store.type': 'redis-cluster',
+        'store.cluster-nodes': cluster.nodes.map(
+          (node) => `redis://coordinator:${userPassword}@${node}`,
+        ),
+        'store.key-prefix': keyPrefix,
+      },
+    });
+    try {
+      const created = await c.call('POST', '/coord/v1/admin/groups', {
+        user: 'writer',
+        body: { streamPrefix: 'orders', consumerGroup: 'g', shardCount: 2, ...CHANGE },
+      });
+      expect(created.status, await created.clone().text()).toBe(201);
+      const frozen = await c.call('POST', '/coord/v1/admin/streams/orders/groups/g/freeze', {
+        user: 'writer',
+        body: CHANGE,
+      });
+      expect(frozen.status, await frozen.clone().text()).toBe(200);
+      const lag = await c.call('GET', '/coord/v1/monitoring/streams/orders/groups/g/lag', {
+        user: 'reader',
+      });
+      expect(lag.status, await lag.clone().text()).toBe(200);
+      const backup = await coordctl(['backup', '--group', 'orders:g'], {
+        env: {
+          COORDINATOR_STORE_CLUSTER_NODES: cluster.nodes
+            .map((node) => `redis://backup:${userPassword}@${node}`)
+            .join(','),
+          COORDINATOR_STORE_KEY_PREFIX: keyPrefix,
+        },
+      });
+      expect(backup.code, backup.stderr).toBe(0);
+      expect(JSON.parse(backup.stdout)).toMatchObject({ groups: [{ consumerGroup: 'g' }] });
+    } finally {
+      await c.close();
+    }
+  });
 
   it('serves the groups whose keys are on the other masters', async () => {
     const keyPrefix = randomKeyPrefix();
