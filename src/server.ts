@@ -136,7 +136,8 @@ function checkStoreAtStartup(store: Store, logger: Logger): void {
  */
 export function storeNameOf(settings: Settings): string {
   const nodes = settings.store['cluster-nodes'];
-  if (settings.store.type === 'redis-cluster' || (nodes && nodes.length > 0)) {
+  // The store's type decides, as it does for the store itself (createStore).
+  if (settings.store.type === 'redis-cluster') {
     return [...(nodes ?? [])]
       .map((node) => (node.includes('@') ? redisTarget({ clusterNodes: [node] }) : node))
       .join(',');
@@ -220,8 +221,11 @@ function leaseClientOf(settings: Settings): Redis | Cluster {
   };
   // Its failures reach log lines (a lease lost while Redis is down says why): described as the
   // store's are, never by ioredis' retry bookkeeping.
-  const addresses = { url: settings.store.url, clusterNodes: nodes ?? [] };
-  if (settings.store.type === 'redis-cluster' || (nodes && nodes.length > 0)) {
+  // The store's type decides, as it does for the store (createStore): cluster nodes left set
+  // beside `redis` would take the leases on another Redis than the one the claims check them on.
+  const cluster = settings.store.type === 'redis-cluster';
+  const addresses = { url: settings.store.url, clusterNodes: cluster ? (nodes ?? []) : [] };
+  if (cluster) {
     return describeFailures(
       new Cluster([...(nodes ?? [])], {
         redisOptions: { ...redisOptions, ...seedCredentials(nodes) },
