@@ -43,6 +43,31 @@ export class GroupLoader {
   constructor(private readonly options: GroupLoaderOptions) {}
 
   /**
+   * Whether the store holds nothing of the group (no failure record, no metadata key, not in
+   * the group registry) and this replica does not remember it as lost: a lookup then answers
+   * `GROUP_NOT_FOUND` without taking the group's lease, so a request for a group that does not
+   * exist writes nothing (docs/architecture.md#replicas-leases-and-fences). Read without the
+   * lease, which is safe: the answer is a read at one instant, and a create landing after it
+   * (on any replica) is simply later; a group found here is loaded under the lease, read again.
+   */
+  async absent(ref: GroupRef): Promise<boolean> {
+    const { store, guard } = this.options;
+    // Sent together: one round trip on a Redis connection.
+    const [failure, stored, registered] = await Promise.all([
+      guard(() => store.readFailure(ref)),
+      guard(() => store.loadGroup(ref)).catch((error: unknown) => {
+        // A key that cannot be read is there: the load under the lease fails it closed.
+        if (error instanceof CoordinatorError && error.code === 'METADATA_CORRUPT') return true;
+        throw error;
+      }),
+      guard(() => store.isRegistered(ref)),
+    ]);
+    if (failure !== null || stored !== null || registered) return false;
+    // Remembered here as lost: its failure record is written now, and the load answers it.
+    return !(await this.options.lost?.confirm(ref));
+  }
+
+  /**
    * Loads a group this replica owns (the ownership layer decided so) from the store and claims
    * it; `GROUP_NOT_FOUND` when it does not exist.
    */

@@ -33,7 +33,7 @@ const STALE_ITEM = { ok: true, value: STALE } as const;
 
 export interface OwnedGroupsOptions {
   readonly table: GroupTable;
-  readonly loader: Pick<GroupLoader, 'load' | 'create'>;
+  readonly loader: Pick<GroupLoader, 'absent' | 'load' | 'create'>;
   readonly ownership: Ownership;
   /**
    * Throws `STORE_UNAVAILABLE` when the store cannot be reached: a group whose owner is unknown
@@ -317,9 +317,15 @@ export class OwnedGroups {
     return this.options.table.all().map((entry) => entry.ref);
   }
 
-  /** Acquires the group's lease and loads it (claiming it under the lease). */
-  private acquireAndLoad(ref: GroupRef): Promise<GroupEntry> {
+  /**
+   * Acquires the group's lease and loads it (claiming it under the lease). A group the store
+   * holds nothing of is answered `GROUP_NOT_FOUND` first, without taking its lease.
+   */
+  private async acquireAndLoad(ref: GroupRef): Promise<GroupEntry> {
     const { loader, ownership } = this.options;
+    if (await loader.absent(ref)) {
+      throw new CoordinatorError('GROUP_NOT_FOUND', `group ${groupId(ref)} does not exist`);
+    }
     return ownership
       .acquire(ref)
       .then(() => loader.load(ref))
