@@ -377,8 +377,9 @@ export async function startCoordinator(
       ownersVersion: () => ownership.ownersVersion(),
       urlOf: (id) => live.urlOf(id),
       list: () => live.list(),
-      // The live set as last read from the registry (without this replica once it leaves).
-      joined: () => live.live().some((replica) => replica.id === replicaId),
+      // Its entry written within the entry's TTL, and in the live set as last read (without
+      // this replica once it leaves).
+      joined: () => live.joined(),
     };
     services.replicas = replicas;
   }

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { Clock } from '../../machines/clock.js';
 import { systemClock } from '../../machines/clock.js';
 import type { ReplicaRecord, Store } from '../../store/store.js';
@@ -27,6 +28,8 @@ export interface ReplicaRegistryOptions {
   readonly describe?: () => Omit<ReplicaRecord, 'id' | 'url'>;
   /** A refresh failed (store down); the registry keeps trying on its interval. */
   readonly onError?: (error: unknown) => void;
+  /** Monotonic ms, for how long ago the entry was last written. @default performance.now */
+  readonly monotonicNow?: () => number;
 }
 
 /**
@@ -43,6 +46,9 @@ export class ReplicaRegistry {
   private readonly clock: Clock;
   private cancelTimer: (() => void) | null = null;
   private lastLive: readonly ReplicaRecord[] = [];
+  /** Monotonic ms when the last registration that succeeded was sent; null before one. */
+  private registeredAt: number | null = null;
+  private readonly now: () => number;
   private stopped = false;
   /** The refresh in flight, so stop() deregisters only after it (never re-registered after). */
   private inFlight: Promise<void> = Promise.resolve();
@@ -53,6 +59,7 @@ export class ReplicaRegistry {
     this.refreshIntervalMs = options.refreshIntervalMs ?? 1_000;
     this.ttlMs = options.ttlMs ?? 5_000;
     this.clock = options.clock ?? systemClock;
+    this.now = options.monotonicNow ?? (() => performance.now());
     if (this.ttlMs <= this.refreshIntervalMs) {
       throw new RangeError('the registry TTL must be longer than its refresh interval');
     }
@@ -76,6 +83,19 @@ export class ReplicaRegistry {
   /** The live replicas as of the last refresh, ordered by id. */
   live(): readonly ReplicaRecord[] {
     return this.lastLive;
+  }
+
+  /**
+   * Whether this replica's entry is in the registry as far as it can tell: the last registration
+   * that succeeded was sent less than the entry's TTL ago. Refreshes that keep failing (Redis
+   * unreachable, or answering but refusing writes: read-only after a failover, out of memory)
+   * let the entry expire, and the other replicas stop sending it anything, while {@link live}
+   * still shows the list as last read.
+   */
+  registered(): boolean {
+    return (
+      !this.stopped && this.registeredAt !== null && this.now() - this.registeredAt < this.ttlMs
+    );
   }
 
   /** Stops refreshing and removes this replica from the registry at once. */
@@ -102,7 +122,10 @@ export class ReplicaRegistry {
       id: this.self.id,
       url: this.self.url,
     };
+    // The entry's TTL starts no earlier than the request leaves: measuring from here is safe.
+    const sentAt = this.now();
     await this.store.registerReplica(record, this.ttlMs);
+    this.registeredAt = sentAt;
     const live = await this.store.listReplicas();
     if (this.stopped) return;
     const changed =

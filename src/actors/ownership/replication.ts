@@ -151,6 +151,16 @@ export class Replication {
     return this.leaving ? live.filter((r) => r.id !== this.replicaId) : live;
   }
 
+  /**
+   * Whether this replica is in the registry now (readiness): its entry was written less than
+   * the entry's TTL ago, it is in the live list as last read, and it is not leaving.
+   */
+  joined(): boolean {
+    return (
+      this.registry.registered() && this.live().some((replica) => replica.id === this.replicaId)
+    );
+  }
+
   /** The advertised URL of a live replica, or null. */
   urlOf(replicaId: string): string | null {
     return this.ownership.urlOf(replicaId);

@@ -109,6 +109,45 @@ describe('a replica registers on start, refreshes on its interval and deregister
     await a.stop();
   });
 
+  it('counts as registered only while its last written entry has not expired', async () => {
+    const { store, clock } = setup();
+    let failing = false;
+    const refusing = {
+      registerReplica: (record: ReplicaRecord, ttlMs: number) =>
+        failing ? Promise.reject(new Error('READONLY')) : store.registerReplica(record, ttlMs),
+      listReplicas: () => store.listReplicas(),
+      deregisterReplica: (id: string) => store.deregisterReplica(id),
+    };
+    const a = new ReplicaRegistry({
+      store: refusing,
+      self: { id: 'replica-a', url: 'http://a:1' },
+      clock,
+      refreshIntervalMs: 1_000,
+      ttlMs: 5_000,
+      monotonicNow: () => clock.now(),
+      onError: () => undefined,
+    });
+    expect(a.registered()).toBe(false);
+    await a.start();
+    expect(a.registered()).toBe(true);
+    failing = true;
+    clock.advance(4_000);
+    await settle();
+    // The list as last read still shows it; its entry, written 4 s ago, has 1 s left.
+    expect(a.live().map((r) => r.id)).toEqual(['replica-a']);
+    expect(a.registered()).toBe(true);
+    clock.advance(1_000);
+    await settle();
+    expect(a.live().map((r) => r.id)).toEqual(['replica-a']);
+    expect(a.registered()).toBe(false);
+    failing = false;
+    clock.advance(1_000);
+    await settle();
+    expect(a.registered()).toBe(true);
+    await a.stop();
+    expect(a.registered()).toBe(false);
+  });
+
   it('refuses a TTL that a single refresh interval could outlast', () => {
     const { store } = setup();
     expect(
