@@ -12,7 +12,7 @@ const CLIENT_EVENTS = new Set(['HEARTBEAT', 'OBSERVE_VERSION', 'TICK']);
 const REFUSALS = ['GROUP_NOT_FOUND', 'FENCED_WRITE', 'STALE_REVISION'];
 
 export interface WriteRefusalOptions {
-  readonly store: Pick<Store, 'readRevisions'>;
+  readonly store: Pick<Store, 'readRevisions' | 'readDeletions'>;
   readonly guard: StoreGuard;
   readonly failClosed: FailClosed;
   /** Drops the group's entry: another owner wrote, this one is no longer current. */
@@ -31,24 +31,41 @@ export class WriteRefusal {
   /** Decides what the refusal `error` of an `eventType` write means; returns the error to throw. */
   async explain(entry: GroupEntry, eventType: string, error: unknown): Promise<unknown> {
     if (!(error instanceof CoordinatorError) || !REFUSALS.includes(error.code)) return error;
-    const { store, guard, failClosed, logger } = this.options;
+    const { store, guard, failClosed } = this.options;
     // The fence is checked before the revision, so a restored backup (older fence) also lands
     // here as FENCED_WRITE: look at what is stored before deciding.
     const [seen] = await guard(() => store.readRevisions([entry.ref]));
     const { lifecycleId } = groupOf(entry);
-    if (!seen) await failClosed.failClosed(entry, 'METADATA_LOST', null, 'replica');
-    else if (seen.revision < entry.revision || seen.lifecycleId !== lifecycleId) {
+    if (!seen) {
+      // Gone because another owner deleted it on purpose while this one was deposed: it does
+      // not exist, and is not lost (docs/operations.md#lost-metadata).
+      if (await this.deletedOnPurpose(entry)) return this.stepAside(entry, error);
+      await failClosed.failClosed(entry, 'METADATA_LOST', null, 'replica');
+    } else if (seen.revision < entry.revision || seen.lifecycleId !== lifecycleId) {
       await failClosed.failClosed(entry, 'STORE_REVISION_REGRESSION', seen.revision);
     } else {
-      logger.warn('group written by another owner; reloading on next use', {
-        ...groupLogFields(entry.ref),
-        code: error.code,
-      });
-      this.options.drop(entry);
-      return error;
+      return this.stepAside(entry, error);
     }
     return CLIENT_EVENTS.has(eventType)
       ? failedClosedClientError(entry)
       : failedClosedAdminError(entry);
+  }
+
+  /** Whether a delete marked the entry's lifecycle as ended (the store's deletion marks). */
+  private async deletedOnPurpose(entry: GroupEntry): Promise<boolean> {
+    const { store, guard } = this.options;
+    const { lifecycleId } = groupOf(entry);
+    const deletions = await guard(() => store.readDeletions(entry.ref));
+    return deletions.some((deletion) => deletion.lifecycleId === lifecycleId);
+  }
+
+  /** Another owner wrote: the entry goes (reloaded on next use), the caller's error is passed on. */
+  private stepAside(entry: GroupEntry, error: CoordinatorError): CoordinatorError {
+    this.options.logger.warn('group written by another owner; reloading on next use', {
+      ...groupLogFields(entry.ref),
+      code: error.code,
+    });
+    this.options.drop(entry);
+    return error;
   }
 }
