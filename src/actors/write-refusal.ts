@@ -12,7 +12,7 @@ const CLIENT_EVENTS = new Set(['HEARTBEAT', 'OBSERVE_VERSION', 'TICK']);
 const REFUSALS = ['GROUP_NOT_FOUND', 'FENCED_WRITE', 'STALE_REVISION'];
 
 export interface WriteRefusalOptions {
-  readonly store: Pick<Store, 'readRevisions' | 'readDeletions'>;
+  readonly store: Pick<Store, 'readRevisions' | 'loadGroup' | 'readDeletions'>;
   readonly guard: StoreGuard;
   readonly failClosed: FailClosed;
   /** Drops the group's entry: another owner wrote, this one is no longer current. */
@@ -32,6 +32,13 @@ export class WriteRefusal {
   async explain(entry: GroupEntry, eventType: string, error: unknown): Promise<unknown> {
     if (!(error instanceof CoordinatorError) || !REFUSALS.includes(error.code)) return error;
     const { store, guard, failClosed } = this.options;
+    // A fence above ours: another owner claimed the group since, or deleted it and created it
+    // again. This replica is deposed (it was paused past its lease,
+    // docs/operations.md#a-paused-owner): what is stored is the new owner's to judge, and
+    // nothing of it may be failed closed from here.
+    if (error.code === 'FENCED_WRITE' && (await this.deposed(entry))) {
+      return this.stepAside(entry, error);
+    }
     // The fence is checked before the revision, so a restored backup (older fence) also lands
     // here as FENCED_WRITE: look at what is stored before deciding.
     const [seen] = await guard(() => store.readRevisions([entry.ref]));
@@ -49,6 +56,29 @@ export class WriteRefusal {
     return CLIENT_EVENTS.has(eventType)
       ? failedClosedClientError(entry)
       : failedClosedAdminError(entry);
+  }
+
+  /**
+   * Whether another owner took the group since: the stored fence is above the entry's, and the
+   * stored group is the entry's lifecycle, or a new one created after a delete that marked the
+   * entry's lifecycle deleted (a new lifecycle's fence starts above every earlier one). A new
+   * lifecycle without that mark was created over a loss: the checks below fail it closed.
+   */
+  private async deposed(entry: GroupEntry): Promise<boolean> {
+    const { store, guard } = this.options;
+    let stored;
+    try {
+      stored = await guard(() => store.loadGroup(entry.ref));
+    } catch (error) {
+      // Unreadable: the checks below decide (and fail it closed).
+      if (error instanceof CoordinatorError && error.code === 'METADATA_CORRUPT') return false;
+      throw error;
+    }
+    if (stored === null || stored.fence <= entry.fence) return false;
+    return (
+      stored.state.lifecycleId === groupOf(entry).lifecycleId ||
+      (await this.deletedOnPurpose(entry))
+    );
   }
 
   /** Whether a delete marked the entry's lifecycle as ended (the store's deletion marks). */
