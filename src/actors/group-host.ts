@@ -452,6 +452,8 @@ export class GroupHost implements GroupCoordinator {
     const group = (entry.published ?? entry.snapshot()).context.group;
     if (
       wait &&
+      // A group already leaving this replica is not waited on: its leaving woke the waits.
+      (entry.phase === 'owned' || entry.phase === 'loading') &&
       group.metadataVersion <= wait.afterVersion &&
       group.status !== 'FAILED_CLOSED' &&
       wait.waitMs > 0

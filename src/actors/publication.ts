@@ -202,6 +202,9 @@ export class Publication {
    */
   ended(entry: GroupEntry): void {
     const id = groupId(entry.ref);
+    // A routing long poll is decided again where the group is now (404 if deleted, forwarded
+    // if moved): never held to the end of its wait by a group this replica no longer serves.
+    this.waiters.wakeGroup(id);
     const subscribers = this.listeners.get(id);
     if (!subscribers) return;
     this.listeners.delete(id);

@@ -50,6 +50,11 @@ export class VersionWaiters {
     for (const waiter of [...set]) if (all || version > waiter.afterVersion) waiter.done();
   }
 
+  /** Wakes every waiter of a group (it left this replica: deleted, handed over, lease lost). */
+  wakeGroup(groupKey: string): void {
+    this.notify(groupKey, 0, true);
+  }
+
   /** Wakes every waiter (shutdown). */
   releaseAll(): void {
     for (const set of [...this.waiters.values()]) for (const waiter of [...set]) waiter.done();
