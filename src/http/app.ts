@@ -2,6 +2,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { CoordinatorError } from '../errors.js';
 import { isAdminPath } from './admin-path.js';
 import { authenticate, createPassport } from './auth/passport.js';
+import { withinScope } from './auth/scoped-errors.js';
 import { requestContext } from './request-context.js';
 import { forwardMoved, setOwnerHeader } from './forwarding.js';
 import { auditOnce, bodyMiddleware, requestIdMiddleware, send, sendError } from './pipeline.js';
@@ -81,7 +82,8 @@ export function createApp(services: Services, routes: readonly RouteSpec[]): exp
           body: ctx.rawBody,
           beforeResponse: (status) => auditOnce(services, req, res, status),
         });
-        if (!forwarded) await sendError(services, req, res, error);
+        // A scoped caller is not told the names of groups outside its token.
+        if (!forwarded) await sendError(services, req, res, withinScope(error, ctx.principal));
       } finally {
         watch?.done();
       }
