@@ -61,7 +61,10 @@ export class PositionResets {
     const { clock } = this.options;
     const group = groupOf(entry);
     const repeat = resetNamed(group, resetId);
-    if (!request.dryRun && repeat) return startedView(group, repeat);
+    if (!request.dryRun && repeat) {
+      assertRepeatOf(request, repeat, group.shardCount);
+      return startedView(group, repeat);
+    }
     const shards = request.shards ?? idsShards(request.to) ?? range(group.shardCount);
     unmatchedIds(request.to, shards);
     const now = clock.now();
@@ -117,7 +120,10 @@ export class PositionResets {
       // The same request may have started its reset meanwhile (a retry that overtook it).
       const now = groupOf(held);
       const started = resetNamed(now, resetId);
-      if (started) return startedView(now, started);
+      if (started) {
+        assertRepeatOf(request, started, now.shardCount);
+        return startedView(now, started);
+      }
       // The chart decides again on the group as it is now: it may have changed since the plan.
       await run(held, resetEvent(clock.now(), reset));
       return { dryRun: false, plan, changes, reset: resetView(reset, 'pausing') };
@@ -263,6 +269,37 @@ function resetNamed(group: GroupState, resetId: string): PositionReset | null {
     [group.positionReset, group.lastPositionReset].find((reset) => reset?.resetId === resetId) ??
     null
   );
+}
+
+/**
+ * A request whose `X-Request-Id` started `reset` answers that reset only when it is the same
+ * request: the same target and the same shards (in any order). The id on another request is a
+ * mistake, 400, rather than a 202 for a reset it did not ask for
+ * (docs/operations.md#replay-or-skip).
+ */
+function assertRepeatOf(request: PositionsRequest, reset: PositionReset, shardCount: number): void {
+  const shardsOf = (list: readonly number[]) => [...new Set(list)].sort((a, b) => a - b).join(', ');
+  const asked = shardsOf(request.shards ?? idsShards(request.to) ?? range(shardCount));
+  const started = shardsOf(reset.moves.map((move) => move.shard));
+  if (targetKey(request.to) === targetKey(reset.to) && asked === started) return;
+  throw new CoordinatorError(
+    'VALIDATION_FAILED',
+    `X-Request-Id ${reset.resetId} started another reset (to ${JSON.stringify(reset.to)}, ` +
+      `shards ${started}): send a new request with a new X-Request-Id`,
+    { details: { resetId: reset.resetId, to: reset.to, shards: reset.moves.map((m) => m.shard) } },
+  );
+}
+
+/** A reset target as one comparable text (the ids of an `ids` target by shard). */
+function targetKey(to: unknown): string {
+  if (typeof to === 'object' && to !== null && 'ids' in to) {
+    const ids = to.ids;
+    if (typeof ids === 'object' && ids !== null) {
+      const entries = Object.entries(ids as Record<string, unknown>);
+      return JSON.stringify({ ids: entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)) });
+    }
+  }
+  return JSON.stringify(to);
 }
 
 /** The shards an `ids` target names, when the request names none itself. */
