@@ -77,6 +77,16 @@ export interface ReplayView {
   readonly more: boolean;
   /** Chosen shards whose dead-letter key Redis answered with an error: nothing read there. */
   readonly unreadable: readonly { readonly shard: number; readonly error: string }[];
+  /**
+   * Dead letters not sent because Redis answered their target shard's key with an error (its
+   * name holds another type): each is still a dead letter, `error` says why.
+   */
+  readonly failed: readonly {
+    readonly shard: number;
+    readonly id: string;
+    readonly toShard: number;
+    readonly error: string;
+  }[];
 }
 
 /** `POST …/dead-letters/purge`. */
@@ -171,11 +181,26 @@ export class GroupDeadLetters {
     const { streamPrefix } = snapshot.context.group;
     const replayed: ReplayedView[] = [];
     const gone: { shard: number; id: string }[] = [];
+    const failed: { shard: number; id: string; toShard: number; error: string }[] = [];
     for (const letter of letters) {
       const toShard = replayShard(letter, shardCount);
-      const newId = select.dryRun
+      // A target whose key holds another type is that shard's trouble, not the streams'
+      // (docs/operations.md#a-broken-shard-stream): the letter stays, the others go on.
+      const sent = select.dryRun
         ? null
-        : await reader.use((client) => replayDeadLetter(client, streamPrefix, letter, toShard));
+        : await reader.use(async (client) => {
+            try {
+              const newId = await replayDeadLetter(client, streamPrefix, letter, toShard);
+              return { newId, error: null };
+            } catch (error) {
+              return { newId: null, error: keyErrorText(`${streamPrefix}:${toShard}`, error) };
+            }
+          });
+      if (sent !== null && sent.error !== null) {
+        failed.push({ shard: letter.shard, id: letter.id, toShard, error: sent.error });
+        continue;
+      }
+      const newId = sent?.newId ?? null;
       if (!select.dryRun && newId === null) {
         gone.push({ shard: letter.shard, id: letter.id });
         continue;
@@ -193,6 +218,7 @@ export class GroupDeadLetters {
       notFound: select.ids ? [...new Set(select.ids)].filter((id) => !found.has(id)) : [],
       more,
       unreadable: shards.flatMap(({ shard, error }) => (error === null ? [] : [{ shard, error }])),
+      failed,
     };
   }
 

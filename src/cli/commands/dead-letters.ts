@@ -53,6 +53,7 @@ interface Replay {
   notFound: string[];
   more: boolean;
   unreadable?: { shard: number; error: string }[];
+  failed?: { shard: number; id: string; toShard: number; error: string }[];
 }
 interface Purge {
   shards: { shard: number; stream: string; purged: number; error?: KeyError }[];
@@ -217,6 +218,8 @@ export function registerDeadLetterCommands(program: Command): void {
     );
     for (const { shard, error } of result.unreadable ?? [])
       progress(`shard ${shard} unreadable, nothing replayed from it: ${error}`);
+    for (const { shard, id, toShard, error } of result.failed ?? [])
+      progress(`dead letter ${id} of shard ${shard} not replayed to shard ${toShard}: ${error}`);
     print(format(flags), result, () =>
       renderTable(
         ['shard', 'id', 'original-id', 'key', 'to-shard', 'new-id'],

@@ -75,6 +75,14 @@ export const replaySchema = z.object({
   notFound: z.array(z.string()),
   more: z.boolean(),
   unreadable: z.array(z.object({ shard: z.number().int(), error: z.string() })),
+  failed: z.array(
+    z.object({
+      shard: z.number().int(),
+      id: z.string(),
+      toShard: z.number().int(),
+      error: z.string(),
+    }),
+  ),
 });
 
 export const purgeSchema = z.object({
