@@ -150,6 +150,11 @@ export class Metrics {
     help: 'Routing long polls waiting for a newer metadata version',
     registers: [this.registry],
   });
+  readonly eventStreamsCut = new Counter({
+    name: 'coord_event_streams_cut_total',
+    help: 'Event streams closed because their client read so slowly that their backlog passed the bound',
+    registers: [this.registry],
+  });
   readonly heldHeartbeats = new Gauge({
     name: 'coord_held_heartbeats',
     help: 'Heartbeats held open (waitMs) until their wait is up or their member must act',

@@ -93,6 +93,9 @@ async function storeStatus(
   }
 }
 
+/** Bytes of events a client may leave unread before its event stream is cut off. */
+const MAX_EVENT_BACKLOG_BYTES = 1 << 20;
+
 /** The head of a group's event stream (`…/events`), also what a HEAD of it gets. */
 const EVENT_STREAM_HEADERS = { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' };
 
@@ -359,8 +362,25 @@ export const monitoringRoutes = [
       const closed = new Promise<void>((resolve) => res.once('close', resolve));
       const group = await services.coordinator.getGroup(ref);
       res.writeHead(200, { ...EVENT_STREAM_HEADERS, Connection: 'keep-alive' });
-      const write = (event: string, data: unknown) =>
+      // A client that does not read (a stalled tab, a stuck proxy) would make every transition
+      // wait in memory here for as long as it stays connected: past the bound it is cut off,
+      // and connects again when it reads again (docs/operations.md#http-timeouts).
+      const write = (event: string, data: unknown) => {
+        if (res.destroyed) return;
         res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+        if (res.writableLength <= MAX_EVENT_BACKLOG_BYTES) return;
+        services.metrics.eventStreamsCut.inc();
+        services.rateLimitedLog.info(
+          'event-stream-cut',
+          'event stream cut: its client does not read',
+          {
+            streamPrefix: ref.streamPrefix,
+            consumerGroup: ref.consumerGroup,
+            backlogBytes: res.writableLength,
+          },
+        );
+        res.destroy();
+      };
       write('snapshot', group);
       // The group leaving this replica ends the stream: its transitions happen elsewhere now,
       // or nowhere. A client that connects again follows it to its new owner (or hears 404).
@@ -375,7 +395,7 @@ export const monitoringRoutes = [
           res.end();
         },
       );
-      const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
+      const keepAlive = setInterval(() => res.destroyed || res.write(': keep-alive\n\n'), 15_000);
       keepAlive.unref();
       await closed;
       clearInterval(keepAlive);
