@@ -93,6 +93,13 @@ const HEARTBEAT_ORIGIN: TransitionOrigin = { event: 'HEARTBEAT', cause: null };
  */
 type Originated = AdminCommand & { readonly origin?: CommandOrigin | undefined };
 
+/** A routing long poll's wait (see `GroupCoordinator.getRouting`). */
+interface RoutingWait {
+  readonly afterVersion: number;
+  readonly waitMs: number;
+  readonly signal?: AbortSignal;
+}
+
 function adminCause(
   origin: CommandOrigin | undefined,
   requestedBy: string | null,
@@ -440,13 +447,13 @@ export class GroupHost implements GroupCoordinator {
     };
   }
 
-  getRouting(ref: GroupRef, wait?: { afterVersion: number; waitMs: number }) {
+  getRouting(ref: GroupRef, wait?: RoutingWait) {
     // A producer that knew a version of a group the store no longer holds: lost, not unknown.
     const claim = { metadataVersion: wait?.afterVersion };
     return this.unlessLost(ref, claim, 'routing', () => this.routing(ref, wait));
   }
 
-  private async routing(ref: GroupRef, wait?: { afterVersion: number; waitMs: number }) {
+  private async routing(ref: GroupRef, wait?: RoutingWait) {
     const entry = await this.entry(ref);
     // Decided on what readers are served (the published state), not on a batch still running.
     const group = (entry.published ?? entry.snapshot()).context.group;
@@ -458,7 +465,7 @@ export class GroupHost implements GroupCoordinator {
       group.status !== 'FAILED_CLOSED' &&
       wait.waitMs > 0
     ) {
-      await this.parts.publication.waitForVersion(ref, wait.afterVersion, wait.waitMs);
+      await this.parts.publication.waitForVersion(ref, wait.afterVersion, wait.waitMs, wait.signal);
     }
     const snapshot = await this.read(ref);
     const { status, failureReason } = snapshot.context.group;

@@ -211,9 +211,17 @@ export class Publication {
     for (const { onEnd } of subscribers) onEnd();
   }
 
-  /** Resolves when the group's version passes `afterVersion` (or it fails closed), or after `waitMs`. */
-  waitForVersion(ref: GroupRef, afterVersion: number, waitMs: number): Promise<void> {
-    return this.waiters.wait(groupId(ref), afterVersion, waitMs);
+  /**
+   * Resolves when the group's version passes `afterVersion` (or it fails closed, or leaves this
+   * replica), after `waitMs`, or when `signal` aborts (the client went away).
+   */
+  waitForVersion(
+    ref: GroupRef,
+    afterVersion: number,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    return this.waiters.wait(groupId(ref), afterVersion, waitMs, signal);
   }
 
   /** Wakes every long poll (shutdown). */

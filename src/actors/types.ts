@@ -242,11 +242,16 @@ export interface GroupCoordinator {
   /**
    * Producer routing metadata; `GROUP_FAILED_CLOSED` when the group failed closed. With
    * `wait`, resolves once the metadataVersion exceeds `afterVersion` (or it failed closed), or
-   * after `waitMs` with the group as it is: the routing long poll.
+   * after `waitMs` with the group as it is: the routing long poll. `wait.signal` aborts the
+   * wait (its client went away).
    */
   getRouting(
     ref: GroupRef,
-    wait?: { readonly afterVersion: number; readonly waitMs: number },
+    wait?: {
+      readonly afterVersion: number;
+      readonly waitMs: number;
+      readonly signal?: AbortSignal;
+    },
   ): Promise<RoutingView>;
   listGroups(options: { cursor?: string | undefined; limit: number }): Promise<{
     groups: GroupSummaryView[];

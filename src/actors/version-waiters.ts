@@ -19,9 +19,18 @@ export class VersionWaiters {
     private readonly onCount: (open: number) => void = () => undefined,
   ) {}
 
-  /** Resolves when `notify` reports a version above `afterVersion`, or after `waitMs`. */
-  wait(groupKey: string, afterVersion: number, waitMs: number): Promise<void> {
+  /**
+   * Resolves when `notify` reports a version above `afterVersion`, or after `waitMs`, or when
+   * `signal` aborts (the caller went away).
+   */
+  wait(
+    groupKey: string,
+    afterVersion: number,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<void> {
     return new Promise((resolve) => {
+      if (signal?.aborted) return resolve();
       let set = this.waiters.get(groupKey);
       if (!set) {
         set = new Set();
@@ -37,7 +46,12 @@ export class VersionWaiters {
           resolve();
         },
       };
-      const cancel = this.clock.after(waitMs, waiter.done);
+      const timer = this.clock.after(waitMs, waiter.done);
+      signal?.addEventListener('abort', waiter.done, { once: true });
+      const cancel = () => {
+        timer();
+        signal?.removeEventListener('abort', waiter.done);
+      };
       waiters.add(waiter);
       this.onCount(++this.count);
     });

@@ -26,9 +26,7 @@ describe('a routing long poll ends when the group leaves the replica', () => {
       signal: AbortSignal.timeout(WAIT_MS + 5_000),
     });
     // The poll is held before the group is deleted.
-    await expect
-      .poll(() => c.services.metrics.routingLongPolls.get().then((m) => m.values[0]?.value ?? 0))
-      .toBe(1);
+    await expect.poll(() => openLongPolls(c)).toBe(1);
     const deleted = await c.call('DELETE', '/coord/v1/admin/streams/lp-gone/groups/g', {
       user: 'writer',
       body: CHANGE,
@@ -41,4 +39,30 @@ describe('a routing long poll ends when the group leaves the replica', () => {
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('GROUP_NOT_FOUND');
     expect(took).toBeLessThan(PROMPT_MS);
   });
+
+  it('abandoned by its client: no longer held (nor counted) until the end of its wait', async () => {
+    const path = '/coord/v1/routing/streams/lp-left/groups/g';
+    const created = await c.call('PUT', '/coord/v1/admin/streams/lp-left/groups/g', {
+      user: 'writer',
+      body: { shardCount: 2, ...CHANGE },
+    });
+    expect(created.status).toBe(201);
+    const first = await c.call('GET', path, { user: 'producer' });
+    const { metadataVersion } = (await first.json()) as { metadataVersion: number };
+
+    const abort = new AbortController();
+    const polled = fetch(`${c.url}${path}?afterVersion=${metadataVersion}&waitMs=${WAIT_MS}`, {
+      headers: { authorization: `Bearer ${c.token('producer')}` },
+      signal: abort.signal,
+    }).catch(() => null);
+    await expect.poll(() => openLongPolls(c)).toBe(1);
+    abort.abort();
+    await polled;
+    await expect.poll(() => openLongPolls(c), { timeout: PROMPT_MS }).toBe(0);
+  });
 });
+
+async function openLongPolls(c: TestCoordinator): Promise<number> {
+  const metric = await c.services.metrics.routingLongPolls.get();
+  return metric.values[0]?.value ?? 0;
+}

@@ -24,18 +24,21 @@ export const routingRoutes = [
       404: { description: 'Unknown group', schema: errorSchema },
       503: { description: 'Group failed closed', schema: errorSchema },
     },
-    async handler({ params, query, req, services }) {
+    async handler({ params, query, req, res, services }) {
       const ref = { streamPrefix: params.stream, consumerGroup: params.group };
       const observed = req.get('x-observed-metadata-version');
       if (observed !== undefined && /^\d{1,15}$/.test(observed)) {
         // A producer that saw a higher version than we hold is a rollback signal (docs/operations.md#what-the-coordinator-notices).
         await services.coordinator.observeVersion(ref, Number(observed), 'routing');
       }
+      // A client that goes away ends its wait: nothing is held for nobody.
+      const gone = new AbortController();
+      res.once('close', () => gone.abort());
       const body = await services.coordinator.getRouting(
         ref,
         query.afterVersion === undefined
           ? undefined
-          : { afterVersion: query.afterVersion, waitMs: query.waitMs },
+          : { afterVersion: query.afterVersion, waitMs: query.waitMs, signal: gone.signal },
       );
       const etag = `"${body.lifecycleId}:${body.metadataVersion}"`;
       const headers = { ETag: etag, 'Cache-Control': 'no-cache' };
