@@ -21,6 +21,7 @@ const REASON: Readonly<Record<number, string>> = {
   404: 'Not Found',
   408: 'Request Timeout',
   413: 'Payload Too Large',
+  417: 'Expectation Failed',
   431: 'Request Header Fields Too Large',
 };
 
@@ -237,5 +238,22 @@ export function connectListener(req: IncomingMessage, socket: Duplex): void {
       message: 'no route for CONNECT: the coordinator is no proxy',
     },
     requestIdOf(req.headers['x-request-id'] as string | undefined),
+  );
+}
+
+/**
+ * The server's `checkExpectation` listener: an `Expect` other than `100-continue` (the only one
+ * HTTP/1.1 defines) is 417 in the API's shape, where Node would answer a bare 417 with no body.
+ */
+export function expectationListener(req: IncomingMessage, res: ServerResponse): void {
+  answerOnResponse(
+    req,
+    res,
+    {
+      status: 417,
+      code: 'EXPECTATION_FAILED',
+      message: 'the only Expect the coordinator knows is 100-continue',
+    },
+    null,
   );
 }

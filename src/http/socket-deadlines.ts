@@ -7,6 +7,7 @@ import {
   answerTimeout,
   clientErrorListener,
   connectListener,
+  expectationListener,
   requestTimeoutAnswer,
   type Exchange,
 } from './connection-errors.js';
@@ -289,6 +290,7 @@ export function guardConnections(
   const onClientError = clientErrorListener(exchangeOf);
   server.on('connection', (socket: Socket) => deadlines.connected(socket));
   server.on('connect', connectListener);
+  server.on('checkExpectation', expectationListener);
   server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => {
     // Node's own request timeout: answered (and audited) as the per-socket deadlines do.
     if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {

@@ -154,6 +154,19 @@ describe('hostile input gets small, well-formed answers', () => {
       expect(body).toMatchObject({ error: { code: 'VALIDATION_FAILED' } });
     });
 
+    it('an Expect other than 100-continue: 417 EXPECTATION_FAILED with a JSON body', async () => {
+      const { status, headers, body } = await raw(
+        c,
+        'GET /coord/v1/monitoring/health HTTP/1.1\r\nHost: x\r\nX-Request-Id: expect-1\r\n' +
+          'Expect: something-else\r\n\r\n',
+      );
+      expect(status).toBe(417);
+      expect(headers).toMatch(/\r\ncontent-type: application\/json/i);
+      expect(body).toMatchObject({
+        error: { code: 'EXPECTATION_FAILED', requestId: 'expect-1' },
+      });
+    });
+
     it('CONNECT: a 4xx with an error code, not a connection closed without an answer', async () => {
       const client = await rawConnect(c.port, 'CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: x\r\n\r\n');
       await client.closed;
