@@ -70,28 +70,96 @@ describe('refusals caused by other groups on the prefix, to a scoped token', () 
     expect(unscoped.error.details?.groups).toEqual([THEIRS]);
   });
 
-  it('GROUP_FROZEN of another group: refused, without its name', async () => {
-    const created = await c.call('POST', '/coord/v1/admin/groups', {
+  it('MIGRATION_IN_PROGRESS of another group: refused, without its name', async () => {
+    // The other group scales in; with no member to read its retiring shard, it stays migrating.
+    const scaled = await c.call('POST', `/coord/v1/admin/streams/shared/groups/${THEIRS}/scale`, {
+      user: 'writer',
+      body: { shardCount: 2, ...CHANGE },
+    });
+    expect(scaled.status).toBe(202);
+
+    const create = await c.call('POST', '/coord/v1/admin/groups', {
       headers: MINE,
       body: { streamPrefix: 'shared', consumerGroup: 'mine', ...CHANGE },
     });
-    expect(created.status).toBe(201);
-    const frozen = await c.call('POST', `/coord/v1/admin/streams/shared/groups/${THEIRS}/freeze`, {
-      user: 'writer',
-      body: CHANGE,
-    });
-    expect(frozen.status).toBe(200);
-
-    const scale = await c.call('POST', '/coord/v1/admin/streams/shared/groups/mine/scale', {
-      headers: MINE,
-      body: { shardCount: 8, ...CHANGE },
-    });
-    expect(scale.status).toBe(409);
-    const text = await scale.text();
+    expect(create.status).toBe(409);
+    const text = await create.text();
     expect(text).not.toContain(THEIRS);
     const { error } = JSON.parse(text) as ErrorBody;
-    expect(error.code).toBe('GROUP_FROZEN');
+    expect(error.code).toBe('MIGRATION_IN_PROGRESS');
     expect(error.message).toMatch(/another group on stream prefix shared/);
-    expect(error.details).toEqual({ streamPrefix: 'shared' });
+    expect(error.details).not.toHaveProperty('consumerGroup');
+  });
+});
+
+/*
+ * A scale or rollback moves the prefix's layout, so every group on the prefix migrates with it
+ * (docs/protocol.md#one-shard-layout-per-stream-prefix): it is a change to each of them.
+ */
+describe('a scoped token that does not reach every group on its prefix', () => {
+  let c: TestCoordinator;
+  useCoordinator({ store: 'memory' }, (coordinator) => (c = coordinator));
+  const SPLIT = bearer(['split:mine']);
+  const WHOLE = bearer(['split:*']);
+
+  beforeAll(async () => {
+    const theirs = await c.call('POST', '/coord/v1/admin/groups', {
+      user: 'writer',
+      body: { streamPrefix: 'split', consumerGroup: THEIRS, shardCount: 4, ...CHANGE },
+    });
+    expect(theirs.status).toBe(201);
+    const mine = await c.call('POST', '/coord/v1/admin/groups', {
+      headers: SPLIT,
+      body: { streamPrefix: 'split', consumerGroup: 'mine', ...CHANGE },
+    });
+    expect(mine.status).toBe(201);
+  });
+
+  const shardCountOf = async (group: string) => {
+    const res = await c.call('GET', `/coord/v1/monitoring/streams/split/groups/${group}`, {
+      user: 'reader',
+    });
+    return ((await res.json()) as { shardCount: number }).shardCount;
+  };
+
+  it('may not scale the prefix (which would move the other groups): 403, nothing moves', async () => {
+    const scale = await c.call('POST', '/coord/v1/admin/streams/split/groups/mine/scale', {
+      headers: SPLIT,
+      body: { shardCount: 8, ...CHANGE },
+    });
+    expect(scale.status).toBe(403);
+    const text = await scale.text();
+    expect(text).not.toContain(THEIRS);
+    expect((JSON.parse(text) as ErrorBody).error.code).toBe('GROUP_NOT_PERMITTED');
+
+    const put = await c.call('PUT', '/coord/v1/admin/streams/split/groups/mine', {
+      headers: SPLIT,
+      body: { shardCount: 8, ...CHANGE },
+    });
+    expect(put.status).toBe(403);
+    const rollback = await c.call(
+      'POST',
+      '/coord/v1/admin/streams/split/groups/mine/migrations/current/rollback',
+      { headers: SPLIT, body: CHANGE },
+    );
+    expect(rollback.status).toBe(403);
+    expect(await shardCountOf(THEIRS)).toBe(4);
+    expect(await shardCountOf('mine')).toBe(4);
+
+    // Leaving the count as it is stays allowed.
+    const same = await c.call('PUT', '/coord/v1/admin/streams/split/groups/mine', {
+      headers: SPLIT,
+      body: { shardCount: 4, ...CHANGE },
+    });
+    expect(same.status).toBe(200);
+  });
+
+  it('a token that reaches every group on the prefix scales it', async () => {
+    const scale = await c.call('POST', '/coord/v1/admin/streams/split/groups/mine/scale', {
+      headers: WHOLE,
+      body: { shardCount: 8, ...CHANGE },
+    });
+    expect(scale.status).toBe(202);
+    expect(await shardCountOf('mine')).toBe(8);
   });
 });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ChangeRequest, CommandOrigin, CommandOutcome } from '../../actors/types.js';
 import type { Settings } from '../../config/settings.js';
+import { assertPrefixPermitted } from '../auth/prefix-scope.js';
 import { route, type HandlerInput, type HandlerResult, type RouteSpec } from '../route.js';
 import type { Services } from '../services.js';
 import {
@@ -102,6 +103,7 @@ async function startMigration(
   command: MigrationCommand,
 ): Promise<HandlerResult> {
   const { params, body, services, req, requestId, principal } = input;
+  await assertPrefixPermitted(services.store, principal, toRef(params));
   await reportObserved(services, req, toRef(params));
   const outcome = await services.coordinator.command(
     toRef(params),
@@ -157,6 +159,7 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
         ...errors,
       },
       async handler({ params, body, services, req, requestId, principal }) {
+        await assertPrefixPermitted(services.store, principal, toRef(params), body.shardCount);
         await reportObserved(services, req, toRef(params));
         const result = await services.coordinator.putGroup(
           toRef(params),
