@@ -76,7 +76,8 @@ export const groupPath = (sp, cg) =>
 
 /**
  * Follows a server-sent events stream with the bearer token (EventSource cannot send headers).
- * Calls `onEvent(name, data)` per event; returns a function that stops it.
+ * Calls `onEvent(name, data)` per event, and `onEnd(error)` once when the stream ends by itself
+ * (`error` null when the server closed it); returns a function that stops it (no `onEnd` then).
  */
 export function follow(path, onEvent, onEnd) {
   const abort = new AbortController();
@@ -107,12 +108,13 @@ export function follow(path, onEvent, onEnd) {
         if (data.length > 0) onEvent(name, JSON.parse(data.join('\n')));
       }
     }
-  })()
-    .catch((error) => {
-      if (!abort.signal.aborted) onEnd?.(error);
-    })
-    .finally(() => {
+  })().then(
+    () => {
       if (!abort.signal.aborted) onEnd?.(null);
-    });
+    },
+    (error) => {
+      if (!abort.signal.aborted) onEnd?.(error);
+    },
+  );
   return () => abort.abort();
 }

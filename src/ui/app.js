@@ -1135,6 +1135,12 @@ async function renderGroup(sp, cg) {
     chart: h('div', { id: 'statechart', class: 'statechart' }),
     transitions: h('ol', { id: 'transitions', class: 'timeline' }),
   };
+  // Whether the transitions below are live: `live`, `connecting`, or `reconnecting` (with why).
+  const liveStatus = h(
+    'small',
+    { id: 'live-status', class: 'live-status', dataset: { state: 'connecting' } },
+    'connecting…',
+  );
   const chartTool = (id, label, title, onclick) =>
     h('button', { type: 'button', id, title, onclick }, label);
   const zoomTo = (zoom) => {
@@ -1149,7 +1155,7 @@ async function renderGroup(sp, cg) {
     h(
       'section',
       { id: 'what-happened' },
-      h('h3', {}, 'What just happened'),
+      h('h3', {}, 'What just happened ', liveStatus),
       h(
         'p',
         { class: 'hint-text' },
@@ -1465,19 +1471,56 @@ async function renderGroup(sp, cg) {
       refresh().catch((error) => showError(error));
     }, 200);
   };
-  // The live stream first, so that nothing between the kept list and the stream is missed.
+  // The live stream first, so that nothing between the kept list and the stream is missed. A
+  // stream that ends (the group moved to another replica, the owner died, the connection was
+  // cut) is opened again after a pause, growing while it keeps failing; once it is open again
+  // the kept list is read again, so what happened meanwhile shows too (each transition once).
   const early = [];
   let kept = false;
-  const stop = follow(
-    `/monitoring${path}/events`,
-    (name, data) => {
-      if (name !== 'transition') return;
-      if (kept) history.add([data]);
-      else early.push(data);
-      soon();
-    },
-    (error) => error && !gone && showError(error),
-  );
+  let stop = () => {};
+  let retry = null;
+  let failures = 0;
+  const setLive = (state, text) => {
+    liveStatus.dataset.state = state;
+    liveStatus.textContent = text;
+  };
+  const catchUp = () =>
+    get(`/monitoring${path}/transitions`)
+      .then((reply) => !gone && history.add(reply.transitions))
+      .catch(() => undefined); // the next reconnection or refresh says what is wrong
+  const connect = () => {
+    retry = null;
+    let opened = false;
+    stop = follow(
+      `/monitoring${path}/events`,
+      (name, data) => {
+        if (name === 'snapshot' && !opened) {
+          opened = true;
+          failures = 0;
+          setLive('live', 'live');
+          if (kept) {
+            void catchUp();
+            soon();
+          }
+        }
+        if (name !== 'transition') return;
+        if (kept) history.add([data]);
+        else early.push(data);
+        soon();
+      },
+      (error) => {
+        if (gone) return;
+        failures += 1;
+        const wait = Math.min(RECONNECT_MAX_MS, RECONNECT_MS * 2 ** (failures - 1));
+        setLive(
+          'reconnecting',
+          `not live: ${error ? errorText(error) : 'the stream ended'}; reconnecting…`,
+        );
+        retry = setTimeout(connect, wait);
+      },
+    );
+  };
+  connect();
   const onResize = () => chartZoom === 'fit' && sizeDiagrams(parts.chart);
   window.addEventListener('resize', onResize);
   let timer = null;
@@ -1485,6 +1528,7 @@ async function renderGroup(sp, cg) {
     gone = true;
     clearInterval(timer);
     clearTimeout(pending);
+    clearTimeout(retry);
     stop();
     window.removeEventListener('resize', onResize);
   };
@@ -1501,6 +1545,9 @@ async function renderGroup(sp, cg) {
 
 /** How often the group page reads the group again (and samples its lag). */
 const LAG_SAMPLE_MS = 2000;
+/** The pause before the live stream is opened again; doubled at each failure, up to the max. */
+const RECONNECT_MS = 1000;
+const RECONNECT_MAX_MS = 15_000;
 
 // ---------------------------------------------------------------------------------------------
 // Audit log and replicas
