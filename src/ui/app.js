@@ -213,8 +213,7 @@ function renderLogin() {
     const data = new FormData(form);
     try {
       await login(String(data.get('username')), String(data.get('password')));
-      location.hash = '#/groups';
-      route();
+      go('#/groups');
     } catch (error) {
       showError(error, form);
     }
@@ -273,11 +272,13 @@ function lagCell(reading) {
 const LIST_LAG_MS = 5000;
 
 async function renderGroups(params) {
+  const shown = routed;
   const cursors = params.get('trail')?.split(',').filter(Boolean) ?? [];
   const cursor = cursors.at(-1);
   const query = new URLSearchParams({ limit: '50' });
   if (cursor) query.set('cursor', cursor);
   const page = await get(`/monitoring/groups?${query}`);
+  if (shown !== routed) return; // left while the list was read: start nothing
   const filter = h('input', {
     type: 'search',
     placeholder: 'filter by name, status or phase',
@@ -1540,6 +1541,7 @@ async function renderGroup(sp, cg) {
     leave();
     throw error;
   }
+  if (gone) return; // left while it loaded: start no timer that nothing would stop
   timer = setInterval(soon, LAG_SAMPLE_MS); // liveness and lag change without transitions
 }
 
@@ -1556,7 +1558,9 @@ async function renderAudit(params) {
   const query = new URLSearchParams({ limit: params.get('limit') ?? '100' });
   for (const key of ['streamPrefix', 'consumerGroup'])
     if (params.get(key)) query.set(key, params.get(key));
+  const shown = routed;
   const reply = await get(`/monitoring/audit?${query}`);
+  if (shown !== routed) return; // left meanwhile: another page shows
   const records = reply.records ?? reply.audit ?? reply.entries ?? [];
   const form = h(
     'form',
@@ -1631,8 +1635,10 @@ function leaseList(replica) {
 }
 
 async function renderReplicas() {
+  const shown = routed;
   try {
     const reply = await get('/monitoring/replicas');
+    if (shown !== routed) return; // left meanwhile: another page shows
     main.replaceChildren(
       h('h2', {}, 'Replicas'),
       table(
@@ -1660,6 +1666,7 @@ async function renderReplicas() {
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 404)) throw error;
     const info = await get('/monitoring/info');
+    if (shown !== routed) return;
     main.replaceChildren(
       h('h2', {}, 'Replicas'),
       h('p', {}, `One replica: ${info.replicaId ?? info.replica ?? 'this coordinator'}.`),
@@ -1670,7 +1677,20 @@ async function renderReplicas() {
 // ---------------------------------------------------------------------------------------------
 // Router
 
+/**
+ * Shows `hash`: setting it routes (through `hashchange`), unless it is already shown, which
+ * routes here. Never both: two pages built at once would leave one of them running unseen.
+ */
+function go(hash) {
+  if (location.hash === hash) route();
+  else location.hash = hash;
+}
+
+/** Counts the pages routed to: a page whose number is no longer this one was left meanwhile. */
+let routed = 0;
+
 async function route() {
+  routed += 1;
   leave();
   leave = () => {};
   const [path, search = ''] = location.hash.replace(/^#/, '').split('?');
@@ -1708,8 +1728,7 @@ window.mermaid.initialize({
 });
 document.getElementById('logout').addEventListener('click', () => {
   session.clear();
-  location.hash = '#/';
-  route();
+  go('#/');
 });
 window.addEventListener('hashchange', route);
 route();

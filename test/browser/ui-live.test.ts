@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   CHANGE,
   PASSWORD,
@@ -29,17 +29,24 @@ describe('the web UI when its live stream is cut', () => {
     expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install chromium`).toBe(true);
     redis = await startRedisServer();
     c = await startTestCoordinator({ store: 'redis', redisUrl: redis.url });
-    const res = await c.call('POST', '/coord/v1/admin/groups', {
-      user: 'writer',
-      body: { streamPrefix: 'orders', consumerGroup: 'billing', shardCount: 2, ...CHANGE },
-    });
-    expect(res.status).toBe(201);
+    for (const group of ['billing', 'shipping']) {
+      const res = await c.call('POST', '/coord/v1/admin/groups', {
+        user: 'writer',
+        body: { streamPrefix: 'orders', consumerGroup: group, shardCount: 2, ...CHANGE },
+      });
+      expect(res.status).toBe(201);
+    }
     proxy = await TcpProxy.start(c.url);
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
       args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
     });
+  });
+
+  beforeEach(async () => {
+    // A new tab for each test: its own sessionStorage, so each logs in through the form.
+    await page?.context().close();
     page = await (await browser.newContext()).newPage();
   });
 
@@ -56,13 +63,18 @@ describe('the web UI when its live stream is cut', () => {
       body: CHANGE,
     });
 
-  it('follows the transitions again after the stream is cut, and says so meanwhile', async () => {
+  /** Logs in through the form (at the proxy's origin) and opens the group's page. */
+  const openGroup = async () => {
     await page.goto(`${proxy.url}/coord/ui/`);
     await page.fill('input[name=username]', 'reader');
     await page.fill('input[name=password]', PASSWORD);
     await page.click('#login-form button[type=submit]');
     await page.waitForSelector('#groups-table');
     await page.goto(`${proxy.url}/coord/ui/#/groups/orders/billing`);
+  };
+
+  it('follows the transitions again after the stream is cut, and says so meanwhile', async () => {
+    await openGroup();
     await page.waitForSelector('#transitions li[data-event=CREATE]');
     const top = page.locator('#transitions li.transition').first();
     const live = page.locator('#live-status');
@@ -93,5 +105,20 @@ describe('the web UI when its live stream is cut', () => {
       );
     expect(events.slice(0, 3)).toEqual(['FREEZE', 'UNFREEZE', 'FREEZE']);
     expect(events.filter((e) => e === 'UNFREEZE')).toHaveLength(1);
+  });
+
+  it('stops reading the groups list once the page shows something else', async () => {
+    const requests: string[] = [];
+    page.on('request', (request) => requests.push(new URL(request.url()).pathname));
+    await openGroup();
+    const opened = requests.length;
+    const since = () => requests.slice(opened);
+    // The group page reads its group every 2 s; the list read every group's lag every 5 s.
+    // Six reads of the group later the list, had it still been reading, would have read again.
+    const detail = '/coord/v1/monitoring/streams/orders/groups/billing';
+    await waitFor(() => since().filter((path) => path === detail).length >= 6, {
+      timeoutMs: 20_000,
+    });
+    expect(since().filter((path) => path.includes('/groups/shipping'))).toEqual([]);
   });
 });
