@@ -109,6 +109,17 @@ function showError(error, where = main) {
   where.prepend(h('p', { class: 'error', role: 'alert' }, errorText(error)));
 }
 
+/**
+ * Whether `error` says the login ended (401: the token expired, or the coordinator's secret
+ * changed); if so the login is forgotten and the login form shown.
+ */
+function loginEnded(error) {
+  if (!(error instanceof ApiError && error.status === 401)) return false;
+  session.clear();
+  route();
+  return true;
+}
+
 /** Why the page offers no change to this login: changes need the role WRITE. */
 const NEEDS_WRITE = 'Needs the WRITE role: log in as a user who has it to change anything.';
 
@@ -1201,7 +1212,7 @@ async function renderGroup(sp, cg) {
       await call(values);
       await refresh();
     } catch (error) {
-      showError(error);
+      if (!loginEnded(error)) showError(error);
     }
   };
 
@@ -1254,7 +1265,7 @@ async function renderGroup(sp, cg) {
             openResetDialog({
               label: `${sp}:${cg}`,
               admin,
-              onStarted: () => refresh().catch((error) => showError(error)),
+              onStarted: () => refresh().catch((error) => loginEnded(error) || showError(error)),
             }),
         },
         'Reset positions…',
@@ -1469,7 +1480,7 @@ async function renderGroup(sp, cg) {
   const soon = () => {
     pending ??= setTimeout(() => {
       pending = null;
-      refresh().catch((error) => showError(error));
+      refresh().catch((error) => loginEnded(error) || showError(error));
     }, 200);
   };
   // The live stream first, so that nothing between the kept list and the stream is missed. A
@@ -1510,7 +1521,7 @@ async function renderGroup(sp, cg) {
         soon();
       },
       (error) => {
-        if (gone) return;
+        if (gone || loginEnded(error)) return;
         failures += 1;
         const wait = Math.min(RECONNECT_MAX_MS, RECONNECT_MS * 2 ** (failures - 1));
         setLive(

@@ -121,4 +121,14 @@ describe('the web UI when its live stream is cut', () => {
     });
     expect(since().filter((path) => path.includes('/groups/shipping'))).toEqual([]);
   });
+
+  it('asks to log in again when the login ends while a group page is open', async () => {
+    await openGroup();
+    await page.waitForSelector('#group-status');
+    // The token stops being valid (it expired, or the signing secret changed): every read of
+    // the page's refresh is answered 401 from now on.
+    await page.evaluate("sessionStorage.setItem('coord.token', 'no-longer-valid')");
+    await page.waitForSelector('#login-form', { timeout: 10_000 });
+    expect(await page.locator('p.error').count()).toBeLessThanOrEqual(1);
+  });
 });
