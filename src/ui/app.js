@@ -1147,6 +1147,10 @@ async function renderGroup(sp, cg) {
     chart: h('div', { id: 'statechart', class: 'statechart' }),
     transitions: h('ol', { id: 'transitions', class: 'timeline' }),
   };
+  // Said once while the group cannot be read (its owner died, the coordinator is down), gone
+  // once it can: what the page shows stays, marked as old, with when it was read.
+  const problem = h('p', { class: 'error', id: 'refresh-problem', role: 'alert', hidden: true });
+  let readAt = null;
   // Whether the transitions below are live: `live`, `connecting`, or `reconnecting` (with why).
   const liveStatus = h(
     'small',
@@ -1161,6 +1165,7 @@ async function renderGroup(sp, cg) {
   };
   main.replaceChildren(
     h('h2', {}, `${sp}:${cg} `, parts.hints),
+    problem,
     parts.summary,
     parts.actions,
     parts.consumption,
@@ -1292,6 +1297,7 @@ async function renderGroup(sp, cg) {
       readLag(path),
     ]);
     if (gone) return;
+    readAt = new Date().toISOString();
     parts.hints.replaceChildren(
       ...(group.hints ?? []).map((hint) =>
         h(
@@ -1476,11 +1482,25 @@ async function renderGroup(sp, cg) {
     return next;
   };
 
+  const fresh = () => {
+    problem.hidden = true;
+    delete main.dataset.stale;
+  };
+  const stale = (error) => {
+    if (gone) return;
+    problem.replaceChildren(
+      `Not up to date: the group could not be read (${errorText(error)}); shown as read at `,
+      time(readAt),
+      `, trying again every ${LAG_SAMPLE_MS / 1000} s.`,
+    );
+    problem.hidden = false;
+    main.dataset.stale = '';
+  };
   let pending = null;
   const soon = () => {
     pending ??= setTimeout(() => {
       pending = null;
-      refresh().catch((error) => loginEnded(error) || showError(error));
+      refresh().then(fresh, (error) => loginEnded(error) || stale(error));
     }, 200);
   };
   // The live stream first, so that nothing between the kept list and the stream is missed. A
@@ -1704,6 +1724,7 @@ async function route() {
   routed += 1;
   leave();
   leave = () => {};
+  delete main.dataset.stale;
   const [path, search = ''] = location.hash.replace(/^#/, '').split('?');
   const params = new URLSearchParams(search);
   const user = session.user;

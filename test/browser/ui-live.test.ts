@@ -64,13 +64,13 @@ describe('the web UI when its live stream is cut', () => {
     });
 
   /** Logs in through the form (at the proxy's origin) and opens the group's page. */
-  const openGroup = async () => {
-    await page.goto(`${proxy.url}/coord/ui/`);
+  const openGroup = async (via = proxy) => {
+    await page.goto(`${via.url}/coord/ui/`);
     await page.fill('input[name=username]', 'reader');
     await page.fill('input[name=password]', PASSWORD);
     await page.click('#login-form button[type=submit]');
     await page.waitForSelector('#groups-table');
-    await page.goto(`${proxy.url}/coord/ui/#/groups/orders/billing`);
+    await page.goto(`${via.url}/coord/ui/#/groups/orders/billing`);
   };
 
   it('follows the transitions again after the stream is cut, and says so meanwhile', async () => {
@@ -130,5 +130,41 @@ describe('the web UI when its live stream is cut', () => {
     await page.evaluate("sessionStorage.setItem('coord.token', 'no-longer-valid')");
     await page.waitForSelector('#login-form', { timeout: 10_000 });
     expect(await page.locator('p.error').count()).toBeLessThanOrEqual(1);
+  });
+
+  it('says once, not at every refresh, that it shows an old reading while it cannot read', async () => {
+    // This tab's own way in, which goes away as a replica that dies does: new connections to
+    // it are refused.
+    let door = await TcpProxy.start(c.url);
+    let failed = 0; // reads of the group that failed
+    page.on('requestfailed', (request) => {
+      if (new URL(request.url()).pathname === '/coord/v1/monitoring/streams/orders/groups/billing')
+        failed += 1;
+    });
+    try {
+      await openGroup(door);
+      await page.waitForSelector('#group-status');
+      expect(await page.locator('#refresh-problem').isHidden()).toBe(true);
+      const status = await page.textContent('#group-status');
+      await door.close();
+      // Three refreshes of the page fail.
+      await waitFor(() => failed >= 3, { timeoutMs: 20_000 });
+      expect(await page.locator('p.error:visible').count()).toBe(1);
+      expect(await page.textContent('#refresh-problem')).toMatch(
+        /^Not up to date: the group could not be read \(.+\); shown as read at \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \S+, trying again every 2 s\.$/,
+      );
+      // What the page shows is still there, marked as old.
+      expect(await page.textContent('#group-status')).toBe(status);
+      expect(await page.getAttribute('main', 'data-stale')).toBe('');
+      // Back: the next refresh reads it, and the page is current again.
+      door = await TcpProxy.start(c.url, Number(new URL(door.url).port));
+      await waitFor(async () => (await page.getAttribute('main', 'data-stale')) === null, {
+        timeoutMs: 10_000,
+      });
+      expect(await page.locator('#refresh-problem').isHidden()).toBe(true);
+      expect(await page.locator('p.error:visible').count()).toBe(0);
+    } finally {
+      await door.close().catch(() => undefined);
+    }
   });
 });

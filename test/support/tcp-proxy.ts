@@ -57,13 +57,16 @@ export class TcpProxy {
     this.server = createServer((client) => this.accept(client, host, port));
   }
 
-  /** Listens on a free port of 127.0.0.1, forwarding to `target` (`http://host:port`). */
-  static async start(target: string): Promise<TcpProxy> {
+  /**
+   * Listens on a free port of 127.0.0.1 (or on `listenPort`, e.g. to come back where a closed one
+   * was), forwarding to `target` (`http://host:port`).
+   */
+  static async start(target: string, listenPort = 0): Promise<TcpProxy> {
     const { hostname, port } = new URL(target);
     const proxy = new TcpProxy(hostname, Number(port));
     await new Promise<void>((resolve, reject) => {
       proxy.server.once('error', reject);
-      proxy.server.listen(0, '127.0.0.1', () => resolve());
+      proxy.server.listen(listenPort, '127.0.0.1', () => resolve());
     });
     const address = proxy.server.address();
     if (address === null || typeof address !== 'object') throw new Error('no port assigned');
