@@ -12,6 +12,9 @@ import { urlOn } from '../client/url-on.js';
 
 type Sdk = CoordinatorClient;
 
+/** How long one call of coordctl waits for an answer, retries included (the SDK's timeout). */
+export const CALL_TIMEOUT_MS = 30_000;
+
 /**
  * The CLI's one road to the coordinator: every call goes through {@link CliApi.call}, so every
  * failure names the method and URL (see explain-error.ts for what the operator is told).
@@ -23,7 +26,12 @@ export class CliApi {
     readonly baseUrl: string,
   ) {}
 
-  /** One JSON request; a failure becomes a {@link RequestError}. */
+  /**
+   * One JSON request; a failure becomes a {@link RequestError}. Its timeout (default
+   * {@link CALL_TIMEOUT_MS}) bounds the whole call, the SDK's retries included: a replica that
+   * takes the connection and never answers is waited for once, not once per attempt, and the
+   * `no answer within …` the operator reads is how long coordctl waited.
+   */
   async call<T>(
     method: string,
     path: string,
@@ -31,10 +39,23 @@ export class CliApi {
     /** A timeout in ms, or the SDK's per-request options (`retry: false` for one attempt). */
     options?: number | RequestOptions,
   ): Promise<T> {
+    const given: RequestOptions =
+      typeof options === 'number' ? { timeoutMs: options } : (options ?? {});
+    const timeoutMs = given.timeoutMs ?? CALL_TIMEOUT_MS;
+    const deadline = new AbortController();
+    const timer = setTimeout(
+      () => deadline.abort(new DOMException(`no answer within ${timeoutMs} ms`, 'TimeoutError')),
+      timeoutMs,
+    );
+    const signal = given.signal
+      ? AbortSignal.any([given.signal, deadline.signal])
+      : deadline.signal;
     try {
-      return await this.client.request<T>(method, path, body, options);
+      return await this.client.request<T>(method, path, body, { ...given, timeoutMs, signal });
     } catch (error) {
       throw new RequestError(method, urlOn(this.baseUrl, path).href, error);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
