@@ -1733,7 +1733,14 @@ async function route() {
     : '';
   document.getElementById('logout').hidden = !session.token;
   if (!session.token) return renderLogin();
-  const parts = (path ?? '').split('/').filter(Boolean).map(decodeURIComponent);
+  let parts;
+  try {
+    parts = (path ?? '').split('/').filter(Boolean).map(decodeURIComponent);
+  } catch {
+    // A link cut in the middle of an escape: say so, rather than leave the last page up.
+    main.replaceChildren();
+    return showError(`Not a page of this UI: ${location.hash} (a broken %-escape)`);
+  }
   try {
     if (parts[0] === 'groups' && parts.length === 3) await renderGroup(parts[1], parts[2]);
     else if (parts[0] === 'audit') await renderAudit(params);

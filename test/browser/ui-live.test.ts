@@ -167,4 +167,16 @@ describe('the web UI when its live stream is cut', () => {
       await door.close().catch(() => undefined);
     }
   });
+
+  it('says a link with a broken escape names no page, rather than keep the last page up', async () => {
+    await openGroup();
+    await page.waitForSelector('#group-status');
+    // A link cut in the middle of an escape (`%E0%A4` is the start of a character).
+    await page.goto(`${proxy.url}/coord/ui/#/groups/orders/ship%E0%A4`);
+    await page.waitForSelector('main p.error');
+    expect(await page.textContent('main p.error')).toBe(
+      'Not a page of this UI: #/groups/orders/ship%E0%A4 (a broken %-escape)',
+    );
+    expect(await page.locator('#group-status').count()).toBe(0);
+  });
 });
