@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { coordctl } from '../support/cli.js';
 import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 
 let redis: RedisServerHandle;
 let c: TestCoordinator;
@@ -196,6 +197,49 @@ describe('coordctl watch', () => {
     child.kill('SIGINT');
     expect(await exited).toBe(0);
   });
+});
+
+describe('coordctl watch across a restart of the replica it reads', () => {
+  it('says it cannot read meanwhile and goes on once the replica answers again', async () => {
+    let door = await TcpProxy.start(c.url);
+    const port = Number(new URL(door.url).port);
+    const child = spawn(
+      process.execPath,
+      ['bin/coordctl.js', 'watch', 'calm:g', '--interval', '200ms'],
+      { env: { PATH: process.env.PATH ?? '', ...env(), COORDCTL_URL: door.url } },
+    );
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    let code: number | null | undefined;
+    const exited = new Promise<number | null>((resolve) =>
+      child.on('exit', (c) => resolve((code = c))),
+    );
+    try {
+      const readings = () => (out.match(/ calm:g ACTIVE /g) ?? []).length;
+      await waitFor(() => readings() >= 1, { what: 'a first reading' });
+      // The replica goes away (connections refused), as in a restart or a rolling upgrade.
+      await door.close();
+      await waitFor(() => code !== undefined || /cannot read calm:g: /.test(err), {
+        timeoutMs: 20_000,
+        what: 'the watch to say it cannot read',
+      });
+      expect(code).toBeUndefined();
+      const before = readings();
+      door = await TcpProxy.start(c.url, port);
+      await waitFor(() => code !== undefined || readings() > before, {
+        timeoutMs: 20_000,
+        what: 'a reading once the replica is back',
+      });
+      expect(code).toBeUndefined();
+      child.kill('SIGINT');
+      expect(await exited).toBe(0);
+    } finally {
+      child.kill('SIGKILL');
+      await door.close();
+    }
+  }, 60_000);
 });
 
 describe('usage errors', () => {

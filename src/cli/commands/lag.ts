@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Option, type Command } from 'commander';
 import { parseDuration } from '../../config/duration.js';
-import { CoordinatorApiError } from '../../client/index.js';
+import { CoordinatorApiError, CoordinatorUnreachableError } from '../../client/index.js';
 import type { CliApi } from '../api.js';
 import { CliError, EXIT } from '../cli-error.js';
 import { connect, connectionOptions, type ConnectionFlags } from '../connection.js';
@@ -14,7 +14,7 @@ import {
   readAtMost,
   type Lag,
 } from '../lag.js';
-import { getGroup, listAllGroups, type GroupSummary } from '../monitoring.js';
+import { getGroup, listAllGroups, type GroupDetail, type GroupSummary } from '../monitoring.js';
 import { groupLabel, parseGroup, type GroupName } from '../options.js';
 import { outputOption, print, renderTable, type OutputFormat } from '../output.js';
 import { RequestError } from '../request-error.js';
@@ -67,6 +67,20 @@ function unreadable(lag: Row['lag']): string | null {
   const broken = lag.shards.filter((s) => s.error);
   if (broken.length === 0) return null;
   return `shard ${broken.map((s) => s.shard).join(', ')} unreadable (${broken[0]!.error})`;
+}
+
+/**
+ * Whether a failed reading of `coordctl watch` is one that passes (docs/cli.md#reading): the
+ * coordinator could not be reached or could not serve it then (5xx), as in a restart, a group
+ * moving between replicas or a store outage. A 4xx (login, role, no such group) does not.
+ */
+function passing(error: unknown): error is RequestError {
+  if (!(error instanceof RequestError)) return false;
+  const { cause } = error;
+  return (
+    cause instanceof CoordinatorUnreachableError ||
+    (cause instanceof CoordinatorApiError && cause.status >= 500)
+  );
 }
 
 /** `a:g, b:g`. */
@@ -190,12 +204,27 @@ export function registerLagCommands(program: Command): void {
     process.once('SIGINT', onSignal);
     process.once('SIGTERM', onSignal);
     let last = '';
+    let down = ''; // why the last reading failed, said once per outage
     try {
       while (!stop.signal.aborted) {
-        const [detail, lagNow] = await Promise.all([
-          getGroup(api, group),
-          lagOrProblem(api, group),
-        ]);
+        let reading: [GroupDetail, Lag | { problem: string }];
+        try {
+          reading = await Promise.all([getGroup(api, group), lagOrProblem(api, group)]);
+        } catch (error) {
+          // A replica restarting, a group moving, a store outage: the watch is for exactly
+          // those, so it says so and reads again; a refusal of the reading itself ends it.
+          if (!passing(error)) throw error;
+          const why = causeOf(error);
+          if (why !== down)
+            process.stderr.write(
+              `${new Date().toISOString()}  cannot read ${groupLabel(group)}: ${why}; reading again every ${formatSeconds(interval / 1000)}\n`,
+            );
+          down = why;
+          await sleep(interval, undefined, { signal: stop.signal }).catch(() => undefined);
+          continue;
+        }
+        down = '';
+        const [detail, lagNow] = reading;
         const state = JSON.stringify(detail.state);
         const at = new Date().toISOString();
         if (state !== last) {
