@@ -15,7 +15,10 @@ import type { GroupSnapshot } from './types.js';
 /**
  * A group's dead letters (docs/protocol.md#dead-letters, docs/operations.md#dead-letters):
  * listed, replayed through the group's routing and purged by its owner, so that nobody needs
- * to reach the streams Redis by hand.
+ * to reach the streams Redis by hand. A group's dead letters are those of its own dead-letter
+ * streams `<streamPrefix>:<shard>:dead:<group>`, never another group's on the same prefix, and
+ * the shards' shared `<streamPrefix>:<shard>:dead` (an older SDK's, not attributed to a group,
+ * shown with `shared: true`); a replay is for this group alone.
  */
 
 /**
@@ -26,16 +29,24 @@ export type DeadLetterView = Omit<DeadLetter, 'fields'> & {
   readonly fields: Readonly<Record<string, string>>;
 };
 
-/** One shard's dead-letter stream. */
+/**
+ * One shard's dead letters for the group: its own dead-letter stream `stream` and the shard's
+ * shared one (`shared`, an older SDK's, listed for every group on the prefix).
+ */
 export interface DeadLetterShardView {
   readonly shard: number;
+  /** The group's own dead-letter stream `<streamPrefix>:<shard>:dead:<group>`. */
   readonly stream: string;
+  /** Dead letters of the group on the shard: its own and the shared ones. */
   readonly count: number;
   /**
-   * Redis's error about the stream's key (`<key>: WRONGTYPE …`: its name holds another type),
-   * which kept it from being read; null when read (docs/operations.md#a-broken-shard-stream).
+   * Redis's error about either key (`<key>: WRONGTYPE …`: its name holds another type), which
+   * kept it from being read; null when both were read
+   * (docs/operations.md#a-broken-shard-stream).
    */
   readonly error: string | null;
+  /** The shard's shared dead-letter stream `<streamPrefix>:<shard>:dead`: how many it holds. */
+  readonly shared: { readonly stream: string; readonly count: number };
 }
 
 /** `GET …/dead-letters`. */
@@ -53,6 +64,8 @@ export interface DeadLettersView {
 export interface ReplayedView {
   readonly shard: number;
   readonly id: string;
+  /** It was one of the shard's shared dead letters. */
+  readonly shared: boolean;
   readonly originalId: string;
   readonly key: string | null;
   /** The shard it goes to: where its key routes now (its own shard when it has no key). */
@@ -70,7 +83,11 @@ export interface ReplayView {
   readonly shardCount: number;
   readonly replayed: readonly ReplayedView[];
   /** Chosen, but gone before it was replayed (replayed or purged by another request). */
-  readonly gone: readonly { readonly shard: number; readonly id: string }[];
+  readonly gone: readonly {
+    readonly shard: number;
+    readonly id: string;
+    readonly shared: boolean;
+  }[];
   /** `ids` no chosen shard holds. */
   readonly notFound: readonly string[];
   /** The chosen shards hold more dead letters than `limit` let this request take. */
@@ -95,10 +112,14 @@ export interface PurgeView {
   readonly consumerGroup: string;
   readonly shards: readonly {
     readonly shard: number;
+    /** The group's own dead-letter stream. */
     readonly stream: string;
+    /** Deleted from both streams of the shard. */
     readonly purged: number;
-    /** Redis's error about the key, which was then left as it was; null otherwise. */
+    /** Redis's error about either key, which was then left as it was; null otherwise. */
     readonly error: string | null;
+    /** The shard's shared dead-letter stream, and how many were deleted from it. */
+    readonly shared: { readonly stream: string; readonly purged: number };
   }[];
   readonly purged: number;
 }
@@ -144,6 +165,7 @@ function view(letter: DeadLetter): DeadLetterView {
   return {
     shard: letter.shard,
     id: letter.id,
+    shared: letter.shared,
     originalId: letter.originalId,
     deliveries: letter.deliveries,
     error: letter.error,
@@ -160,7 +182,13 @@ export class GroupDeadLetters {
     const { shards, letters, more } = await this.read(snapshot, select, 'query.shards');
     return {
       ...this.names(snapshot),
-      shards: shards.map(({ shard, stream, count, error }) => ({ shard, stream, count, error })),
+      shards: shards.map(({ shard, stream, count, error, shared }) => ({
+        shard,
+        stream,
+        count,
+        error,
+        shared: { stream: shared.stream, count: shared.count },
+      })),
       deadLetters: letters.map(view),
       more,
     };
@@ -178,19 +206,26 @@ export class GroupDeadLetters {
     const { shardCount } = snapshot.context.group;
     const { shards, letters, more } = await this.read(snapshot, select, 'body.shards');
     const reader = this.streams();
-    const { streamPrefix } = snapshot.context.group;
+    const { streamPrefix, consumerGroup } = snapshot.context.group;
     const replayed: ReplayedView[] = [];
-    const gone: { shard: number; id: string }[] = [];
+    const gone: { shard: number; id: string; shared: boolean }[] = [];
     const failed: { shard: number; id: string; toShard: number; error: string }[] = [];
     for (const letter of letters) {
       const toShard = replayShard(letter, shardCount);
-      // A target whose key holds another type is that shard's trouble, not the streams'
+      // For this group only, a shared dead letter too (docs/protocol.md#dead-letters). A target
+      // whose key holds another type is that shard's trouble, not the streams'
       // (docs/operations.md#a-broken-shard-stream): the letter stays, the others go on.
       const sent = select.dryRun
         ? null
         : await reader.use(async (client) => {
             try {
-              const newId = await replayDeadLetter(client, streamPrefix, letter, toShard);
+              const newId = await replayDeadLetter(
+                client,
+                streamPrefix,
+                consumerGroup,
+                letter,
+                toShard,
+              );
               return { newId, error: null };
             } catch (error) {
               return { newId: null, error: keyErrorText(`${streamPrefix}:${toShard}`, error) };
@@ -202,11 +237,11 @@ export class GroupDeadLetters {
       }
       const newId = sent?.newId ?? null;
       if (!select.dryRun && newId === null) {
-        gone.push({ shard: letter.shard, id: letter.id });
+        gone.push({ shard: letter.shard, id: letter.id, shared: letter.shared });
         continue;
       }
-      const { shard, id, originalId, key } = letter;
-      replayed.push({ shard, id, originalId, key, toShard, newId });
+      const { shard, id, shared, originalId, key } = letter;
+      replayed.push({ shard, id, shared, originalId, key, toShard, newId });
     }
     const found = new Set(shards.flatMap((s) => s.found));
     return {
@@ -223,31 +258,43 @@ export class GroupDeadLetters {
   }
 
   /**
-   * Deletes the dead letters of `ids`, or every dead letter, of the chosen shards; 409 when the
-   * group is frozen or failed closed.
+   * Deletes the dead letters of `ids`, or every dead letter, of the chosen shards: the group's
+   * own and the shards' shared ones, never another group's; 409 when the group is frozen or
+   * failed closed.
    */
   async purge(
     snapshot: GroupSnapshot,
     select: { readonly shards?: readonly number[] | undefined; readonly ids?: readonly string[] },
   ): Promise<PurgeView> {
     this.assertChangeable(snapshot);
-    const { streamPrefix } = snapshot.context.group;
+    const { streamPrefix, consumerGroup } = snapshot.context.group;
     const shards = chosenShards(this.shardsOf(snapshot), select.shards, 'body.shards');
     const reader = this.streams();
     const result = [];
-    for (const shard of shards) {
-      const stream = deadLetterStream(`${streamPrefix}:${shard}`);
-      // A key of that name that holds another type is left alone and named; the other shards
-      // are purged (docs/operations.md#a-broken-shard-stream).
-      const outcome = await reader.use(async (client) => {
+    // A key of that name that holds another type is left alone and named; the other keys are
+    // purged (docs/operations.md#a-broken-shard-stream).
+    const purgeOne = (stream: string) =>
+      reader.use(async (client) => {
         try {
-          const purged = await purgeDeadLetters(client, streamPrefix, shard, select.ids ?? null);
+          const purged = await purgeDeadLetters(client, stream, select.ids ?? null);
           return { purged, error: null };
         } catch (error) {
           return { purged: 0, error: keyErrorText(stream, error) };
         }
       });
-      result.push({ shard, stream, ...outcome });
+    for (const shard of shards) {
+      const stream = deadLetterStream(`${streamPrefix}:${shard}`, consumerGroup);
+      const sharedStream = deadLetterStream(`${streamPrefix}:${shard}`, null);
+      const own = await purgeOne(stream);
+      const shared = await purgeOne(sharedStream);
+      const errors = [own.error, shared.error].filter((e): e is string => e !== null);
+      result.push({
+        shard,
+        stream,
+        purged: own.purged + shared.purged,
+        error: errors.length === 0 ? null : errors.join('; '),
+        shared: { stream: sharedStream, purged: shared.purged },
+      });
     }
     return {
       ...this.names(snapshot),
@@ -264,12 +311,17 @@ export class GroupDeadLetters {
     const shards = chosenShards(this.shardsOf(snapshot), select.shards, field);
     const reader = this.streams();
     const read = await reader.use((client) =>
-      readDeadLetters(client, snapshot.context.group.streamPrefix, {
-        shards,
-        limit: select.limit,
-        ids: select.ids ? [...new Set(select.ids)] : null,
-        keyField: select.keyField,
-      }),
+      readDeadLetters(
+        client,
+        snapshot.context.group.streamPrefix,
+        snapshot.context.group.consumerGroup,
+        {
+          shards,
+          limit: select.limit,
+          ids: select.ids ? [...new Set(select.ids)] : null,
+          keyField: select.keyField,
+        },
+      ),
     );
     const letters = read.flatMap((s) => s.letters);
     // With ids, what the chosen shards hold of them; else every dead letter they hold.

@@ -33,6 +33,7 @@ import {
   isKeyError,
   ShardReader,
   type DeadLetteredEvent,
+  type ReplaySkippedEvent,
   type MessageHandler,
   type RetryPolicy,
 } from './shard-reader.js';
@@ -72,10 +73,11 @@ export interface ConsumerOptions {
   readonly handler: MessageHandler;
   /**
    * Dead letters (docs/protocol.md#dead-letters): an entry delivered this many times without
-   * its handler resolving is not delivered again but moved, atomically, to its shard's
-   * dead-letter stream `<streamPrefix>:<shard>:dead` (with its id, fields, delivery count and
-   * the handler's last error) and acknowledged on the shard; `deadLettered` is emitted. Setting
-   * it makes the consumer retry rejected entries after `retryBackoffMs`.
+   * its handler resolving is not delivered again but moved, atomically, to its group's
+   * dead-letter stream of the shard `<streamPrefix>:<shard>:dead:<consumerGroup>` (with its id,
+   * fields, delivery count and the handler's last error) and acknowledged on the shard;
+   * `deadLettered` is emitted. Setting it makes the consumer retry rejected entries after
+   * `retryBackoffMs`.
    * @default off: a rejected entry stays pending for the shard's next owner
    */
   readonly maxDeliveries?: number;
@@ -165,6 +167,11 @@ export interface ShardStats {
   readonly failed: number;
   /** Moved to the shard's dead-letter stream by this consumer. */
   readonly deadLettered: number;
+  /**
+   * Dead letters replayed for another consumer group on the stream prefix: acknowledged, never
+   * handed to the handler (docs/protocol.md#dead-letters).
+   */
+  readonly skipped: number;
   /** 1 while a message of the shard is in the handler. */
   readonly inFlight: number;
   readonly lastAckedId: string | null;
@@ -179,6 +186,7 @@ export interface ConsumerStats {
     readonly acked: number;
     readonly failed: number;
     readonly deadLettered: number;
+    readonly skipped: number;
     readonly inFlight: number;
   };
 }
@@ -236,6 +244,11 @@ export interface ConsumerEvents {
    * acknowledged on the shard (docs/protocol.md#dead-letters).
    */
   deadLettered: [event: DeadLetteredEvent];
+  /**
+   * A dead letter replayed for another consumer group on the stream prefix was read: it was
+   * acknowledged for this group and not handed to the handler (docs/protocol.md#dead-letters).
+   */
+  replaySkipped: [event: ReplaySkippedEvent];
   /**
    * The group's paused shards changed (docs/operations.md#pausing-consumption): an operator
    * paused or resumed consumption, or a position reset holds some shards. The coordinator
@@ -319,6 +332,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       acked: number;
       failed: number;
       deadLettered: number;
+      skipped: number;
       lastAckedId: string | null;
     }
   >();
@@ -401,6 +415,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
           acked: c.acked,
           failed: c.failed,
           deadLettered: c.deadLettered,
+          skipped: c.skipped,
           inFlight: slot?.reader?.busy() ? 1 : 0,
           lastAckedId: c.lastAckedId,
         };
@@ -415,6 +430,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         acked: sum((s) => s.acked),
         failed: sum((s) => s.failed),
         deadLettered: sum((s) => s.deadLettered),
+        skipped: sum((s) => s.skipped),
         inFlight: sum((s) => s.inFlight),
       },
     };
@@ -423,7 +439,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   private counter(shard: number) {
     let c = this.counters.get(shard);
     if (!c) {
-      c = { handled: 0, acked: 0, failed: 0, deadLettered: 0, lastAckedId: null };
+      c = { handled: 0, acked: 0, failed: 0, deadLettered: 0, skipped: 0, lastAckedId: null };
       this.counters.set(shard, c);
     }
     return c;
@@ -726,6 +742,10 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       onDeadLettered: (letter) => {
         this.counter(letter.shard).deadLettered++;
         this.emit('deadLettered', letter);
+      },
+      onSkipped: (skipped) => {
+        this.counter(skipped.shard).skipped++;
+        this.emit('replaySkipped', skipped);
       },
       onRetired: (done) => {
         const slot = this.slots.get(done);

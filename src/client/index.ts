@@ -35,7 +35,12 @@ export {
   type RoutingSource,
   type SendResult,
 } from './producer.js';
-export type { ConsumerMessage, DeadLetteredEvent, MessageHandler } from './shard-reader.js';
+export type {
+  ConsumerMessage,
+  DeadLetteredEvent,
+  MessageHandler,
+  ReplaySkippedEvent,
+} from './shard-reader.js';
 export type { RedisOption } from './redis-connection.js';
 export {
   AuthenticationError,

@@ -4,7 +4,8 @@
  * ones (XREADGROUP), hands each to the handler and acks it once the handler resolved. It owns a
  * connection of its own for the blocking reads, so stopping it cuts a read short at once. With
  * a retry policy, an entry the handler rejected is claimed and handled again after the backoff,
- * and one delivered `maxDeliveries` times is moved to the shard's dead-letter stream instead
+ * and one delivered `maxDeliveries` times is moved to the group's dead-letter stream of the
+ * shard instead; a dead letter replayed for another group is acknowledged, not handed over
  * (docs/protocol.md#dead-letters).
  *
  * A Redis command that fails is retried with backoff (the group is created again, should it
@@ -13,7 +14,7 @@
  * and the consumer decides when that is too long.
  */
 import type { Redis } from 'ioredis';
-import { errorText, moveToDeadLetters } from '../streams/dead-letters.js';
+import { errorText, moveToDeadLetters, replayTarget } from '../streams/dead-letters.js';
 import { isKeyError } from '../streams/key-error.js';
 import type { GroupStart } from './member-state.js';
 import { settledBy } from './retry.js';
@@ -77,8 +78,22 @@ export interface ShardReaderOptions {
    * rejected entry stays pending for the shard's next owner.
    */
   readonly retry?: RetryPolicy | null;
-  /** An entry was moved to the shard's dead-letter stream. */
+  /** An entry was moved to the group's dead-letter stream of the shard. */
   readonly onDeadLettered?: (letter: DeadLetteredEvent) => void;
+  /** A dead letter replayed for another consumer group was acknowledged, not handled. */
+  readonly onSkipped?: (skipped: ReplaySkippedEvent) => void;
+}
+
+/**
+ * An entry of the shard that a replay appended for another consumer group on the stream prefix
+ * (docs/protocol.md#dead-letters): acknowledged for this group without reaching its handler.
+ */
+export interface ReplaySkippedEvent {
+  readonly shard: number;
+  /** The entry's id in the shard stream. */
+  readonly id: string;
+  /** The consumer group it was replayed for. */
+  readonly for: string;
 }
 
 /** How a reader retries entries the handler rejected. */
@@ -97,7 +112,7 @@ export interface DeadLetteredEvent {
   readonly shard: number;
   /** The entry's id in the shard stream. */
   readonly id: string;
-  /** Its id in the dead-letter stream `<streamPrefix>:<shard>:dead`. */
+  /** Its id in the group's dead-letter stream `<streamPrefix>:<shard>:dead:<consumerGroup>`. */
   readonly deadLetterId: string;
   /** How many times it was delivered. */
   readonly deliveries: number;
@@ -582,11 +597,20 @@ export class ShardReader {
       if (!acked) await this.acknowledge(id);
       return;
     }
+    // A dead letter replayed for another consumer group on the stream prefix is that group's
+    // alone: acknowledged here, never handed over (docs/protocol.md#dead-letters).
+    const target = replayTarget(flat, group);
+    if (target.skip) {
+      if (!(await this.acknowledge(id))) return;
+      this.options.onSkipped?.({ shard, id, for: target.for });
+      return;
+    }
+    const own = target.fields;
     const fields: Record<string, string> = {};
     let key: string | null = null;
-    for (let i = 0; i + 1 < flat.length; i += 2) {
-      const name = flat[i]!;
-      const value = flat[i + 1]!;
+    for (let i = 0; i + 1 < own.length; i += 2) {
+      const name = own[i]!;
+      const value = own[i + 1]!;
       if (name === keyField && key === null) key = value;
       else fields[name] = value;
     }

@@ -6,7 +6,13 @@
 import { readFileSync } from 'node:fs';
 import { Cluster, type Redis } from 'ioredis';
 import { hashSlot } from '../store/hash-slot.js';
-import { deadLetterStream, parseDeadLetter, type DeadLetter } from './dead-letters.js';
+import { compareStreamIds } from '../client/stream-seal.js';
+import {
+  deadLetterStream,
+  parseDeadLetter,
+  REPLAY_FOR_FIELD,
+  type DeadLetter,
+} from './dead-letters.js';
 import { keyErrorText } from './key-error.js';
 
 const REPLAY_SCRIPT = readFileSync(
@@ -17,7 +23,12 @@ const REPLAY_COMMAND = 'coordReplayDeadLetter';
 const PURGE_SCRIPT = readFileSync(new URL('./lua/purgeDeadLetters-1.lua', import.meta.url), 'utf8');
 const PURGE_COMMAND = 'coordPurgeDeadLetters';
 
-type ReplayCall = (dead: string, target: string, id: string) => Promise<[number, string]>;
+type ReplayCall = (
+  dead: string,
+  target: string,
+  id: string,
+  group: string,
+) => Promise<[number, string]>;
 type PurgeCall = (dead: string) => Promise<number>;
 
 /** The script's command on `client`, defined on first use. */
@@ -38,16 +49,11 @@ function purgeCommand(client: Redis | Cluster): PurgeCall {
   return commands[PURGE_COMMAND]!.bind(client);
 }
 
-/** One shard's dead-letter stream: its length and the dead letters read from it. */
-export interface ShardDeadLetters {
-  readonly shard: number;
+/** One dead-letter stream of a shard as read: its length, or Redis's error about its key. */
+export interface DeadLetterStreamReading {
   readonly stream: string;
-  /** Entries in the stream. */
+  /** Entries in the stream (0 when its key could not be read). */
   readonly count: number;
-  /** Oldest first. */
-  readonly letters: readonly DeadLetter[];
-  /** With `ids`: those of them this stream holds as dead letters, listed or past the limit. */
-  readonly found: readonly string[];
   /**
    * Redis's error about the stream's key (`<key>: WRONGTYPE …`: the name holds another type);
    * nothing was read from it then. Null when read.
@@ -56,13 +62,86 @@ export interface ShardDeadLetters {
 }
 
 /**
- * Reads the dead letters of `shards` (in that order), oldest first, at most `limit` in all; with
- * `ids`, only the dead letters of those ids, and `found` says which of them each stream holds,
- * also those the limit left out. Entries that are not dead letters are skipped.
+ * One shard's dead letters for one consumer group: those of the group's own dead-letter stream
+ * `<streamPrefix>:<shard>:dead:<group>` and those of the shard's shared one
+ * `<streamPrefix>:<shard>:dead` (an older SDK's, listed for every group on the prefix:
+ * docs/protocol.md#dead-letters).
+ */
+export interface ShardDeadLetters {
+  readonly shard: number;
+  /** The group's own dead-letter stream. */
+  readonly stream: string;
+  /** Entries in both streams. */
+  readonly count: number;
+  /** Oldest first, both streams merged. */
+  readonly letters: readonly DeadLetter[];
+  /** With `ids`: those of them either stream holds as dead letters, listed or past the limit. */
+  readonly found: readonly string[];
+  /**
+   * Redis's error about either stream's key (`<key>: WRONGTYPE …`), both joined by `; `; that
+   * stream was not read. Null when both were read.
+   */
+  readonly error: string | null;
+  /** The shard's shared dead-letter stream. */
+  readonly shared: DeadLetterStreamReading;
+}
+
+interface StreamRead extends DeadLetterStreamReading {
+  readonly letters: DeadLetter[];
+  readonly found: string[];
+}
+
+/** Reads one dead-letter stream: at most `limit` dead letters, or those of `ids`. */
+async function readStream(
+  client: Redis | Cluster,
+  stream: string,
+  shard: number,
+  shared: boolean,
+  select: {
+    readonly limit: number;
+    readonly ids: readonly string[] | null;
+    readonly keyField: string;
+  },
+): Promise<StreamRead> {
+  let count: number;
+  try {
+    count = await client.xlen(stream);
+  } catch (error) {
+    // That key's trouble (docs/operations.md#a-broken-shard-stream): the others are read.
+    return { stream, count: 0, letters: [], found: [], error: keyErrorText(stream, error) };
+  }
+  let entries: [string, string[]][] = [];
+  // With ids, each is looked up even past the limit: one not taken is not one not found.
+  if (count > 0 && (select.limit > 0 || select.ids !== null)) {
+    if (select.ids === null) {
+      entries = await client.xrange(stream, '-', '+', 'COUNT', select.limit);
+    } else {
+      const found = await Promise.all(select.ids.map((id) => client.xrange(stream, id, id)));
+      entries = found.flat();
+    }
+  }
+  const letters: DeadLetter[] = [];
+  const found: string[] = [];
+  for (const [id, flat] of entries) {
+    const letter = parseDeadLetter(shard, id, flat, select.keyField, shared);
+    if (letter === null) continue;
+    found.push(id);
+    letters.push(letter);
+  }
+  return { stream, count, letters, found, error: null };
+}
+
+/**
+ * Reads the dead letters of consumer group `group` on `shards` (in that order): per shard those
+ * of the group's own dead-letter stream and of the shard's shared one, merged oldest first, at
+ * most `limit` in all; with `ids`, only the dead letters of those ids, and `found` says which
+ * of them each shard holds, also those the limit left out. Entries that are not dead letters
+ * are skipped.
  */
 export async function readDeadLetters(
   client: Redis | Cluster,
   streamPrefix: string,
+  group: string,
   select: {
     readonly shards: readonly number[];
     readonly limit: number;
@@ -73,71 +152,53 @@ export async function readDeadLetters(
   const result: ShardDeadLetters[] = [];
   let left = select.limit;
   for (const shard of select.shards) {
-    const stream = deadLetterStream(`${streamPrefix}:${shard}`);
-    let count: number;
-    try {
-      count = await client.xlen(stream);
-    } catch (error) {
-      // That shard's trouble (docs/operations.md#a-broken-shard-stream): the others are read.
-      const text = keyErrorText(stream, error);
-      result.push({ shard, stream, count: 0, letters: [], found: [], error: text });
-      continue;
-    }
-    let entries: [string, string[]][] = [];
-    // With ids, each is looked up even past the limit: one not taken is not one not found.
-    if (count > 0 && (left > 0 || select.ids !== null)) {
-      if (select.ids === null) {
-        entries = await client.xrange(stream, '-', '+', 'COUNT', left);
-      } else {
-        const found = await Promise.all(select.ids.map((id) => client.xrange(stream, id, id)));
-        entries = found.flat();
-      }
-    }
-    const letters: DeadLetter[] = [];
-    const found: string[] = [];
-    for (const [id, flat] of entries) {
-      if (left === 0 && select.ids === null) break;
-      const letter = parseDeadLetter(shard, id, flat, select.keyField);
-      if (letter === null) continue;
-      found.push(id);
-      if (left === 0) continue;
-      letters.push(letter);
-      left--;
-    }
+    const shardStream = `${streamPrefix}:${shard}`;
+    const each = { limit: left, ids: select.ids, keyField: select.keyField };
+    const own = await readStream(client, deadLetterStream(shardStream, group), shard, false, each);
+    const shared = await readStream(client, deadLetterStream(shardStream, null), shard, true, each);
+    const merged = [...own.letters, ...shared.letters].sort((a, b) => compareStreamIds(a.id, b.id));
+    const letters = merged.slice(0, left);
+    left -= letters.length;
+    const errors = [own.error, shared.error].filter((e): e is string => e !== null);
     result.push({
       shard,
-      stream,
-      count,
+      stream: own.stream,
+      count: own.count + shared.count,
       letters,
-      found: select.ids === null ? [] : found,
-      error: null,
+      found: select.ids === null ? [] : [...own.found, ...shared.found],
+      error: errors.length === 0 ? null : errors.join('; '),
+      shared: { stream: shared.stream, count: shared.count, error: shared.error },
     });
   }
   return result;
 }
 
 /**
- * Appends `letter`'s message to shard `toShard` and deletes the dead letter: in one script
- * (`replayDeadLetter-1.lua`) when both streams are in one slot, else one command after the
- * other. Resolves to the message's new id, or null when the dead letter was gone already.
+ * Appends `letter`'s message to shard `toShard` for consumer group `group` (its first field
+ * {@link REPLAY_FOR_FIELD} names the group, so that only its consumers handle it) and deletes
+ * the dead letter from the group's dead-letter stream, or from the shard's shared one for a
+ * `shared` letter: in one script (`replayDeadLetter-1.lua`) when both streams are in one slot,
+ * else one command after the other. Resolves to the message's new id, or null when the dead
+ * letter was gone already.
  */
 export async function replayDeadLetter(
   client: Redis | Cluster,
   streamPrefix: string,
-  letter: Pick<DeadLetter, 'shard' | 'id'>,
+  group: string,
+  letter: Pick<DeadLetter, 'shard' | 'id' | 'shared'>,
   toShard: number,
 ): Promise<string | null> {
-  const dead = deadLetterStream(`${streamPrefix}:${letter.shard}`);
+  const dead = deadLetterStream(`${streamPrefix}:${letter.shard}`, letter.shared ? null : group);
   const target = `${streamPrefix}:${toShard}`;
   if (!(client instanceof Cluster) || hashSlot(dead) === hashSlot(target)) {
-    const [replayed, newId] = await replayCommand(client)(dead, target, letter.id);
+    const [replayed, newId] = await replayCommand(client)(dead, target, letter.id, group);
     return replayed === 1 ? newId : null;
   }
   // Two slots: appended first, then deleted, by the one replay that claimed the dead letter
   // (SET NX of its claim key): another replay of it meanwhile (a retried request, two operators
-  // at once, another group on the stream prefix) finds it claimed and counts it gone. Cut off
-  // between the append and the delete, the message was sent and its dead letter stays: a replay
-  // after the claim expired would send it again.
+  // at once, another group on the stream prefix replaying a shared one) finds it claimed and
+  // counts it gone. Cut off between the append and the delete, the message was sent and its
+  // dead letter stays: a replay after the claim expired would send it again.
   const claim = replayClaimKey(dead, letter.id);
   const claimed = await client.set(claim, '1', 'PX', REPLAY_CLAIM_MS, 'NX');
   if (claimed === null) return null;
@@ -155,7 +216,7 @@ export async function replayDeadLetter(
   }
   // A failed append may have been made (an answer that never came): the claim stays then, so
   // nothing sends it again before it expires.
-  const newId = await client.xadd(target, '*', ...parsed.fields);
+  const newId = await client.xadd(target, '*', REPLAY_FOR_FIELD, group, ...parsed.fields);
   await client.xdel(dead, letter.id);
   await client.del(claim);
   return newId;
@@ -175,16 +236,15 @@ export function replayClaimKey(dead: string, id: string): string {
 }
 
 /**
- * Deletes dead letters of `shard`: those of `ids`, or the whole dead-letter stream. Resolves
- * to how many were deleted.
+ * Deletes dead letters of `shard` from one of its dead-letter streams (`stream`: the group's
+ * own or the shard's shared one): those of `ids`, or the whole stream. Resolves to how many
+ * were deleted.
  */
 export async function purgeDeadLetters(
   client: Redis | Cluster,
-  streamPrefix: string,
-  shard: number,
+  stream: string,
   ids: readonly string[] | null,
 ): Promise<number> {
-  const stream = deadLetterStream(`${streamPrefix}:${shard}`);
   if (ids !== null) return ids.length === 0 ? 0 : client.xdel(stream, ...ids);
   // One script: a key of that name that is not a stream is refused before anything is deleted
   // (in a MULTI, the DEL ran after the failed XLEN).

@@ -1,17 +1,47 @@
 /**
  * Dead letters (docs/protocol.md#dead-letters): an entry a consumer failed to handle
- * `maxDeliveries` times is moved, with one script, from its shard `<streamPrefix>:<shard>` to the
- * shard's dead-letter stream `<streamPrefix>:<shard>:dead` and acknowledged there. The layout of
- * a dead letter and the choice of where a replay sends it are here, pure, for the SDK that
- * writes them and the coordinator that lists, replays and purges them.
+ * `maxDeliveries` times is moved, with one script, from its shard `<streamPrefix>:<shard>` to
+ * its consumer group's dead-letter stream of the shard, `<streamPrefix>:<shard>:dead:<group>`,
+ * and acknowledged there. The layout of a dead letter, the field that marks a replay for one
+ * group and the choice of where a replay sends it are here, pure, for the SDK that writes and
+ * reads them and the coordinator that lists, replays and purges them.
  */
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import { shardForKey } from '../machines/routing.js';
 
-/** The dead-letter stream of a shard stream: `<streamPrefix>:<shard>:dead`. */
-export function deadLetterStream(shardStream: string): string {
-  return `${shardStream}:dead`;
+/**
+ * The dead-letter stream of consumer group `group` on a shard stream:
+ * `<streamPrefix>:<shard>:dead:<group>`; without a group, the shard's shared one
+ * `<streamPrefix>:<shard>:dead`, where SDKs before per-group dead letters wrote them for every
+ * group on the prefix (docs/protocol.md#dead-letters).
+ */
+export function deadLetterStream(shardStream: string, group: string | null): string {
+  return group === null ? `${shardStream}:dead` : `${shardStream}:dead:${group}`;
+}
+
+/**
+ * First field of a replayed message: its value names the consumer group the replay is for.
+ * Consumers of every other group on the stream prefix acknowledge the entry without handing it
+ * to their handler; that group's consumers hand it over without this field
+ * (docs/protocol.md#dead-letters). Reserved like the seal's `__coord_seal`.
+ */
+export const REPLAY_FOR_FIELD = '__coord_replay_for';
+
+/**
+ * What a consumer of `group` does with a shard entry's fields: `skip` a replay meant for another
+ * group; else `handle` the fields it hands over (a replay for `group` without its marker).
+ */
+export function replayTarget(
+  flat: readonly string[],
+  group: string,
+):
+  | { readonly skip: true; readonly for: string }
+  | { readonly skip: false; readonly fields: readonly string[] } {
+  if (flat[0] !== REPLAY_FOR_FIELD) return { skip: false, fields: flat };
+  const target = flat[1] ?? '';
+  if (target !== group) return { skip: true, for: target };
+  return { skip: false, fields: flat.slice(2) };
 }
 
 /** The fields a dead letter starts with, in this order, before the entry's own. */
@@ -24,6 +54,11 @@ export const MAX_ERROR_CHARS = 1_024;
 export interface DeadLetter {
   /** The shard whose dead-letter stream holds it. */
   readonly shard: number;
+  /**
+   * Read from the shard's shared dead-letter stream `<streamPrefix>:<shard>:dead` (written by an
+   * older SDK, not attributed to a consumer group) rather than the group's own.
+   */
+  readonly shared: boolean;
   /** Its id in the dead-letter stream. */
   readonly id: string;
   /** The entry's id in the shard stream it came from. */
@@ -47,6 +82,7 @@ export function parseDeadLetter(
   id: string,
   flat: readonly string[],
   keyField: string,
+  shared = false,
 ): DeadLetter | null {
   if (flat.length < 6 || flat.length % 2 !== 0) return null;
   for (let i = 0; i < DEAD_LETTER_FIELDS.length; i++) {
@@ -54,7 +90,8 @@ export function parseDeadLetter(
   }
   const deliveries = Number(flat[3]);
   if (!Number.isSafeInteger(deliveries) || deliveries < 0) return null;
-  const fields = flat.slice(6);
+  // A replayed message dead-lettered again: its replay marker is not one of its own fields.
+  const fields = flat[6] === REPLAY_FOR_FIELD ? flat.slice(8) : flat.slice(6);
   let key: string | null = null;
   for (let i = 0; i + 1 < fields.length; i += 2) {
     if (fields[i] === keyField) {
@@ -62,7 +99,7 @@ export function parseDeadLetter(
       break;
     }
   }
-  return { shard, id, originalId: flat[1]!, deliveries, error: flat[5]!, key, fields };
+  return { shard, shared, id, originalId: flat[1]!, deliveries, error: flat[5]!, key, fields };
 }
 
 /**
@@ -92,7 +129,8 @@ export type MoveOutcome =
   | { readonly outcome: 'not-pending' | 'below' | 'gone'; readonly deliveries: number };
 
 /**
- * Moves entry `id` of `stream` to its dead-letter stream and acknowledges it, atomically
+ * Moves entry `id` of `stream` to the dead-letter stream of consumer group `group`
+ * (`<stream>:dead:<group>`) and acknowledges it there, atomically
  * (`deadLetter-1.lua`), if it is still pending for `consumer` ('' for any) with at least
  * `minDeliveries` deliveries.
  */
@@ -107,7 +145,7 @@ export async function moveToDeadLetters(
     readonly error: string;
   },
 ): Promise<MoveOutcome> {
-  const keys = [move.stream, deadLetterStream(move.stream)];
+  const keys = [move.stream, deadLetterStream(move.stream, move.group)];
   const args = [move.group, move.id, move.consumer, String(move.minDeliveries), move.error];
   let reply: [string, number, string];
   try {

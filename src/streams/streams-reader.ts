@@ -1,5 +1,6 @@
 import { Cluster, Redis } from 'ioredis';
 import { CoordinatorError } from '../errors.js';
+import { deadLetterStream } from './dead-letters.js';
 import { keyErrorText } from './key-error.js';
 import { readLua } from '../store/lua-scripts.js';
 import { redisTarget, seedCredentials } from '../store/redis-target.js';
@@ -33,7 +34,11 @@ export interface ShardStreamReading {
   readonly oldestPendingMs: number | null;
   /** The Redis server's clock when it was read (epoch ms). */
   readonly serverTimeMs: number;
-  /** Entries in the shard's dead-letter stream `<stream>:dead`. */
+  /**
+   * The group's dead letters on the shard: entries of its own dead-letter stream
+   * `<stream>:dead:<group>` and of the shard's shared one `<stream>:dead` (an older SDK's,
+   * counted for every group on the prefix: docs/protocol.md#dead-letters).
+   */
   readonly deadLetters: number;
   /**
    * Redis's error about this shard's stream or dead-letter key (`<key>: WRONGTYPE …`, see
@@ -143,11 +148,14 @@ export class StreamsReader {
     // An error about one key is that shard's (docs/operations.md#a-broken-shard-stream): the
     // other shards are read on, and the reading names it.
     const readOne = async (stream: string) => {
-      const [reply, dead] = await Promise.all([
+      const own = deadLetterStream(stream, group);
+      const shared = deadLetterStream(stream, null);
+      const [reply, ownDead, sharedDead] = await Promise.all([
         call.call(this.client, stream, group, this.countBound).catch(aboutKey(stream)),
-        this.client.xlen(`${stream}:dead`).catch(aboutKey(`${stream}:dead`)),
+        this.client.xlen(own).catch(aboutKey(own)),
+        this.client.xlen(shared).catch(aboutKey(shared)),
       ]);
-      return toReading(stream, reply, dead);
+      return toReading(stream, reply, sumOf(ownDead, sharedDead));
     };
     // Set when the reading is given up (timed out or failed): no further slice is sent.
     let abandoned = false;
@@ -263,12 +271,19 @@ function isTrouble(value: unknown): value is KeyTrouble {
   return typeof value === 'object' && value !== null && !Array.isArray(value) && 'error' in value;
 }
 
+/** Dead-letter counts added, a key in trouble counting 0; the troubles joined (null: none). */
+function sumOf(...counts: (number | KeyTrouble)[]): { count: number; error: string | null } {
+  const errors = counts.filter(isTrouble).map((t) => t.error);
+  const count = counts.reduce<number>((sum, c) => sum + (isTrouble(c) ? 0 : c), 0);
+  return { count, error: errors.length === 0 ? null : errors.join('; ') };
+}
+
 function toReading(
   stream: string,
   reply: unknown[] | KeyTrouble,
-  dead: number | KeyTrouble,
+  dead: { readonly count: number; readonly error: string | null },
 ): ShardStreamReading {
-  const deadLetters = isTrouble(dead) ? 0 : dead;
+  const deadLetters = dead.count;
   if (isTrouble(reply)) {
     return {
       stream,
@@ -315,7 +330,7 @@ function toReading(
     oldestPendingMs: idle < 0 ? null : idle,
     serverTimeMs: now,
     deadLetters,
-    error: isTrouble(dead) ? dead.error : null,
+    error: dead.error,
   };
 }
 

@@ -75,10 +75,10 @@ describe('coordctl dead-letters', () => {
     const [letter] = letters;
     const table = await coordctl(['dead-letters', 'list', `${sp}:g`], { env: env('reader') });
     expect(table.code).toBe(0);
-    expect(table.stdout).toMatch(/^SHARD\s+ID\s+ORIGINAL-ID\s+DELIVERIES\s+KEY\s+ERROR$/m);
+    expect(table.stdout).toMatch(/^SHARD\s+ID\s+GROUP\s+ORIGINAL-ID\s+DELIVERIES\s+KEY\s+ERROR$/m);
     expect(table.stdout).toMatch(
       new RegExp(
-        `^${letter!.shard}\\s+${letter!.deadLetterId}\\s+${letter!.id}\\s+2\\s+poison\\s+no such customer$`,
+        `^${letter!.shard}\\s+${letter!.deadLetterId}\\s+g\\s+${letter!.id}\\s+2\\s+poison\\s+no such customer$`,
         'm',
       ),
     );
@@ -100,7 +100,7 @@ describe('coordctl dead-letters', () => {
     });
     expect(code).toBe(1);
     expect(stderr).toMatch(/pass --yes to confirm \(stdin is not a terminal/);
-    expect(await streams.xlen(`${sp}:${letters[0]!.shard}:dead`)).toBe(1);
+    expect(await streams.xlen(`${sp}:${letters[0]!.shard}:dead:g`)).toBe(1);
   });
 
   it('a shard the group does not have fails with VALIDATION_FAILED', async () => {
@@ -119,7 +119,7 @@ describe('coordctl dead-letters', () => {
     });
     expect(dry.code).toBe(0);
     expect(dry.stderr).toContain(`would replay 1 dead letter(s) of ${sp}:g`);
-    expect(await streams.xlen(`${sp}:${letters[0]!.shard}:dead`)).toBe(1);
+    expect(await streams.xlen(`${sp}:${letters[0]!.shard}:dead:g`)).toBe(1);
 
     failing = false;
     const replay = await coordctl(['dead-letters', 'replay', `${sp}:g`, '--json', ...change], {
@@ -131,12 +131,20 @@ describe('coordctl dead-letters', () => {
     const result = JSON.parse(replay.stdout) as { replayed: { key: string; newId: string }[] };
     expect(result.replayed).toEqual([expect.objectContaining({ key: 'poison' })]);
     await waitFor(() => handled.includes('poison'), { what: 'the replayed message handled' });
-    expect(await streams.xlen(`${sp}:${letters[0]!.shard}:dead`)).toBe(0);
+    expect(await streams.xlen(`${sp}:${letters[0]!.shard}:dead:g`)).toBe(0);
   });
 
-  it('purge --yes deletes them', async () => {
+  it("purge --yes deletes them, a shared one (an older SDK's) too, listed as (shared)", async () => {
     const letter = ['originalId', '1-1', 'deliveries', '2', 'error', 'e', 'key', 'k'];
-    await streams.xadd(`${sp}:1:dead`, '*', ...letter);
+    const shared = await streams.xadd(`${sp}:1:dead`, '*', ...letter);
+    const table = await coordctl(['dead-letters', 'list', `${sp}:g`, '--shards', '1'], {
+      env: env('reader'),
+    });
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(
+      new RegExp(`^1\\s+${shared}\\s+\\(shared\\)\\s+1-1\\s+2\\s+k\\s+e$`, 'm'),
+    );
+    expect(table.stdout).toContain('1 of them (shared): not attributed to a group');
     const { code, stderr } = await coordctl(
       ['dead-letters', 'purge', `${sp}:g`, '--shards', '1', '--yes', ...change],
       { env: env() },

@@ -212,7 +212,7 @@ describe('a consumer retrying rejected messages (maxDeliveries)', () => {
 
     await waitFor(() => moved.length >= 1, { timeoutMs: 10_000 }).catch(() => undefined);
     expect(moved).toEqual([id]);
-    expect(await redis.xlen(`${stream}:dead`)).toBe(1);
+    expect(await redis.xlen(`${stream}:dead:billing`)).toBe(1);
     expect(((await redis.xpending(stream, 'billing')) as [number])[0]).toBe(0);
   });
 });

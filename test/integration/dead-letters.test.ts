@@ -1,8 +1,9 @@
 /**
  * Dead letters end to end (docs/protocol.md#dead-letters), with the SDK on a real Redis and a
- * real coordinator over HTTP: a handler that always throws lands its message in the shard's
- * dead-letter stream after `maxDeliveries`, the lag reading counts it, the admin endpoints list,
- * replay (through routing, audited) and purge it, and bad input is a 400 with a code.
+ * real coordinator over HTTP: a handler that always throws lands its message in its group's
+ * dead-letter stream of the shard after `maxDeliveries`, the lag reading counts it, the admin
+ * endpoints list, replay (through routing, for that group alone, audited) and purge it, another
+ * group on the stream prefix sees none of it, and bad input is a 400 with a code.
  */
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -54,12 +55,12 @@ async function createGroup(shardCount: number): Promise<string> {
   return sp;
 }
 
-async function send(sp: string, key: string, fields: Record<string, string>) {
+async function send(sp: string, key: string, fields: Record<string, string>, group = 'g') {
   const producer = new Producer({
     client: client('producer'),
     redis: redis.url,
     streamPrefix: sp,
-    consumerGroup: 'g',
+    consumerGroup: group,
   });
   try {
     return await producer.send(key, fields);
@@ -142,7 +143,7 @@ async function deadLettersInLag(sp: string): Promise<number[]> {
 }
 
 describe('the SDK consumer with maxDeliveries', () => {
-  it('moves a message whose handler always throws to <prefix>:<shard>:dead after maxDeliveries', async () => {
+  it('moves a message whose handler always throws to <prefix>:<shard>:dead:<group> after maxDeliveries', async () => {
     const sp = await createGroup(2);
     const sent = await send(sp, 'poison', { amount: '42', note: 'line one' });
     const deliveries: string[] = [];
@@ -162,7 +163,8 @@ describe('the SDK consumer with maxDeliveries', () => {
       deliveries: 3,
       error: 'cannot bill 42',
     });
-    const dead = await streams.xrange(`${sp}:${sent.shard}:dead`, '-', '+');
+    const dead = await streams.xrange(`${sp}:${sent.shard}:dead:g`, '-', '+');
+    expect(await streams.exists(`${sp}:${sent.shard}:dead`)).toBe(0);
     expect(dead).toEqual([
       [
         letters[0]!.deadLetterId,
@@ -206,7 +208,7 @@ describe('the SDK consumer with maxDeliveries', () => {
     await waitFor(() => consumer.stats().totals.acked === 1, { what: 'handled on the third try' });
     expect(calls).toBe(3);
     expect(letters).toEqual([]);
-    expect(await streams.xlen(`${sp}:${sent.shard}:dead`)).toBe(0);
+    expect(await streams.xlen(`${sp}:${sent.shard}:dead:g`)).toBe(0);
   });
 });
 
@@ -230,11 +232,12 @@ describe('the dead-letter endpoints', () => {
     expect(listing.shards.map((s) => s.count)).toEqual(
       [0, 1, 2].map((shard) => (shard === sent.shard ? 1 : 0)),
     );
-    expect(listing.shards[sent.shard]!.stream).toBe(`${sp}:${sent.shard}:dead`);
+    expect(listing.shards[sent.shard]!.stream).toBe(`${sp}:${sent.shard}:dead:g`);
     expect(listing.deadLetters).toEqual([
       {
         shard: sent.shard,
         id: letters[0]!.deadLetterId,
+        shared: false,
         originalId: sent.id,
         deliveries: 2,
         error: 'downstream refused',
@@ -263,14 +266,14 @@ describe('the dead-letter endpoints', () => {
       gone: [],
       more: false,
     });
-    expect(await streams.xlen(`${sp}:${sent.shard}:dead`)).toBe(1);
+    expect(await streams.xlen(`${sp}:${sent.shard}:dead:g`)).toBe(1);
 
     failing = false;
     const replay = await post(sp, 'replay', { limit: 10 });
     expect(replay.status).toBe(200);
     const [replayed] = replay.body.replayed as { toShard: number; newId: string }[];
     expect(replayed!.toShard).toBe(shardForKey('poison', 3));
-    expect(await streams.xlen(`${sp}:${sent.shard}:dead`)).toBe(0);
+    expect(await streams.xlen(`${sp}:${sent.shard}:dead:g`)).toBe(0);
     await waitFor(() => handled.length === 1, { what: 'the replayed message handled' });
     expect(handled).toEqual(['poison:7']);
     const back = await streams.xrange(
@@ -278,7 +281,8 @@ describe('the dead-letter endpoints', () => {
       replayed!.newId,
       replayed!.newId,
     );
-    expect(back[0]![1]).toEqual(['key', 'poison', 'amount', '7']);
+    // Marked for its group, first, ahead of the message's own fields in their order.
+    expect(back[0]![1]).toEqual(['__coord_replay_for', 'g', 'key', 'poison', 'amount', '7']);
     expect(consumer.stats().totals.acked).toBe(1);
     expect((await deadLettersInLag(sp)).every((n) => n === 0)).toBe(true);
 
@@ -311,7 +315,7 @@ describe('the dead-letter endpoints', () => {
       notFound: ['9-9'],
     });
     const onShard0 = await streams.xrange(`${sp}:0`, '-', '+');
-    expect(onShard0.map(([, f]) => f)).toEqual([['n', '2']]);
+    expect(onShard0.map(([, f]) => f)).toEqual([['__coord_replay_for', 'g', 'n', '2']]);
 
     const limited = await post(sp, 'replay', { shards: [0, 1], limit: 1 });
     expect(limited.body).toMatchObject({
@@ -470,5 +474,163 @@ describe('the dead-letter endpoints', () => {
     const frozen = await post(sp, 'purge', {});
     expect(frozen.status).toBe(409);
     expect(code(frozen)).toBe('GROUP_FROZEN');
+  });
+});
+
+describe('two consumer groups on one stream prefix', () => {
+  /** Groups `a` and `b` reading one prefix of 2 shards from its start. */
+  async function createFanOut(): Promise<string> {
+    const sp = `dl-fan-${randomBytes(4).toString('hex')}`;
+    for (const [consumerGroup, shardCount] of [
+      ['a', 2],
+      ['b', undefined],
+    ] as const) {
+      const res = await c.call('POST', '/coord/v1/admin/groups', {
+        user: 'writer',
+        body: { streamPrefix: sp, consumerGroup, shardCount, startAt: 'earliest', ...CHANGE },
+      });
+      expect(res.status).toBe(201);
+    }
+    return sp;
+  }
+
+  interface Seen {
+    consumer: Consumer;
+    handled: ConsumerMessage[];
+    letters: DeadLetteredEvent[];
+  }
+
+  /** A consumer of `group` whose handler rejects while `failing()` says so. */
+  async function consume(sp: string, group: string, failing: () => boolean): Promise<Seen> {
+    const handled: ConsumerMessage[] = [];
+    const consumer = new Consumer({
+      client: client('consumer'),
+      redis: redis.url,
+      streamPrefix: sp,
+      consumerGroup: group,
+      memberId: `${group}-${randomBytes(3).toString('hex')}`,
+      blockMs: 50,
+      maxDeliveries: 2,
+      retryBackoffMs: 20,
+      handler: (message) => {
+        if (failing()) throw new Error(`${group} refused`);
+        handled.push(message);
+      },
+    });
+    const letters: DeadLetteredEvent[] = [];
+    consumer.on('deadLettered', (letter) => letters.push(letter));
+    consumer.on('error', () => undefined);
+    await consumer.start();
+    closers.push(() => consumer.close());
+    return { consumer, handled, letters };
+  }
+
+  const groupList = async (
+    sp: string,
+    group: string,
+  ): Promise<Listing & { shards: { shared: { count: number } }[] }> => {
+    const res = await c.call(
+      'GET',
+      `/coord/v1/monitoring/streams/${sp}/groups/${group}/dead-letters`,
+      {
+        user: 'reader',
+      },
+    );
+    expect(res.status).toBe(200);
+    return (await res.json()) as Listing & { shards: { shared: { count: number } }[] };
+  };
+  const groupPost = async (sp: string, group: string, action: 'replay' | 'purge', body: object) => {
+    const res = await c.call(
+      'POST',
+      `/coord/v1/admin/streams/${sp}/groups/${group}/dead-letters/${action}`,
+      {
+        user: 'writer',
+        body: { ...body, ...CHANGE },
+      },
+    );
+    expect(res.status).toBe(200);
+    return (await res.json()) as Record<string, unknown>;
+  };
+  const lagCounts = async (sp: string, group: string) =>
+    (await client('reader').lag(sp, group)).shards.map((s) => s.deadLetters);
+
+  it("a group's dead letter is its own: listed, counted, replayed and purged for it alone", async () => {
+    const sp = await createFanOut();
+    let aFails = true;
+    const a = await consume(sp, 'a', () => aFails);
+    const b = await consume(sp, 'b', () => false);
+    const sent = await send(sp, 'poison', { amount: '9' }, 'a');
+    await waitFor(() => a.letters.length === 1, { what: "a's consumer gave the message up" });
+    await waitFor(() => b.consumer.stats().totals.acked === 1, { what: 'b handled it' });
+
+    // b's consumer handled it: none of it is b's dead letter.
+    const ofB = await groupList(sp, 'b');
+    expect(ofB.deadLetters).toEqual([]);
+    expect(ofB.shards.map((s) => s.count)).toEqual([0, 0]);
+    const ofA = await groupList(sp, 'a');
+    expect(ofA.deadLetters).toMatchObject([
+      { shard: sent.shard, id: a.letters[0]!.deadLetterId, shared: false, originalId: sent.id },
+    ]);
+    expect(ofA.shards[sent.shard]).toMatchObject({
+      stream: `${sp}:${sent.shard}:dead:a`,
+      count: 1,
+    });
+    expect(await lagCounts(sp, 'b')).toEqual([0, 0]);
+    expect((await lagCounts(sp, 'a'))[sent.shard]).toBe(1);
+
+    // b's purge of all its dead letters leaves a's.
+    expect(await groupPost(sp, 'b', 'purge', {})).toMatchObject({ purged: 0 });
+    expect((await groupList(sp, 'a')).deadLetters.map((d) => d.id)).toEqual([
+      a.letters[0]!.deadLetterId,
+    ]);
+
+    // a's replay reaches a's handler once more, without the marker, and never b's.
+    aFails = false;
+    const replay = await groupPost(sp, 'a', 'replay', {});
+    expect(replay).toMatchObject({ replayed: [{ shard: sent.shard, shared: false }], gone: [] });
+    await waitFor(() => a.handled.length === 1, { what: 'a handled the replayed message' });
+    expect(a.handled[0]).toMatchObject({ key: 'poison', fields: { amount: '9' } });
+    expect(Object.keys(a.handled[0]!.fields)).toEqual(['amount']);
+    await waitFor(() => b.consumer.stats().totals.skipped === 1, { what: 'b passed it over' });
+    expect(b.handled.map((m) => m.id)).toEqual([sent.id]);
+    expect(b.consumer.stats().totals).toMatchObject({ acked: 1, skipped: 1 });
+    for (const group of ['a', 'b']) {
+      const pending = (await streams.xpending(`${sp}:${sent.shard}`, group)) as [number];
+      expect(pending[0]).toBe(0);
+    }
+    expect((await groupList(sp, 'a')).deadLetters).toEqual([]);
+  });
+
+  it('a dead letter in the shared <prefix>:<shard>:dead is listed for both, marked shared, and replayed for the group that asks', async () => {
+    const sp = await createFanOut();
+    const a = await consume(sp, 'a', () => false);
+    const b = await consume(sp, 'b', () => false);
+    // As an SDK without per-group dead letters wrote it.
+    const legacy = await streams.xadd(
+      `${sp}:1:dead`,
+      '*',
+      ...deadLetter('1-1', 'key', 'old', 'n', '1'),
+    );
+    for (const group of ['a', 'b']) {
+      const listing = await groupList(sp, group);
+      expect(listing.deadLetters).toMatchObject([
+        { shard: 1, id: legacy, shared: true, key: 'old' },
+      ]);
+      expect(listing.shards[1]).toMatchObject({
+        count: 1,
+        shared: { stream: `${sp}:1:dead`, count: 1 },
+      });
+      expect(await lagCounts(sp, group)).toEqual([0, 1]);
+    }
+
+    const replay = await groupPost(sp, 'a', 'replay', {});
+    expect(replay).toMatchObject({ replayed: [{ shard: 1, id: legacy, shared: true }] });
+    await waitFor(() => a.handled.length === 1, { what: 'a handled the replayed message' });
+    expect(a.handled[0]).toMatchObject({ key: 'old', fields: { n: '1' } });
+    await waitFor(() => b.consumer.stats().totals.skipped === 1, { what: 'b passed it over' });
+    expect(b.handled).toEqual([]);
+    // Gone for both: it was replayed once.
+    for (const group of ['a', 'b']) expect((await groupList(sp, group)).deadLetters).toEqual([]);
+    expect(await groupPost(sp, 'b', 'replay', {})).toMatchObject({ replayed: [], gone: [] });
   });
 });

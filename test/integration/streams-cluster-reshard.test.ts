@@ -128,5 +128,10 @@ describe('dead letters on a Redis Cluster', () => {
     // The one entry written at the start, then each dead letter once.
     expect(await client.xlen(`${sp}:0`)).toBe(1 + letters);
     expect(await client.xlen(`${sp}:0:dead`)).toBe(0);
+    // Each for the group that replayed it alone (docs/protocol.md#dead-letters).
+    const back = (await client.xrange(`${sp}:0`, '-', '+')).slice(1);
+    expect(
+      back.every(([, fields]) => fields[0] === '__coord_replay_for' && fields[1] === 'g'),
+    ).toBe(true);
   });
 });

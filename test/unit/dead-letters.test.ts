@@ -12,18 +12,32 @@ import {
   errorText,
   MAX_ERROR_CHARS,
   parseDeadLetter,
+  REPLAY_FOR_FIELD,
   replayShard,
+  replayTarget,
 } from '../../src/streams/dead-letters.js';
 
 describe('dead letters', () => {
-  it('live in <streamPrefix>:<shard>:dead', () => {
-    expect(deadLetterStream('orders:eu:3')).toBe('orders:eu:3:dead');
+  it("live in <streamPrefix>:<shard>:dead:<group>, older SDKs' in the shared <streamPrefix>:<shard>:dead", () => {
+    expect(deadLetterStream('orders:eu:3', 'billing')).toBe('orders:eu:3:dead:billing');
+    expect(deadLetterStream('orders:eu:3', null)).toBe('orders:eu:3:dead');
+  });
+
+  it('a replay marked for one group is skipped by the others and handed to it without the mark', () => {
+    const flat = [REPLAY_FOR_FIELD, 'billing', 'key', 'k', 'n', '1'];
+    expect(replayTarget(flat, 'emails')).toEqual({ skip: true, for: 'billing' });
+    expect(replayTarget(flat, 'billing')).toEqual({ skip: false, fields: ['key', 'k', 'n', '1'] });
+    expect(replayTarget(['key', 'k'], 'emails')).toEqual({ skip: false, fields: ['key', 'k'] });
+    // A dead letter of a replayed message: its mark is not one of the message's fields.
+    const again = ['originalId', '2-0', 'deliveries', '3', 'error', '', ...flat];
+    expect(parseDeadLetter(0, '9-9', again, 'key')?.fields).toEqual(['key', 'k', 'n', '1']);
   });
 
   it('read back: the three fields first, then the entry, its key found by the key field', () => {
     const flat = ['originalId', '1-0', 'deliveries', '5', 'error', 'boom', 'id', '7', 'key', 'k'];
     expect(parseDeadLetter(2, '9-1', flat, 'key')).toEqual({
       shard: 2,
+      shared: false,
       id: '9-1',
       originalId: '1-0',
       deliveries: 5,

@@ -25,6 +25,8 @@ type ChangeFlags = Flags & { requestedBy: string; reason: string };
 interface DeadLetter {
   shard: number;
   id: string;
+  /** From the shard's shared dead-letter stream (absent from older coordinators). */
+  shared?: boolean;
   originalId: string;
   deliveries: number;
   error: string;
@@ -33,8 +35,10 @@ interface DeadLetter {
 }
 /** Redis's error about a shard's dead-letter key (absent from older coordinators). */
 type KeyError = string | null | undefined;
+/** The shard's shared dead-letter stream (absent from older coordinators). */
+type Shared = { stream: string; count: number } | undefined;
 interface Listing {
-  shards: { shard: number; stream: string; count: number; error?: KeyError }[];
+  shards: { shard: number; stream: string; count: number; error?: KeyError; shared?: Shared }[];
   deadLetters: DeadLetter[];
   more: boolean;
 }
@@ -44,6 +48,7 @@ interface Replay {
   replayed: {
     shard: number;
     id: string;
+    shared?: boolean;
     originalId: string;
     key: string | null;
     toShard: number;
@@ -56,7 +61,13 @@ interface Replay {
   failed?: { shard: number; id: string; toShard: number; error: string }[];
 }
 interface Purge {
-  shards: { shard: number; stream: string; purged: number; error?: KeyError }[];
+  shards: {
+    shard: number;
+    stream: string;
+    purged: number;
+    error?: KeyError;
+    shared?: { stream: string; purged: number };
+  }[];
   purged: number;
 }
 
@@ -104,22 +115,38 @@ function selection(command: Command, what: string): Command {
   ).option('--json', 'print the API answer as JSON (same as -o json)');
 }
 
-function listTable(listing: Listing): string {
+/**
+ * Whose a dead letter is, for the GROUP column: the group's own, or `(shared)`, one of the
+ * shard's shared dead-letter stream that an older SDK wrote for every group on the prefix
+ * (docs/cli.md#dead-letters). No group name has parentheses.
+ */
+const owner = (group: GroupName, shared: boolean | undefined): string =>
+  shared ? SHARED_MARK : group.consumerGroup;
+const SHARED_MARK = '(shared)';
+
+function listTable(group: GroupName, listing: Listing): string {
   const rows = listing.deadLetters.map((d) => [
     d.shard,
     d.id,
+    owner(group, d.shared),
     d.originalId,
     d.deliveries,
     d.key,
     d.error,
   ]);
-  const table = renderTable(['shard', 'id', 'original-id', 'deliveries', 'key', 'error'], rows);
+  const table = renderTable(
+    ['shard', 'id', 'group', 'original-id', 'deliveries', 'key', 'error'],
+    rows,
+  );
   const total = listing.shards.reduce((n, s) => n + s.count, 0);
+  const shared = listing.shards.reduce((n, s) => n + (s.shared?.count ?? 0), 0);
   const perShard = listing.shards.map((s) => `${s.shard}:${s.count}`).join(' ');
+  const sharedNote =
+    shared > 0 ? `, ${shared} of them ${SHARED_MARK}: not attributed to a group` : '';
   const more = listing.more
     ? ` (${listing.deadLetters.length} listed; raise --limit for more)`
     : '';
-  return `${table}${unreadableLines(listing.shards)}total: ${total} dead letter(s) [per shard ${perShard}]${more}\n`;
+  return `${table}${unreadableLines(listing.shards)}total: ${total} dead letter(s) [per shard ${perShard}]${sharedNote}${more}\n`;
 }
 
 /** One line per shard whose dead-letter key Redis answered with an error (too long for a cell). */
@@ -174,7 +201,7 @@ export function registerDeadLetterCommands(program: Command): void {
     const flags = listCommand.opts<Flags>();
     const group = groupOf(first, second);
     const listing = await list(await connect(flags), group, flags, flags.limit);
-    print(format(flags), listing, () => listTable(listing));
+    print(format(flags), listing, () => listTable(group, listing));
   });
 
   const replayCommand = changeOptions(
@@ -222,8 +249,16 @@ export function registerDeadLetterCommands(program: Command): void {
       progress(`dead letter ${id} of shard ${shard} not replayed to shard ${toShard}: ${error}`);
     print(format(flags), result, () =>
       renderTable(
-        ['shard', 'id', 'original-id', 'key', 'to-shard', 'new-id'],
-        result.replayed.map((r) => [r.shard, r.id, r.originalId, r.key, r.toShard, r.newId]),
+        ['shard', 'id', 'group', 'original-id', 'key', 'to-shard', 'new-id'],
+        result.replayed.map((r) => [
+          r.shard,
+          r.id,
+          owner(group, r.shared),
+          r.originalId,
+          r.key,
+          r.toShard,
+          r.newId,
+        ]),
       ),
     );
   });
@@ -270,8 +305,8 @@ export function registerDeadLetterCommands(program: Command): void {
       if (error) progress(`shard ${shard} left as it is: ${error}`);
     print(format(flags), result, () =>
       renderTable(
-        ['shard', 'stream', 'purged'],
-        result.shards.map((s) => [s.shard, s.stream, s.purged]),
+        ['shard', 'stream', 'purged', 'shared-purged'],
+        result.shards.map((s) => [s.shard, s.stream, s.purged, s.shared?.purged ?? 0]),
       ),
     );
   });

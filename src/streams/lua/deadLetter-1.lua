@@ -1,10 +1,10 @@
 --[[
-  Moves one entry a consumer kept failing on to its shard's dead-letter stream and acknowledges
-  it on the shard, in one step, so the entry is either still pending or dead-lettered, never
-  both nor lost (docs/protocol.md#dead-letters). Run by the SDK's consumer.
+  Moves one entry a consumer kept failing on to its consumer group's dead-letter stream of the
+  shard and acknowledges it on the shard, in one step, so the entry is either still pending or
+  dead-lettered, never both nor lost (docs/protocol.md#dead-letters). Run by the SDK's consumer.
 
   KEYS[1]  the shard stream                       <streamPrefix>:<shard>
-  KEYS[2]  its dead-letter stream                 <streamPrefix>:<shard>:dead
+  KEYS[2]  the group's dead-letter stream         <streamPrefix>:<shard>:dead:<group>
   ARGV[1]  the Redis consumer group (the coordinator's consumerGroup)
   ARGV[2]  the entry id
   ARGV[3]  the consumer that must hold it pending ('' for any: a shard taken over)
