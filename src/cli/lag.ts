@@ -57,7 +57,9 @@ export function causeOf(error: RequestError): string {
 /** `1.5s`, `3m20s`, `2h5m`: an age an operator reads at a glance. */
 export function formatSeconds(seconds: number | null): string {
   if (seconds === null) return '-';
-  if (seconds < 60) return `${Number(seconds.toFixed(1))}s`;
+  // Rounded first: 59.96 s is 1m0s, not 60s.
+  const tenths = Number(seconds.toFixed(1));
+  if (tenths < 60) return `${tenths}s`;
   const whole = Math.round(seconds);
   if (whole < 3600) return `${Math.floor(whole / 60)}m${whole % 60}s`;
   return `${Math.floor(whole / 3600)}h${Math.floor((whole % 3600) / 60)}m`;

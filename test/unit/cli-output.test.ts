@@ -8,6 +8,7 @@ import {
 import { CliApi } from '../../src/cli/api.js';
 import { CliError } from '../../src/cli/cli-error.js';
 import { explainError } from '../../src/cli/explain-error.js';
+import { formatSeconds } from '../../src/cli/lag.js';
 import { renderFields, renderTable } from '../../src/cli/output.js';
 import { readReplicas, replicasTable } from '../../src/cli/replicas.js';
 import { RequestError } from '../../src/cli/request-error.js';
@@ -117,5 +118,18 @@ describe('errors say what failed and what to do', () => {
     await expect(readReplicas(cliApi)).rejects.toThrow(
       /GET http:\/\/h:1\/coord\/v1\/monitoring\/replicas answered 404: this coordinator has no replica listing[\s\S]*what to do: upgrade the coordinator/,
     );
+  });
+});
+
+describe('durations in lag tables', () => {
+  it('rounds before choosing the unit: just under a minute reads as a minute', () => {
+    expect(formatSeconds(null)).toBe('-');
+    expect(formatSeconds(0)).toBe('0s');
+    expect(formatSeconds(12.34)).toBe('12.3s');
+    expect(formatSeconds(59.94)).toBe('59.9s');
+    expect(formatSeconds(59.96)).toBe('1m0s');
+    expect(formatSeconds(61.4)).toBe('1m1s');
+    expect(formatSeconds(3599.6)).toBe('1h0m');
+    expect(formatSeconds(7322)).toBe('2h2m');
   });
 });
