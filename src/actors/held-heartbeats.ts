@@ -73,7 +73,9 @@ export class HeldHeartbeats {
 
   /**
    * Holds `request` (its `heardAt` set) for up to `forMs`; resolves with how the hold ended.
-   * Null when it cannot be held: no time, the replica holds its maximum, or the caller is gone.
+   * Null when it cannot be held: no time, the replica holds its maximum, the caller is gone, or
+   * the group is leaving this replica (a reply decided in a write its lease was lost under: its
+   * leaving woke the holds already, and nothing would wake this one before its time).
    * The caller holds the entry's mailbox and has taken the member's earlier hold ({@link take}).
    */
   hold(
@@ -83,6 +85,7 @@ export class HeldHeartbeats {
     signal?: AbortSignal,
   ): Promise<HoldEnd> | null {
     if (forMs <= 0 || this.count >= this.max || signal?.aborted) return null;
+    if (entry.phase !== 'owned') return null;
     return new Promise<HoldEnd>((resolve) => {
       const onAbort = () => this.end(held, { kind: 'cancelled' }, true);
       const held: HeldRequest = {

@@ -251,6 +251,30 @@ describe('a held heartbeat ends when its caller or its group goes', () => {
     expect(held.error).toMatchObject({ code: 'GROUP_MOVED', details: { owner: 'replica-b' } });
   });
 
+  it('a steady reply decided in a write the lease was lost under is not held', async () => {
+    const { rig, ownership, request } = await ownedRig();
+    // A join's write hangs; meanwhile m-b joins and m-a's steady heartbeat queue in one batch.
+    rig.faulty.hang('commitGroup', { times: 2 });
+    const first = track(rig.host.heartbeat(REF, joinRequest('m-c')));
+    await expect.poll(() => rig.faulty.pending).toBe(1);
+    const joined = track(rig.host.heartbeat(REF, joinRequest('m-b')));
+    const held = track(rig.host.heartbeat(REF, request, { waitMs: WAIT_MS }));
+    await flush();
+    rig.faulty.release();
+    // The batch of m-b and m-a writes once; the lease is lost while that write is in flight.
+    await expect.poll(() => rig.faulty.pending).toBe(1);
+    expect(first.done).toBe(true);
+    ownership.lose(REF, 'replica-b');
+    rig.faulty.release();
+    await flush();
+    await flush();
+    expect(joined.done).toBe(true);
+    // Its group left this replica before the reply was decided: it is not held here (where
+    // nothing would wake it) but answered, or sent on, at once.
+    expect(held.done).toBe(true);
+    expect(await heldCount(rig)).toBe(0);
+  });
+
   it('a group handed over answers GROUP_MOVED', async () => {
     const { rig, request } = await ownedRig();
     const held = track(rig.host.heartbeat(REF, request, { waitMs: WAIT_MS }));
@@ -325,7 +349,7 @@ describe('held heartbeats per replica', () => {
 
   it('one per member: a second hold of the member ends the first, and is itself woken on leave', async () => {
     const holds = new HeldHeartbeats({ clock: new ManualClock(T0) });
-    const entry = {} as GroupEntry;
+    const entry = { phase: 'owned' } as GroupEntry;
     const request = steadyRequest('m-a');
     const first = holds.hold(entry, request, WAIT_MS);
     const second = holds.hold(entry, request, WAIT_MS);
@@ -338,10 +362,19 @@ describe('held heartbeats per replica', () => {
 
   it('beyond the maximum a heartbeat is not held', () => {
     const holds = new HeldHeartbeats({ clock: new ManualClock(T0), max: 1 });
-    const entry = {} as GroupEntry;
+    const entry = { phase: 'owned' } as GroupEntry;
     const request = steadyRequest('m-a');
     expect(holds.hold(entry, request, WAIT_MS)).not.toBeNull();
     expect(holds.hold(entry, { ...request, memberId: 'm-b' }, WAIT_MS)).toBeNull();
     expect(holds.size).toBe(1);
+  });
+
+  it('a group leaving this replica holds nothing new: its leaving woke the holds already', () => {
+    const holds = new HeldHeartbeats({ clock: new ManualClock(T0) });
+    const request = steadyRequest('m-a');
+    for (const phase of ['releasing', 'dropped', 'loading'] as const) {
+      expect(holds.hold({ phase } as GroupEntry, request, WAIT_MS)).toBeNull();
+    }
+    expect(holds.size).toBe(0);
   });
 });
