@@ -77,7 +77,8 @@ export class CliApi {
    * A group mutation under `/admin/` sent with `X-Request-Id: requestId`, which the coordinator
    * answers the same way however often it comes: so it is sent again (up to `attempts` times in
    * all) when no answer came or the coordinator could not serve it then (503), which for another
-   * POST could make the change twice.
+   * POST could make the change twice. The attempts share one {@link CALL_TIMEOUT_MS}, as a
+   * {@link call}'s retries do: a replica that never answers is waited for once.
    */
   async adminOnce<T>(
     group: GroupName,
@@ -87,8 +88,10 @@ export class CliApi {
     { attempts = 3, pauseMs = 500 }: { attempts?: number; pauseMs?: number } = {},
   ): Promise<T> {
     const path = this.groupPath('admin', group, suffix);
-    const options = { headers: { 'x-request-id': requestId }, retry: false } as const;
+    const until = Date.now() + CALL_TIMEOUT_MS;
     for (let attempt = 1; ; attempt++) {
+      const timeoutMs = Math.max(1, until - Date.now());
+      const options = { headers: { 'x-request-id': requestId }, retry: false, timeoutMs } as const;
       try {
         return await this.call<T>('POST', path, body, options);
       } catch (error) {
@@ -96,7 +99,7 @@ export class CliApi {
         const again =
           cause instanceof CoordinatorUnreachableError ||
           (cause instanceof CoordinatorApiError && cause.status === 503);
-        if (!again || attempt >= attempts) throw error;
+        if (!again || attempt >= attempts || Date.now() + pauseMs * attempt >= until) throw error;
         await sleep(pauseMs * attempt);
       }
     }

@@ -1,11 +1,11 @@
 import { CommanderError } from 'commander';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   CoordinatorApiError,
   CoordinatorClient,
   CoordinatorUnreachableError,
 } from '../../src/client/index.js';
-import { CliApi } from '../../src/cli/api.js';
+import { CALL_TIMEOUT_MS, CliApi } from '../../src/cli/api.js';
 import { CliError } from '../../src/cli/cli-error.js';
 import { explainError } from '../../src/cli/explain-error.js';
 import { formatSeconds } from '../../src/cli/lag.js';
@@ -131,5 +131,46 @@ describe('durations in lag tables', () => {
     expect(formatSeconds(61.4)).toBe('1m1s');
     expect(formatSeconds(3599.6)).toBe('1h0m');
     expect(formatSeconds(7322)).toBe('2h2m');
+  });
+});
+
+describe('a change sent again under its request id', () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  it('shares one call timeout over its attempts: a replica that never answers is waited for once', async () => {
+    const client = new CoordinatorClient({ url: 'http://h:1' });
+    let now = 1_000_000;
+    vi.spyOn(Date, 'now').mockImplementation(() => now);
+    const waits: number[] = [];
+    // Each attempt waits out its whole timeout, as against a replica that took the connection.
+    client.request = (_m: string, _p: string, _b: unknown, options?: { timeoutMs?: number }) => {
+      const waited = options?.timeoutMs ?? CALL_TIMEOUT_MS;
+      waits.push(waited);
+      now += waited;
+      return Promise.reject(new CoordinatorUnreachableError('http://h:1/', 'no answer'));
+    };
+    const cliApi = new CliApi(client, 'http://h:1/');
+    await expect(
+      cliApi.adminOnce({ streamPrefix: 'sp', consumerGroup: 'cg' }, '/positions', {}, 'r-1'),
+    ).rejects.toBeInstanceOf(RequestError);
+    expect(waits.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(CALL_TIMEOUT_MS);
+  });
+
+  it('is sent again after no answer while time is left', async () => {
+    const client = new CoordinatorClient({ url: 'http://h:1' });
+    let calls = 0;
+    client.request = (() => {
+      calls++;
+      return calls < 2
+        ? Promise.reject(new CoordinatorUnreachableError('http://h:1/', 'ECONNREFUSED'))
+        : Promise.resolve({ ok: true });
+    }) as typeof client.request;
+    const cliApi = new CliApi(client, 'http://h:1/');
+    expect(
+      await cliApi.adminOnce({ streamPrefix: 'sp', consumerGroup: 'cg' }, '/positions', {}, 'r-1', {
+        pauseMs: 1,
+      }),
+    ).toEqual({ ok: true });
+    expect(calls).toBe(2);
   });
 });
