@@ -289,7 +289,7 @@ export async function startCoordinator(
             settings.security['login-max-failures'],
             settings.security['login-throttle-window'],
           ),
-    audit: new AuditLog(store, clock),
+    audit: new AuditLog(store, clock, settings.audit['denied-per-minute']),
     metrics,
     logger,
     rateLimitedLog: new RateLimitedLog(logger, clock),

@@ -167,7 +167,13 @@ export const settingsSchema = z.object({
         .default(BUSY_SHARE),
     })
     .prefault({}),
-  audit: z.object({ 'max-len': int(100_000, 100, 100_000_000) }).prefault({}),
+  audit: z
+    .object({
+      'max-len': int(100_000, 100, 100_000_000),
+      /** Records of refusals a caller without a valid token can cause, per minute and replica. */
+      'denied-per-minute': int(10, 0, 1_000_000),
+    })
+    .prefault({}),
   limits: z
     .object({
       'max-shard-count': int(1024, 1, MAX_SHARD_COUNT_LIMIT),

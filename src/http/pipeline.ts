@@ -147,7 +147,8 @@ async function writeAudit(
 ): Promise<CoordinatorError | null> {
   let failed: CoordinatorError | null = null;
   try {
-    await services.audit.write(services.audit.build(req, ctx, status));
+    const written = await services.audit.write(services.audit.build(req, ctx, status));
+    if (!written) services.metrics.auditDeniedDropped.inc();
   } catch (error) {
     services.logger.error('audit record could not be written', {
       requestId: ctx.requestId,

@@ -138,6 +138,7 @@ export const auditRecordSchema = z.object({
   timestamp: z.string(),
   method: z.string(),
   path: z.string(),
+  pathLength: z.number().int().optional(),
   operation: z.string(),
   outcome: z.enum(['SUCCEEDED', 'REJECTED', 'DENIED', 'FAILED']),
   status: z.number().int(),
@@ -151,6 +152,7 @@ export const auditRecordSchema = z.object({
   consumerGroup: z.string().nullable(),
   requestedBy: z.string().nullable(),
   reason: z.string().nullable(),
+  deniedDropped: z.number().int().optional(),
 });
 
 export const routingSchema = z.object({

@@ -118,6 +118,13 @@ export class Metrics {
     labelNames: ['operation', 'status'] as const,
     registers: [this.registry],
   });
+  readonly auditDeniedDropped = new Counter({
+    name: 'coord_audit_denied_dropped_total',
+    help:
+      'Audit records of denied admin requests (401, 403, or refused without a valid token) left ' +
+      'out past coordinator.audit.denied-per-minute; the next record written carries how many',
+    registers: [this.registry],
+  });
   readonly storeErrors = new Counter({
     name: 'coord_store_errors_total',
     help: 'Store operations that failed',

@@ -47,7 +47,10 @@ export type AuditOutcome = 'SUCCEEDED' | 'REJECTED' | 'DENIED' | 'FAILED';
 export interface AuditRecord {
   readonly timestamp: string;
   readonly method: string;
+  /** The path as sent, cut to 1,024 characters (docs/operations.md#the-audit-log). */
   readonly path: string;
+  /** The length of the path as sent, when `path` was cut. */
+  readonly pathLength?: number;
   readonly operation: string;
   readonly outcome: AuditOutcome;
   readonly status: number;
@@ -61,6 +64,8 @@ export interface AuditRecord {
   readonly consumerGroup: string | null;
   readonly requestedBy: string | null;
   readonly reason: string | null;
+  /** Records of denied requests this replica left out since its previous record, if any. */
+  readonly deniedDropped?: number;
 }
 
 export interface AuditQuery {

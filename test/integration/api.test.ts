@@ -19,7 +19,12 @@ describe.each(['memory', 'redis'] as const)('HTTP API on the %s store', (storeKi
 
   beforeAll(async () => {
     if (storeKind === 'redis') redis = await startRedisServer();
-    c = await startTestCoordinator({ store: storeKind, ...(redis ? { redisUrl: redis.url } : {}) });
+    c = await startTestCoordinator({
+      store: storeKind,
+      ...(redis ? { redisUrl: redis.url } : {}),
+      // The role tests deny dozens of admin requests a minute; the audit tests read every record.
+      overrides: { 'audit.denied-per-minute': 10_000 },
+    });
   });
   afterAll(async () => {
     await c?.close();
