@@ -1,12 +1,25 @@
+import { queryInteger, queryMatching, queryText } from './query-params.js';
 import { z } from 'zod';
 
 /** Names and shapes of the API (README.md#api-at-a-glance). */
+const STREAM_PREFIX = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/;
+const CONSUMER_GROUP = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 export const streamPrefixSchema = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/, 'must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$');
+  .regex(STREAM_PREFIX, `must match ${STREAM_PREFIX.source}`);
 export const consumerGroupSchema = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$');
+  .regex(CONSUMER_GROUP, `must match ${CONSUMER_GROUP.source}`);
+/** A stream prefix as a query parameter (src/http/query-params.ts). */
+export const streamPrefixQuerySchema = queryMatching(
+  STREAM_PREFIX,
+  `must match ${STREAM_PREFIX.source}`,
+);
+/** A consumer group as a query parameter. */
+export const consumerGroupQuerySchema = queryMatching(
+  CONSUMER_GROUP,
+  `must match ${CONSUMER_GROUP.source}`,
+);
 
 export const groupParamsSchema = z.object({
   stream: streamPrefixSchema,
@@ -169,8 +182,8 @@ export const routingSchema = z.object({
 });
 
 export const pagingQuerySchema = z.object({
-  limit: z.coerce.number().int().min(1).max(1000).default(100),
-  cursor: z.string().max(2048).optional(),
+  limit: queryInteger(1, 1000).default(100),
+  cursor: queryText(2048).optional(),
 });
 
 /** Who or what caused a transition of a group. */

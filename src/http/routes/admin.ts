@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { ChangeRequest, CommandOrigin, CommandOutcome } from '../../actors/types.js';
 import type { Settings } from '../../config/settings.js';
 import { assertPrefixPermitted } from '../auth/prefix-scope.js';
+import { queryEnum } from '../query-params.js';
 import { route, type HandlerInput, type HandlerResult, type RouteSpec } from '../route.js';
 import type { Services } from '../services.js';
 import {
@@ -183,7 +184,7 @@ export function adminRoutes(settings: Settings): RouteSpec[] {
       operation: 'deleteGroup',
       params: groupParamsSchema,
       body: changeMetaSchema,
-      query: z.object({ force: z.enum(['true', 'false']).default('false') }),
+      query: z.object({ force: queryEnum(['true', 'false']).default('false') }),
       responses: { 204: { description: 'Deleted' }, ...errors },
       async handler({ params, query, services, req }) {
         await reportObserved(services, req, toRef(params));

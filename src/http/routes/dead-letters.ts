@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { isStreamId } from '../../streams/positions.js';
+import { queryInteger, queryIntegerList, queryText } from '../query-params.js';
 import { route } from '../route.js';
 import { changeMetaSchema, errorSchema, groupParamsSchema } from '../schemas.js';
 
@@ -14,7 +15,8 @@ export const MAX_DEAD_LETTERS = 1_000;
 /** Dead letters a request takes when it does not say. */
 export const DEFAULT_DEAD_LETTERS = 100;
 
-const shardSchema = z.number().int().min(0).max(1_000_000);
+const MAX_SHARD = 1_000_000;
+const shardSchema = z.number().int().min(0).max(MAX_SHARD);
 const shardsSchema = z.array(shardSchema).min(1).max(MAX_DEAD_LETTERS);
 const idsSchema = z
   .array(z.string().refine(isStreamId, 'must be a stream entry id <ms>-<seq>'))
@@ -24,12 +26,7 @@ const limitSchema = z.number().int().min(1).max(MAX_DEAD_LETTERS);
 const keyFieldSchema = z.string().min(1).max(256);
 
 /** `shards=0,2,3` in a query. */
-const shardsQuerySchema = z
-  .string()
-  .max(8_192)
-  .regex(/^\d{1,7}(,\d{1,7})*$/, 'must be shard numbers separated by commas, e.g. 0,2,3')
-  .transform((text) => text.split(',').map(Number))
-  .pipe(shardsSchema);
+const shardsQuerySchema = queryIntegerList(0, MAX_SHARD, MAX_DEAD_LETTERS);
 
 const deadLetterSchema = z.object({
   shard: z.number().int(),
@@ -136,8 +133,8 @@ export const deadLetterRoutes = [
     params: groupParamsSchema,
     query: z.object({
       shards: shardsQuerySchema.optional(),
-      limit: z.coerce.number().int().min(1).max(MAX_DEAD_LETTERS).default(DEFAULT_DEAD_LETTERS),
-      keyField: keyFieldSchema.default('key'),
+      limit: queryInteger(1, MAX_DEAD_LETTERS).default(DEFAULT_DEAD_LETTERS),
+      keyField: queryText(256).min(1).default('key'),
     }),
     responses: {
       200: { description: 'Per shard the count, and the dead letters', schema: deadLettersSchema },

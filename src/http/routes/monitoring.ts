@@ -3,16 +3,17 @@ import type { GroupSummaryView } from '../../actors/views.js';
 import { permitsGroup } from '../auth/group-scope.js';
 import type { Principal } from '../auth/roles.js';
 import type { Services } from '../services.js';
+import { queryInteger } from '../query-params.js';
 import { route } from '../route.js';
 import {
   auditRecordSchema,
-  consumerGroupSchema,
+  consumerGroupQuerySchema,
   errorSchema,
   groupDetailSchema,
   groupListSchema,
   groupParamsSchema,
   pagingQuerySchema,
-  streamPrefixSchema,
+  streamPrefixQuerySchema,
   transitionsSchema,
 } from '../schemas.js';
 
@@ -422,9 +423,9 @@ export const monitoringRoutes = [
     tag: 'monitoring',
     roles: READ,
     query: z.object({
-      streamPrefix: streamPrefixSchema.optional(),
-      consumerGroup: consumerGroupSchema.optional(),
-      limit: z.coerce.number().int().min(1).max(1000).default(100),
+      streamPrefix: streamPrefixQuerySchema.optional(),
+      consumerGroup: consumerGroupQuerySchema.optional(),
+      limit: queryInteger(1, 1000).default(100),
     }),
     responses: {
       200: {

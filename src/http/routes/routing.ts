@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { queryInteger } from '../query-params.js';
 import { route } from '../route.js';
 import { errorSchema, groupParamsSchema, routingSchema } from '../schemas.js';
 
@@ -15,8 +16,8 @@ export const routingRoutes = [
     roles: ['PRODUCER', 'READ'],
     params: groupParamsSchema,
     query: z.object({
-      afterVersion: z.coerce.number().int().min(0).optional(),
-      waitMs: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(0),
+      afterVersion: queryInteger(0).optional(),
+      waitMs: queryInteger(0, MAX_WAIT_MS).default(0),
     }),
     responses: {
       200: { description: 'Routing metadata', schema: routingSchema },
