@@ -59,6 +59,11 @@ export class UserDirectory {
     return this.users.size;
   }
 
+  /** Whether `username` names a user (for the log only: a caller is never told). */
+  has(username: string): boolean {
+    return this.users.has(username);
+  }
+
   /** The principal a token is issued to (roles and, if any, groups) when the password matches, else null. */
   async authenticate(username: string, password: string): Promise<Principal | null> {
     const user = this.users.get(username);

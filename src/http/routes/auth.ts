@@ -1,3 +1,4 @@
+import { createHmac, randomBytes } from 'node:crypto';
 import { CoordinatorError } from '../../errors.js';
 import { formatGroupPattern } from '../auth/group-scope.js';
 import { route } from '../route.js';
@@ -34,8 +35,12 @@ export const authRoutes = [
       const principal = await services.users.authenticate(body.username, body.password);
       if (!principal) {
         // Already counted by the reservation above.
+        // Text that names no user is often a password typed one field too early: only its
+        // fingerprint is logged, so repeated tries still show (docs/operations.md#logs).
+        const known = services.users.has(body.username);
         services.rateLimitedLog.warn(`failed-login\u0000${address}`, 'failed login', {
-          username: body.username,
+          username: known ? body.username : null,
+          ...(known ? {} : { usernameFingerprint: fingerprint(body.username) }),
           clientAddress: address,
         });
         throw new CoordinatorError('INVALID_CREDENTIALS', 'wrong username or password');
@@ -57,3 +62,15 @@ export const authRoutes = [
     },
   }),
 ];
+
+/** The key of {@link fingerprint}: the process's own, never shown. */
+const FINGERPRINT_KEY = randomBytes(32);
+
+/**
+ * 16 hex digits of an HMAC-SHA-256 of `text` under a key of this process: the same text gives
+ * the same fingerprint until the replica restarts, and a weak password cannot be found from it
+ * by trying a dictionary, as it could from a plain hash.
+ */
+function fingerprint(text: string): string {
+  return createHmac('sha256', FINGERPRINT_KEY).update(text).digest('hex').slice(0, 16);
+}
