@@ -76,7 +76,12 @@ export interface Leaving {
 export interface LostGroupsOptions {
   readonly store: Pick<
     Store,
-    'readRevisions' | 'readDeletions' | 'recordLostGroup' | 'recordDeletion'
+    | 'readRevisions'
+    | 'readDeletions'
+    | 'recordLostGroup'
+    | 'recordDeletion'
+    | 'readFailure'
+    | 'recordFailure'
   >;
   readonly guard: StoreGuard;
   readonly clock: Clock;
@@ -297,7 +302,8 @@ export class LostGroups {
         const { ref } = suspect.group;
         const id = groupId(ref);
         if (this.suspects.get(id) !== suspect) return;
-        if (seen[i] !== null) {
+        const stored = seen[i] ?? null;
+        if (stored !== null && stored.lifecycleId === suspect.group.lifecycleId) {
           // Still stored: the group moved to another owner (or stays here), nothing is lost.
           this.suspects.delete(id);
           if (suspect.leaving.leaseLost) this.droppedHere(ref, suspect.leaving);
@@ -311,11 +317,28 @@ export class LostGroups {
           return;
         }
         if (this.suspects.get(id) !== suspect) return;
-        this.suspects.delete(id);
         if (this.isDeleted(ref, deletions, suspect.group.lifecycleId)) {
+          // Deleted on purpose (and maybe created again since, as a new lifecycle).
+          this.suspects.delete(id);
           if (suspect.leaving.leaseLost) this.droppedHere(ref, suspect.leaving);
           return;
         }
+        if (stored !== null) {
+          // Another lifecycle that no delete explains: the key was lost (the leases with it) and
+          // another replica created the group anew before this check ran. It is failed closed
+          // as lost, not taken for a move (docs/operations.md#lost-metadata).
+          try {
+            await this.recordOver(suspect.group, stored.revision);
+          } catch {
+            this.retryLater();
+            return;
+          }
+          if (this.suspects.get(id) !== suspect) return;
+          this.suspects.delete(id);
+          this.remember(suspect.group, !suspect.counted).recorded = true;
+          return;
+        }
+        this.suspects.delete(id);
         const known = this.remember(suspect.group, !suspect.counted);
         await this.record(known).catch(() => this.retryLater());
       }),
@@ -402,6 +425,18 @@ export class LostGroups {
     else await this.record(known);
   }
 
+  /**
+   * Writes the failure record of a lost group whose key now holds another lifecycle (created
+   * over the loss, at `storeRevision`), merged with a record already there. The new metadata
+   * is left alone; the record makes every replica that loads the group refuse it.
+   */
+  private async recordOver(group: LostGroup, storeRevision: number): Promise<void> {
+    const { store, guard } = this.options;
+    const earlier = await guard(() => store.readFailure(group.ref));
+    const record = { ...failureRecordOf(group), storeRevision };
+    await guard(() => store.recordFailure(group.ref, mergeRecords(earlier, record)));
+  }
+
   /** Whether a delete ended the group's lifecycle (any lifecycle, when `lifecycleId` is not known). */
   private isDeleted(
     ref: GroupRef,
@@ -464,6 +499,23 @@ function mergeLost(a: LostGroup, b: LostGroup): LostGroup {
     storeRevision: Math.max(a.storeRevision, b.storeRevision),
     at: Math.min(a.at, b.at),
     source: a.source,
+  };
+}
+
+/** An earlier failure record kept (its reason, time, lifecycle), with the highest numbers of both. */
+function mergeRecords(earlier: FailureRecord | null, record: FailureRecord): FailureRecord {
+  if (earlier === null) return record;
+  return {
+    ...earlier,
+    lifecycleId:
+      earlier.lifecycleId && earlier.lifecycleId !== UNKNOWN_LIFECYCLE
+        ? earlier.lifecycleId
+        : record.lifecycleId,
+    knownRevision: Math.max(earlier.knownRevision, record.knownRevision),
+    metadataVersion: Math.max(earlier.metadataVersion, record.metadataVersion),
+    highestVersionSeen: Math.max(earlier.highestVersionSeen, record.highestVersionSeen),
+    assignmentEpoch: Math.max(earlier.assignmentEpoch, record.assignmentEpoch),
+    memberEpochSeq: Math.max(earlier.memberEpochSeq, record.memberEpochSeq),
   };
 }
 

@@ -144,6 +144,61 @@ describe('lost metadata: the owner loses its lease with the store', () => {
     expect(reply.outcome).toBe('OK');
   });
 
+  it('the key gone and the group created anew by another replica before the check: failed closed, not moved', async () => {
+    const rig = leasedRig();
+    const last = await liveGroup(rig);
+    const m1 = last.get('m1')!;
+    await wipe(rig.faulty);
+    // Another replica, which never held the group, takes the flushed lease and creates it
+    // before this one notices its lease is gone.
+    const other = otherReplica(rig);
+    const created = await other.createGroup(REF, 4);
+    expect(created.lifecycleId).not.toBe(m1.lifecycleId);
+    await other.close();
+    rig.ownership.lose(REF, 'replica-b');
+    await expect
+      .poll(async () => (await rig.faulty.inner.readFailure(REF))?.reason)
+      .toBe('METADATA_LOST');
+    expect(await rig.faulty.inner.readFailure(REF)).toMatchObject({
+      lifecycleId: m1.lifecycleId,
+      metadataVersion: m1.metadataVersion,
+      assignmentEpoch: m1.assignmentEpoch,
+    });
+    expect(await lostCount(rig.metrics, 'replica')).toBe(1);
+
+    // Whoever loads the group next (this replica again, or any other) refuses it.
+    rig.ownership.owners.delete(ID);
+    expect(await rig.host.getGroup(REF)).toMatchObject({
+      status: 'FAILED_CLOSED',
+      failureReason: 'METADATA_LOST',
+    });
+    const third = otherReplica(rig);
+    await expect(third.getRouting(REF, { afterVersion: 0, waitMs: 0 })).rejects.toMatchObject({
+      code: 'GROUP_FAILED_CLOSED',
+      details: { failureReason: 'METADATA_LOST' },
+    });
+    await third.close();
+  });
+
+  it('deleted and created anew through another replica before the check: moved, nothing recorded', async () => {
+    const rig = leasedRig();
+    await liveGroup(rig);
+    const other = otherReplica(rig);
+    await other.deleteGroup(REF, { force: true });
+    const created = await other.createGroup(REF, 4);
+    await other.close();
+    rig.ownership.lose(REF, 'replica-b');
+    await expect.poll(() => rig.faulty.count('readRevisions')).toBeGreaterThan(0);
+    await rig.host.idle();
+    expect(await rig.faulty.inner.readFailure(REF)).toBeNull();
+    expect(await lostCount(rig.metrics, 'replica')).toBe(0);
+    rig.ownership.owners.delete(ID);
+    expect(await rig.host.getGroup(REF)).toMatchObject({
+      status: 'ACTIVE',
+      lifecycleId: created.lifecycleId,
+    });
+  });
+
   it('a store that does not answer yet is asked again until it does; then the loss is recorded', async () => {
     const rig = leasedRig();
     await liveGroup(rig);
