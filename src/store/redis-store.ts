@@ -20,6 +20,7 @@ import {
 } from './prefix-layout.js';
 import { redisTarget, seedCredentials } from './redis-target.js';
 import { refusalError, ScriptStatus } from './script-status.js';
+import { writeRefusalOf } from './refused-writes.js';
 import type {
   AuditQuery,
   AuditRecord,
@@ -123,6 +124,11 @@ export class RedisStore implements Store {
   private readonly target: string;
   /** Why the last connection attempt failed (`ECONNREFUSED`, ...), until one succeeds. */
   private connectionFailure: string | null = null;
+  /**
+   * The first word of the error with which Redis last refused a write (`READONLY`, `OOM`, ...),
+   * until a write succeeds: the store is DOWN meanwhile, whatever reads answer.
+   */
+  private refusedWrites: string | null = null;
 
   constructor(options: RedisStoreOptions) {
     this.keys = keyNames(options.keyPrefix);
@@ -157,7 +163,7 @@ export class RedisStore implements Store {
     this.client.on('ready', () => {
       this.wasReady = true;
       this.connectionFailure = null;
-      this.lastHealth = 'UP';
+      if (this.refusedWrites === null) this.lastHealth = 'UP';
     });
     this.client.on('error', (error: unknown) => {
       if (this.client.status !== 'ready') this.connectionFailure = causeOf(error);
@@ -173,8 +179,10 @@ export class RedisStore implements Store {
   async createGroup(state: GroupState): Promise<StoredGroup> {
     const ref = refOf(state);
     const member = registryMember(ref);
-    const registered = await this.command('createGroup', () =>
-      this.client.zscore(this.keys.groups(), member),
+    const registered = await this.command(
+      'createGroup',
+      () => this.client.zscore(this.keys.groups(), member),
+      'read',
     );
     if (registered !== null) {
       throw refusalError(ScriptStatus.GROUP_EXISTS, { ref, actualRevision: 0 });
@@ -468,8 +476,16 @@ export class RedisStore implements Store {
     return matched;
   }
 
+  /**
+   * A round trip; rejects as well while Redis refuses writes (until a write succeeds again, such
+   * as the next refresh of this replica's registry entry), so a store that answers but cannot
+   * take a lease or a change is not reported reachable.
+   */
   async ping(): Promise<void> {
     await this.command('ping', () => this.client.ping());
+    if (this.refusedWrites !== null) {
+      throw this.unavailable('ping', `writes refused (${this.refusedWrites})`);
+    }
   }
 
   health(): StoreHealth {
@@ -504,8 +520,10 @@ export class RedisStore implements Store {
       throw new CoordinatorError('INTERNAL', `store script ${name} is not loaded`);
     }
     const reply = parseScriptReply(
-      await this.command(name, () =>
-        run.call(this.client, this.keys.metadata(ref), ...extraKeys, ...args),
+      await this.command(
+        name,
+        () => run.call(this.client, this.keys.metadata(ref), ...extraKeys, ...args),
+        READ_SCRIPTS.has(name) ? 'read' : 'write',
       ),
     );
     if (reply.status < 0) {
@@ -518,8 +536,16 @@ export class RedisStore implements Store {
     return reply;
   }
 
-  /** Runs one round trip, tracking health; any failure becomes `StoreUnavailableError`. */
-  private async command<T>(operation: string, run: () => Promise<T>): Promise<T> {
+  /**
+   * Runs one round trip, tracking health; any failure becomes `StoreUnavailableError`. A write
+   * Redis refuses (`READONLY`, `OOM`, ...) leaves the store DOWN until a write succeeds: reads
+   * answering meanwhile do not make it UP (docs/operations.md#when-the-store-is-down).
+   */
+  private async command<T>(
+    operation: string,
+    run: () => Promise<T>,
+    access: 'read' | 'write' = READ_OPERATIONS.has(operation) ? 'read' : 'write',
+  ): Promise<T> {
     // Once connected, a lost connection fails calls at once instead of queueing them for the
     // command timeout: callers (503s, health) learn of an outage without waiting for it.
     if (this.wasReady && LOST.has(this.client.status)) {
@@ -531,10 +557,16 @@ export class RedisStore implements Store {
     }
     try {
       const result = await run();
-      this.lastHealth = 'UP';
+      if (access === 'write') this.refusedWrites = null;
+      this.lastHealth = this.refusedWrites === null ? 'UP' : 'DOWN';
       return result;
     } catch (error) {
       this.lastHealth = 'DOWN';
+      const refusal = writeRefusalOf(error);
+      if (refusal !== null) {
+        this.refusedWrites = refusal;
+        throw this.unavailable(operation, `writes refused (${refusal})`, error);
+      }
       // Not connected: the cause is the connection's (ECONNREFUSED, ...), not the retry limit
       // ioredis reports for the queued command.
       const cause =
@@ -603,7 +635,13 @@ export class RedisStore implements Store {
     const status = this.client.status;
     return {
       store: this.target,
-      cause: this.connectionFailure ?? (status === 'ready' ? 'no answer' : `connection ${status}`),
+      cause:
+        this.connectionFailure ??
+        (status !== 'ready'
+          ? `connection ${status}`
+          : this.refusedWrites !== null
+            ? `writes refused (${this.refusedWrites})`
+            : 'no answer'),
     };
   }
 
@@ -734,6 +772,27 @@ function causeOf(error: unknown): string {
   if (/^Connection is closed/.test(message)) return 'connection closed';
   return message;
 }
+
+/**
+ * Operations of {@link RedisStore} that only read: their success says nothing about whether
+ * Redis takes writes again.
+ */
+const READ_OPERATIONS = new Set([
+  'readLayouts',
+  'listReplicas',
+  'readFailure',
+  'isRegistered',
+  'listGroups',
+  'readRevisions',
+  'loadGroup',
+  'queryAudit',
+  'ping',
+  'readDeletions',
+  'readLoginFailures',
+]);
+
+/** Group scripts that write nothing (`checkWriter-1.lua`). */
+const READ_SCRIPTS = new Set(['checkWriter']);
 
 /** Client states in which a command would only wait in the offline queue. */
 const LOST = new Set(['reconnecting', 'close', 'end']);

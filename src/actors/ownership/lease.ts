@@ -7,8 +7,10 @@ import { systemClock } from '../../machines/clock.js';
 import { groupId } from '../../machines/types.js';
 import type { GroupRef } from '../../machines/types.js';
 import type { Metrics } from '../../observability/metrics.js';
+import { StoreUnavailableError } from '../../errors.js';
 import { hashSlot } from '../../store/hash-slot.js';
 import { luaScript } from '../../store/lua-scripts.js';
+import { writeRefusalOf } from '../../store/refused-writes.js';
 
 /** Values of `coord_lease_changes_total{event}` (docs/operations.md). */
 export type LeaseEvent = 'acquired' | 'renewed-failed' | 'lost' | 'released';
@@ -153,7 +155,9 @@ export class LeaseManager {
 
   /**
    * Acquires the group's lease (or returns the one held). Null when another replica holds it or
-   * Redis does not answer within the attempts: the ownership layer tries again later.
+   * Redis does not answer within the attempts: the ownership layer tries again later. Rejects
+   * with `STORE_UNAVAILABLE` when Redis refuses the write (`READONLY`, `OOM`, ...): the store
+   * answers but cannot take a lease (docs/operations.md#when-the-store-is-down).
    */
   acquire(ref: GroupRef): Promise<LeaseStatus | null> {
     const id = groupId(ref);
@@ -258,7 +262,14 @@ export class LeaseManager {
         this.count('acquired');
         this.renewBy(sentAt + this.renewAfterMs);
         return this.statusOf(lease);
-      } catch {
+      } catch (error) {
+        const refused = await refusalOf(error);
+        if (refused !== null) {
+          throw new StoreUnavailableError(
+            `the store refuses writes (${refused}): the lease of group ${groupId(ref)} was not taken`,
+            { cause: error, details: { cause: `writes refused (${refused})` } },
+          );
+        }
         if (attempt >= this.attempts) return null;
       }
       const delay = await this.retryDelay(key, attempt + 1 === this.attempts);
@@ -419,3 +430,25 @@ export class LeaseManager {
 }
 
 const NEVER = () => false;
+
+/**
+ * The first word of a write refusal (`READONLY`, `OOM`, ...) among the answers of a failed
+ * redlock acquire (its attempts' votes against), or null when none refused: the lease was held
+ * elsewhere, or Redis did not answer.
+ */
+async function refusalOf(error: unknown): Promise<string | null> {
+  const direct = writeRefusalOf(error);
+  if (direct !== null) return direct;
+  const attempts = (error as { attempts?: unknown } | null)?.attempts;
+  if (!Array.isArray(attempts)) return null;
+  for (const attempt of attempts as unknown[]) {
+    const stats = (await Promise.resolve(attempt).catch(() => null)) as {
+      votesAgainst?: Map<unknown, Error>;
+    } | null;
+    for (const vote of stats?.votesAgainst?.values() ?? []) {
+      const refused = writeRefusalOf(vote);
+      if (refused !== null) return refused;
+    }
+  }
+  return null;
+}
