@@ -6,14 +6,17 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LeaseManager } from '../../src/actors/ownership/lease.js';
+import { LeaseManager, leaseCommandTimeoutMs } from '../../src/actors/ownership/lease.js';
+import { ManualClock } from '../../src/machines/clock.js';
 import type { GroupRef } from '../../src/machines/types.js';
 import { keyNames } from '../../src/store/keys.js';
 import {
   randomKeyPrefix,
   startRedisServer,
+  waitFor,
   type RedisServerHandle,
 } from '../support/redis-server.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 
 const REF: GroupRef = { streamPrefix: 'orders', consumerGroup: 'billing' };
 
@@ -69,5 +72,66 @@ describe('acquiring a lease held by a replica that stopped', () => {
     expect(lease).toBeNull();
     // Two attempts and one PTTL, no wait: well within acquireWaitMs.
     expect(ms).toBeLessThan(1_000);
+  });
+});
+
+describe('acquiring a lease over a connection that went silent', () => {
+  let server: RedisServerHandle;
+  let proxy: TcpProxy;
+  beforeAll(async () => {
+    server = await startRedisServer();
+    proxy = await TcpProxy.start(server.url.replace(/^redis:/, 'http:'));
+  }, 20_000);
+  afterAll(async () => {
+    await proxy?.close();
+    await server?.stop();
+  });
+
+  it('gives up within acquireWaitMs, not after the lease command timeout, and takes no lease late', async () => {
+    const prefix = randomKeyPrefix();
+    const ttlMs = 10_000;
+    // The lease client as the replica builds it: a command may go unanswered for 8 s.
+    const client = new Redis(proxy.url.replace(/^http:/, 'redis:'), {
+      maxRetriesPerRequest: 1,
+      commandTimeout: leaseCommandTimeoutMs(ttlMs),
+    });
+    await client.ping();
+    const clock = new ManualClock();
+    const leases = new LeaseManager({
+      clients: [client],
+      leaseKey: (ref) => keyNames(prefix).lease(ref),
+      ttlMs,
+      onLost: () => undefined,
+      clock,
+      monotonicNow: () => clock.now(),
+      acquireWaitMs: 1_000,
+    });
+    try {
+      // One lease taken and given back first, so that Redis knows the script: after the stall
+      // the acquire runs in one round trip, ahead of the PING below.
+      await leases.acquire({ ...REF, consumerGroup: 'warm-up' });
+      await leases.release({ ...REF, consumerGroup: 'warm-up' });
+      proxy.setMode('stall');
+      let settled: { lease: unknown } | null = null;
+      const acquiring = leases.acquire(REF).then((lease) => (settled = { lease }));
+      await waitFor(() => proxy.stats().stalledChunks > 0, { what: 'the acquire sent' });
+      clock.advance(1_000);
+      // Answered within the wait: null (the caller answers GROUP_MOVED and is asked again),
+      // long before the 8 s the command itself could take.
+      await waitFor(() => settled !== null, { timeoutMs: 4_000, what: 'the acquire given up' });
+      expect(settled).toEqual({ lease: null });
+      await acquiring;
+      // The connection answers again: the lock granted after the caller gave up is not kept.
+      proxy.setMode('pass');
+      await client.ping(); // behind the acquire on the same connection: it has run
+      await waitFor(async () => (await server.client().exists(keyNames(prefix).lease(REF))) === 0, {
+        what: 'no lease left behind',
+      });
+      expect(leases.status(REF)).toBeNull();
+    } finally {
+      proxy.setMode('pass');
+      await leases.releaseAll();
+      client.disconnect();
+    }
   });
 });

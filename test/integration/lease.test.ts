@@ -250,10 +250,12 @@ describe('group leases on a real redis-server (docs/architecture.md#replicas-lea
     const lease = await b.leases.acquire(REF);
     expect(lease).not.toBeNull();
     expect(await server.client().get(key)).toBe(lease?.value);
-    // The retry was scheduled at the key's remaining time (≤ 300 ms) + a 5 ms margin, where the
-    // jittered base delay would have been 60–120 s (the next timer is the renewal).
-    expect(delays[0]).toBeGreaterThan(0);
-    expect(delays[0]).toBeLessThanOrEqual(305);
+    // The first timer is the acquire's wait (acquireWaitMs, the TTL here). The retry was
+    // scheduled at the key's remaining time (≤ 300 ms) + a 5 ms margin, where the jittered base
+    // delay would have been 60–120 s (the next timer is the renewal).
+    expect(delays[0]).toBe(600);
+    expect(delays[1]).toBeGreaterThan(0);
+    expect(delays[1]).toBeLessThanOrEqual(305);
   });
 
   it('a retry after the lease was released meanwhile goes at once', async () => {
@@ -278,7 +280,8 @@ describe('group leases on a real redis-server (docs/architecture.md#replicas-lea
     const lease = await b.leases.acquire(REF);
     expect(released).toBe(true);
     expect(lease).not.toBeNull();
-    expect(delays[0]).toBe(0); // then the renewal's timer
+    // After the acquire's wait (acquireWaitMs), the retry; then the renewal's timer.
+    expect(delays.slice(0, 2)).toEqual([600, 0]);
     await a.leases.release(REF);
   });
 

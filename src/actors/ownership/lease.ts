@@ -18,6 +18,9 @@ export type LeaseEvent = 'acquired' | 'renewed-failed' | 'lost' | 'released';
 /** Past a held lease's expiry, how long an acquire retry waits before trying (timer slack). */
 const EXPIRY_MARGIN_MS = 5;
 
+/** What {@link LeaseManager} gets of a lease command not answered within the acquire wait. */
+const LATE = Symbol('late');
+
 /** Share of the TTL a lease is served from memory after its last acquire or renew. */
 export const SERVE_FRACTION = 0.8;
 
@@ -69,7 +72,8 @@ export interface LeaseManagerOptions {
   readonly acquireRetryMs?: number;
   /**
    * The longest an acquire keeps its caller (a request) waiting: a retry that would start later
-   * is not made (the caller answers 503 `GROUP_MOVED`, and is asked again). It stays below the
+   * is not made, and an attempt Redis has not answered by then is given up (the caller answers
+   * 503 `GROUP_MOVED`, and is asked again). It stays below the
    * forwarding answer timeout, so that a replica taking a group over is not taken for one that
    * does not answer (docs/operations.md#a-paused-owner). @default min(ttlMs, 1000)
    */
@@ -242,13 +246,41 @@ export class LeaseManager {
     await Promise.all(this.heldGroups().map((ref) => this.release(ref)));
   }
 
+  /**
+   * The attempts of one acquire, all within `acquireWaitMs` from its start: an attempt (or the
+   * PTTL before a retry) that Redis has not answered by then is given up, rather than left to
+   * the lease client's command timeout (80 % of the TTL), so a connection gone silent keeps the
+   * request no longer than the wait (docs/operations.md#a-paused-owner). A lock granted after
+   * its attempt was given up is released at once: nobody renews it.
+   */
   private async acquireLoop(ref: GroupRef): Promise<LeaseStatus | null> {
+    let cancel = (): void => undefined;
+    const late = new Promise<typeof LATE>((resolve) => {
+      cancel = this.clock.after(this.waitMs, () => resolve(LATE));
+    });
+    try {
+      return await this.attemptWithin(ref, late);
+    } finally {
+      cancel();
+    }
+  }
+
+  /** The attempts of {@link acquireLoop}; `late` resolves when the acquire's wait is over. */
+  private async attemptWithin(
+    ref: GroupRef,
+    late: Promise<typeof LATE>,
+  ): Promise<LeaseStatus | null> {
     const key = this.options.leaseKey(ref);
     const giveUpAt = this.now() + this.waitMs;
     for (let attempt = 1; ; attempt++) {
       const sentAt = this.now();
       try {
-        const lock = await this.redlock.acquire([key], this.options.ttlMs);
+        const pending = this.redlock.acquire([key], this.options.ttlMs);
+        const lock = await Promise.race([pending, late]);
+        if (lock === LATE) {
+          pending.then((granted) => granted.release()).catch(() => undefined);
+          return null;
+        }
         const lease: HeldLease = {
           ref,
           key,
@@ -272,8 +304,8 @@ export class LeaseManager {
         }
         if (attempt >= this.attempts) return null;
       }
-      const delay = await this.retryDelay(key, attempt + 1 === this.attempts);
-      if (this.now() + delay > giveUpAt) return null;
+      const delay = await Promise.race([this.retryDelay(key, attempt + 1 === this.attempts), late]);
+      if (delay === LATE || this.now() + delay > giveUpAt) return null;
       await new Promise<void>((resolve) => this.clock.after(delay, resolve));
     }
   }
