@@ -12,6 +12,12 @@ export interface DuplicateSensitiveScale {
   readonly consumerGroup: string;
   readonly shardCount: number;
   readonly change: ChangeMeta;
+  /**
+   * The consumer groups on the stream prefix (the named one among them, or not): their
+   * producers write the same shards, so they are paused and waited for too
+   * (docs/protocol.md#one-shard-layout-per-stream-prefix).
+   */
+  readonly groupsOnPrefix: () => Promise<readonly string[]>;
   /** How long in-flight appends and publish retries need to drain after the pause. */
   readonly drainMs: number;
   /** How long producers need to refresh their routing caches before they resume. */
@@ -23,52 +29,66 @@ export interface DuplicateSensitiveScale {
 }
 
 /**
- * The duplicate-sensitive scale (docs/cli.md#scale), step by step: pause producers, wait for the drain, scale, wait until routing
- * shows the new shard count, let producers refresh, resume. If a step fails before the scale
- * was accepted, producers are resumed; after it, they stay paused (resuming them under an
- * unconfirmed shard count is what the procedure exists to avoid) and the error says so.
+ * The duplicate-sensitive scale (docs/cli.md#scale), step by step: pause producers, wait for
+ * the drain, scale, wait until routing shows the new shard count, let producers refresh,
+ * resume. Producers of every group on the stream prefix are paused, since they all write its
+ * shards, and each group's routing must show the new count before any resumes; another group whose
+ * producers were paused already is left paused. If a step fails before the scale was accepted,
+ * producers are resumed; after it, they stay paused (resuming them under an unconfirmed shard
+ * count is what the procedure exists to avoid) and the error says so.
  */
 export async function scaleDuplicateSensitive(
   client: ScaleCalls,
   plan: DuplicateSensitiveScale,
 ): Promise<string> {
   const { streamPrefix: sp, consumerGroup: cg, change, progress } = plan;
-  progress(`1/6 pausing producers of ${sp}:${cg}`);
-  await client.pauseProducers(sp, cg, change);
+  const groups = [cg, ...(await plan.groupsOnPrefix()).filter((g) => g !== cg).sort()];
+  const label = groups.map((g) => `${sp}:${g}`).join(', ');
+  progress(`1/6 pausing producers of ${label}`);
+  const paused: string[] = [];
   let scaled = false;
   try {
+    for (const g of groups) {
+      if (g !== cg && (await client.routing(sp, g)).producersPaused) continue;
+      await client.pauseProducers(sp, g, change);
+      paused.push(g);
+    }
     progress(`2/6 waiting ${plan.drainMs} ms for in-flight appends and publish retries to drain`);
     await plan.sleep(plan.drainMs);
     progress(`3/6 scaling to ${plan.shardCount} shards`);
     const { migration } = await client.scale(sp, cg, plan.shardCount, change);
     scaled = true;
     progress(
-      `4/6 waiting for routing to show shardCount ${plan.shardCount} (migration ${migration.migrationId})`,
+      `4/6 waiting for routing of ${label} to show shardCount ${plan.shardCount} (migration ${migration.migrationId})`,
     );
     const deadline = Date.now() + plan.routingTimeoutMs;
-    let routing = await client.routing(sp, cg);
-    while (routing.shardCount !== plan.shardCount) {
-      const left = deadline - Date.now();
-      if (left <= 0)
-        throw new Error(
-          `routing still shows shardCount ${routing.shardCount}; producers stay paused\n  what to do: check \`coordctl describe ${sp}:${cg}\`, then \`coordctl producers resume ${sp}:${cg}\``,
-        );
-      routing = await client.routing(sp, cg, {
-        afterVersion: routing.metadataVersion,
-        waitMs: Math.min(left, 30_000),
-      });
+    let versions = '';
+    for (const g of groups) {
+      let routing = await client.routing(sp, g);
+      while (routing.shardCount !== plan.shardCount) {
+        const left = deadline - Date.now();
+        if (left <= 0)
+          throw new Error(
+            `routing of ${sp}:${g} still shows shardCount ${routing.shardCount}; producers of ${label} stay paused\n  what to do: check \`coordctl describe ${sp}:${g}\`, then \`coordctl producers resume\` for each of ${label}`,
+          );
+        routing = await client.routing(sp, g, {
+          afterVersion: routing.metadataVersion,
+          waitMs: Math.min(left, 30_000),
+        });
+      }
+      if (g === cg) versions = ` at metadataVersion ${routing.metadataVersion}`;
     }
     progress(
-      `5/6 routing shows shardCount ${routing.shardCount} at metadataVersion ${routing.metadataVersion}; waiting ${plan.refreshMs} ms for producer caches`,
+      `5/6 routing shows shardCount ${plan.shardCount}${versions}; waiting ${plan.refreshMs} ms for producer caches`,
     );
     await plan.sleep(plan.refreshMs);
     progress('6/6 resuming producers');
-    await client.resumeProducers(sp, cg, change);
+    for (const g of paused) await client.resumeProducers(sp, g, change);
     return migration.migrationId;
   } catch (error) {
     if (!scaled) {
       progress('scale not started: resuming producers');
-      await client.resumeProducers(sp, cg, change);
+      for (const g of paused) await client.resumeProducers(sp, g, change);
     }
     throw error;
   }

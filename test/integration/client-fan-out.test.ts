@@ -4,6 +4,7 @@
  * a scale-in of the prefix started on one of them (docs/protocol.md#one-shard-layout-per-stream-prefix).
  */
 import { randomBytes } from 'node:crypto';
+import { coordctl } from '../support/cli.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Consumer, CoordinatorClient, Producer } from '../../src/client/index.js';
 import {
@@ -152,5 +153,112 @@ describe('two groups on one stream prefix', () => {
     );
     expect(routings.map((r) => r.shardCount)).toEqual([3, 3]);
     expect(routings[0]!.layoutVersion).toBe(routings[1]!.layoutVersion);
+  }, 90_000);
+});
+
+describe('a duplicate-sensitive scale of one group on a prefix with two', () => {
+  it('pauses the producers of both groups, and resumes them on the new count', async () => {
+    const sp = `orders-${randomBytes(4).toString('hex')}`;
+    const writer = client('writer');
+    await writer.createGroup(sp, 'billing', 4, CHANGE);
+    await writer.createGroup(sp, 'emails', undefined, CHANGE);
+    const billing: Processed[] = [];
+    const emails: Processed[] = [];
+    await startConsumer(sp, 'billing', 'billing-a', billing);
+    await startConsumer(sp, 'emails', 'emails-a', emails);
+
+    // One producer follows billing's routing, the other emails': both write the prefix's shards.
+    const sends: { via: string; key: string; shardCount: number; id: string }[] = [];
+    let stop = false;
+    const run = async (via: string) => {
+      const producer = new Producer({
+        client: client('producer'),
+        redis: streams.url,
+        streamPrefix: sp,
+        consumerGroup: via,
+        longPollWaitMs: 2_000,
+      });
+      closers.push(() => producer.close());
+      for (let i = 0; !stop; i++) {
+        const key = `${via}-${i}`;
+        const { shardCount, id } = await producer.send(key, { n: String(i) });
+        sends.push({ via, key, shardCount, id });
+      }
+    };
+    const producing = Promise.all([run('billing'), run('emails')]);
+    producing.catch(() => undefined);
+    await waitFor(() => sends.filter((s) => s.via === 'emails').length > 50, {
+      what: 'traffic through both routings',
+    });
+
+    const { code, stderr } = await coordctl(
+      [
+        'scale',
+        `${sp}:billing`,
+        '8',
+        '--duplicate-sensitive',
+        '--drain',
+        '1s',
+        '--refresh',
+        '500ms',
+        '--coordinator',
+        coordinator.url,
+        '--requested-by',
+        'ops',
+        '--reason',
+        'more shards',
+      ],
+      { env: { COORDCTL_TOKEN: coordinator.token('admin') } },
+    );
+    expect(stderr).toMatch(/6\/6 resuming/);
+    expect(code).toBe(0);
+    await waitFor(
+      () =>
+        ['billing', 'emails'].every(
+          (via) => sends.filter((s) => s.via === via && s.shardCount === 8).length > 50,
+        ),
+      { timeoutMs: 15_000, what: 'traffic under 8 shards through both routings' },
+    );
+    stop = true;
+    await producing;
+
+    // Stream ids carry the Redis server's clock: every append under 4 shards precedes every
+    // append under 8, whichever group's routing chose the shard.
+    const ms = (id: string) => Number(id.split('-')[0]);
+    const lastOld = Math.max(...sends.filter((s) => s.shardCount === 4).map((s) => ms(s.id)));
+    const firstNew = Math.min(...sends.filter((s) => s.shardCount === 8).map((s) => ms(s.id)));
+    // Nothing was appended from the end of the drain to the resume, by either producer.
+    const { records } = (await (
+      await coordinator.call('GET', `/coord/v1/monitoring/audit?streamPrefix=${sp}`, {
+        user: 'reader',
+      })
+    ).json()) as { records: { operation: string; consumerGroup: string; timestamp: string }[] };
+    const at = (operation: string) =>
+      Math.min(
+        ...records
+          .filter((r) => r.operation === operation && r.consumerGroup === 'billing')
+          .map((r) => Date.parse(r.timestamp)),
+      );
+    const pausedFrom = at('pauseProducers') + 1_000;
+    const resumedAt = at('resumeProducers');
+    const whilePaused = sends.filter((s) => ms(s.id) > pausedFrom && ms(s.id) < resumedAt);
+    expect({
+      lastOldBeforeFirstNew: lastOld < firstNew,
+      appendedWhilePaused: whilePaused.length,
+    }).toEqual({ lastOldBeforeFirstNew: true, appendedWhilePaused: 0 });
+    const keys = sends.map((s) => s.key);
+    for (const log of [billing, emails]) {
+      await waitFor(() => lostKeys(keys, log).length === 0, {
+        timeoutMs: 30_000,
+        what: 'every key processed by each group',
+      });
+    }
+    const routings = await Promise.all(
+      ['billing', 'emails'].map((g) => client('producer').routing(sp, g)),
+    );
+    expect(routings.map((r) => [r.shardCount, r.producersPaused])).toEqual([
+      [8, false],
+      [8, false],
+    ]);
   }, 90_000);
 });

@@ -208,6 +208,7 @@ describe('the duplicate-sensitive scale procedure with producers running', () =>
       consumerGroup: 'billing',
       shardCount: 8,
       change: CHANGE,
+      groupsOnPrefix: async () => ['billing'],
       drainMs: 300,
       refreshMs: 300,
       routingTimeoutMs: 10_000,

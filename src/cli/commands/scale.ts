@@ -10,6 +10,7 @@ import {
   progress,
   type GroupName,
 } from '../options.js';
+import { listAllGroups } from '../monitoring.js';
 import { scaleDuplicateSensitive } from '../scale-procedure.js';
 import { watchMigration } from '../watch-migration.js';
 
@@ -63,6 +64,10 @@ export function registerScaleCommands(program: Command): void {
           ...group,
           shardCount,
           change,
+          groupsOnPrefix: async () =>
+            (await listAllGroups(api))
+              .filter((g) => g.streamPrefix === group.streamPrefix)
+              .map((g) => g.consumerGroup),
           drainMs: flags.drain,
           refreshMs: flags.refresh,
           routingTimeoutMs: flags.routingTimeout,
