@@ -1,4 +1,4 @@
-import type { ChangeMeta, CoordinatorClient } from '../client/index.js';
+import { CoordinatorApiError, type ChangeMeta, type CoordinatorClient } from '../client/index.js';
 import type { Progress } from './backup.js';
 
 /** The calls the procedure makes (the CLI's API, or a {@link CoordinatorClient}). */
@@ -35,7 +35,8 @@ export interface DuplicateSensitiveScale {
  * shards, and each group's routing must show the new count before any resumes; another group whose
  * producers were paused already is left paused. If a step fails before the scale was accepted,
  * producers are resumed; after it, they stay paused (resuming them under an unconfirmed shard
- * count is what the procedure exists to avoid) and the error says so.
+ * count is what the procedure exists to avoid) and the error says so, as they do when the scale
+ * got no answer at all (it may have been made).
  */
 export async function scaleDuplicateSensitive(
   client: ScaleCalls,
@@ -56,7 +57,21 @@ export async function scaleDuplicateSensitive(
     progress(`2/6 waiting ${plan.drainMs} ms for in-flight appends and publish retries to drain`);
     await plan.sleep(plan.drainMs);
     progress(`3/6 scaling to ${plan.shardCount} shards`);
-    const { migration } = await client.scale(sp, cg, plan.shardCount, change);
+    let migration: { migrationId: string };
+    try {
+      ({ migration } = await client.scale(sp, cg, plan.shardCount, change));
+    } catch (error) {
+      // Refused by the coordinator: nothing changed. No answer at all: the scale may have
+      // been made, so the producers stay paused as after an accepted one.
+      if (!answered(error)) {
+        scaled = true;
+        throw new Error(
+          `no answer to the scale of ${sp}:${cg}: it may have been made; producers of ${label} stay paused\n  what to do: check \`coordctl describe ${sp}:${cg}\`, then \`coordctl producers resume\` for each of ${label}`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
     scaled = true;
     progress(
       `4/6 waiting for routing of ${label} to show shardCount ${plan.shardCount} (migration ${migration.migrationId})`,
@@ -92,4 +107,12 @@ export async function scaleDuplicateSensitive(
     }
     throw error;
   }
+}
+
+/** Whether `error` is (or wraps) an error answer of the coordinator, not a missing answer. */
+function answered(error: unknown): boolean {
+  for (let e = error; e instanceof Error; e = e.cause) {
+    if (e instanceof CoordinatorApiError) return true;
+  }
+  return false;
 }

@@ -33,6 +33,7 @@ import {
   waitFor,
   type RedisServerHandle,
 } from '../support/redis-server.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 
 let streams: RedisServerHandle;
 let coordinator: TestCoordinator;
@@ -232,6 +233,47 @@ describe('the duplicate-sensitive scale procedure with producers running', () =>
     const resumed = steps.find((s) => s.line.startsWith('6/6'))!.at;
     expect(sends.filter((s) => ms(s.id) > paused && ms(s.id) < resumed)).toEqual([]);
     expect(new Set(sends.map((s) => s.shardCount))).toEqual(new Set([4, 8]));
+  });
+});
+
+describe('the duplicate-sensitive scale procedure when the scale gets no answer', () => {
+  it('leaves producers paused: the scale may have been made', async () => {
+    const sp = await createGroup(4);
+    // The procedure talks to the coordinator through a proxy that will hold its answers.
+    const proxy = await TcpProxy.start(coordinator.url);
+    closers.push(() => proxy.close());
+    const admin = new CoordinatorClient({
+      baseUrl: proxy.url,
+      token: coordinator.token('admin'),
+      timeoutMs: 1_500,
+    });
+    const steps: string[] = [];
+    const outcome = await scaleDuplicateSensitive(admin, {
+      streamPrefix: sp,
+      consumerGroup: 'billing',
+      shardCount: 8,
+      change: CHANGE,
+      groupsOnPrefix: async () => ['billing'],
+      drainMs: 10,
+      refreshMs: 10,
+      routingTimeoutMs: 5_000,
+      // The scale, sent after the drain, reaches the coordinator; its answer does not.
+      sleep: async () => proxy.setMode('stall-replies'),
+      progress: (line) => steps.push(line),
+    }).then(
+      () => 'resolved',
+      (error: unknown) => String(error),
+    );
+    proxy.setMode('pass');
+    expect(outcome).not.toBe('resolved');
+    // The coordinator made the scale; producers must not have been told to go on.
+    const routing = await client('producer').routing(sp, 'billing');
+    expect({ shardCount: routing.shardCount, producersPaused: routing.producersPaused }).toEqual({
+      shardCount: 8,
+      producersPaused: true,
+    });
+    expect(steps.join('\n')).not.toMatch(/scale not started/);
+    expect(outcome).toMatch(/may have|paused/);
   });
 });
 

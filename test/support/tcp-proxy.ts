@@ -6,13 +6,15 @@
  * - `latency`: each chunk held `latencyMs` before it is forwarded (order kept per direction);
  * - `stall`: nothing forwarded, every socket kept open (new connections are accepted too); what
  *   arrived meanwhile is forwarded, in order, once the mode changes;
+ * - `stall-replies`: as `stall`, but only from the server to the clients: requests reach the
+ *   server, its answers are held (a change made whose answer never came);
  * - {@link TcpProxy.reset}: every socket of every connection destroyed at once.
  *
  * It counts what it did, for the tests to print.
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
-export type ProxyMode = 'pass' | 'latency' | 'stall';
+export type ProxyMode = 'pass' | 'latency' | 'stall' | 'stall-replies';
 
 /** What the proxy did so far. */
 export interface ProxyCounts {
@@ -81,10 +83,11 @@ export class TcpProxy {
 
   /** The mode from now on (`latencyMs` for `latency`). Leaving `stall` flushes what was held. */
   setMode(mode: ProxyMode, latencyMs = 0): void {
-    if (mode === 'stall' && this.mode !== 'stall') {
+    const stalls = (m: ProxyMode) => m === 'stall' || m === 'stall-replies';
+    if (stalls(mode) && !stalls(this.mode)) {
       this.unstalled = new Promise((resolve) => (this.endStall = resolve));
     }
-    if (mode !== 'stall' && this.mode === 'stall') this.endStall();
+    if (!stalls(mode) && stalls(this.mode)) this.endStall();
     this.mode = mode;
     this.latencyMs = latencyMs;
   }
@@ -134,22 +137,23 @@ export class TcpProxy {
     upstream.on('error', drop);
     client.on('close', drop);
     upstream.on('close', drop);
-    this.pipe(c, client, upstream);
-    this.pipe(c, upstream, client);
+    this.pipe(c, client, upstream, false);
+    this.pipe(c, upstream, client, true);
   }
 
   /** Forwards `from` to `to` chunk by chunk, in order, as the mode of each moment says. */
-  private pipe(c: Connection, from: Socket, to: Socket): void {
+  private pipe(c: Connection, from: Socket, to: Socket, replies: boolean): void {
     let chain = Promise.resolve();
+    const stalled = () => this.mode === 'stall' || (replies && this.mode === 'stall-replies');
     from.on('data', (chunk: Buffer) => {
       chain = chain.then(async () => {
-        if (this.mode === 'stall') {
+        if (stalled()) {
           this.counts.stalledChunks++;
           if (!c.stalled) {
             c.stalled = true;
             this.counts.stalledConnections++;
           }
-          while (this.mode === 'stall') await this.unstalled;
+          while (stalled()) await this.unstalled;
         }
         if (this.mode === 'latency' && this.latencyMs > 0) {
           this.counts.delayedChunks++;
