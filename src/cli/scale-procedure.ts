@@ -25,6 +25,11 @@ export interface DuplicateSensitiveScale {
   /** Upper bound for routing to show the new shard count. */
   readonly routingTimeoutMs: number;
   readonly sleep: (ms: number) => Promise<void>;
+  /**
+   * Aborted to stop the procedure (Ctrl-C): before the scale it resumes the producers it
+   * paused, after it they stay paused; the signal's reason is thrown.
+   */
+  readonly signal?: AbortSignal;
   readonly progress: Progress;
 }
 
@@ -47,15 +52,21 @@ export async function scaleDuplicateSensitive(
   const label = groups.map((g) => `${sp}:${g}`).join(', ');
   progress(`1/6 pausing producers of ${label}`);
   const paused: string[] = [];
+  const signal = plan.signal;
+  const stopped = () => {
+    if (signal?.aborted) throw signal.reason;
+  };
   let scaled = false;
   try {
     for (const g of groups) {
       if (g !== cg && (await client.routing(sp, g)).producersPaused) continue;
       await client.pauseProducers(sp, g, change);
       paused.push(g);
+      stopped();
     }
     progress(`2/6 waiting ${plan.drainMs} ms for in-flight appends and publish retries to drain`);
     await plan.sleep(plan.drainMs);
+    stopped();
     progress(`3/6 scaling to ${plan.shardCount} shards`);
     let migration: { migrationId: string };
     try {
@@ -81,15 +92,18 @@ export async function scaleDuplicateSensitive(
     for (const g of groups) {
       let routing = await client.routing(sp, g);
       while (routing.shardCount !== plan.shardCount) {
+        stopped();
         const left = deadline - Date.now();
         if (left <= 0)
           throw new Error(
             `routing of ${sp}:${g} still shows shardCount ${routing.shardCount}; producers of ${label} stay paused\n  what to do: check \`coordctl describe ${sp}:${g}\`, then \`coordctl producers resume\` for each of ${label}`,
           );
-        routing = await client.routing(sp, g, {
-          afterVersion: routing.metadataVersion,
-          waitMs: Math.min(left, 30_000),
-        });
+        routing = await client.routing(
+          sp,
+          g,
+          { afterVersion: routing.metadataVersion, waitMs: Math.min(left, 30_000) },
+          signal ? { signal } : {},
+        );
       }
       if (g === cg) versions = ` at metadataVersion ${routing.metadataVersion}`;
     }
@@ -104,6 +118,10 @@ export async function scaleDuplicateSensitive(
     if (!scaled) {
       progress('scale not started: resuming producers');
       for (const g of paused) await client.resumeProducers(sp, g, change);
+    } else if (!(error instanceof Error && error.message.includes('stay paused'))) {
+      progress(
+        `the scale was made: producers of ${label} stay paused; check \`coordctl describe ${sp}:${cg}\`, then \`coordctl producers resume\` for each of ${label}`,
+      );
     }
     throw error;
   }

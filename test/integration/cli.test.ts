@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { chmod, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -102,6 +102,50 @@ describe('coordctl scale --duplicate-sensitive', () => {
         .map((r) => r.operation)
         .reverse(),
     ).toEqual(['pauseProducers', 'scale', 'resumeProducers']);
+  });
+
+  it('resumes producers when interrupted (Ctrl-C) before the scale', async () => {
+    const child = spawn(
+      process.execPath,
+      [
+        'bin/coordctl.js',
+        'scale',
+        'dup:g',
+        '6',
+        '--duplicate-sensitive',
+        '--drain',
+        '10m',
+        '--coordinator',
+        c.url,
+        '--requested-by',
+        'ops',
+        '--reason',
+        'interrupted',
+      ],
+      { env: { PATH: process.env.PATH ?? '', COORDCTL_TOKEN: c.token('admin') } },
+    );
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    const paused = async () =>
+      (
+        (await (
+          await c.call('GET', '/coord/v1/routing/streams/dup/groups/g', { user: 'producer' })
+        ).json()) as { producersPaused: boolean; shardCount: number }
+      ).producersPaused;
+    await waitFor(() => /2\/6 waiting/.test(stderr) && paused(), {
+      timeoutMs: 15_000,
+      what: 'producers paused, the drain under way',
+    });
+    child.kill('SIGINT');
+    const code = await exited;
+    expect(code).not.toBe(0);
+    expect(stderr).toMatch(/resuming producers/);
+    expect(await paused()).toBe(false);
+    const routing = (await (
+      await c.call('GET', '/coord/v1/routing/streams/dup/groups/g', { user: 'producer' })
+    ).json()) as { shardCount: number };
+    expect(routing.shardCount).toBe(4);
   });
 
   it('resumes producers when the scale is refused', async () => {

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { changeOf, changeOptions } from '../change.js';
+import { CliError } from '../cli-error.js';
 import { connect, connectionOptions, type ConnectionFlags } from '../connection.js';
 import {
   durationOption,
@@ -60,20 +61,38 @@ export function registerScaleCommands(program: Command): void {
       const change = changeOf(flags);
       let migrationId: string;
       if (flags.duplicateSensitive) {
-        migrationId = await scaleDuplicateSensitive(api, {
-          ...group,
-          shardCount,
-          change,
-          groupsOnPrefix: async () =>
-            (await listAllGroups(api))
-              .filter((g) => g.streamPrefix === group.streamPrefix)
-              .map((g) => g.consumerGroup),
-          drainMs: flags.drain,
-          refreshMs: flags.refresh,
-          routingTimeoutMs: flags.routingTimeout,
-          sleep: (ms) => sleep(ms),
-          progress,
-        });
+        // Ctrl-C (or SIGTERM) stops the procedure at its next step, so producers are resumed
+        // (before the scale) or said to stay paused (after it); a second one ends coordctl.
+        const stop = new AbortController();
+        const onSignal = () => {
+          if (stop.signal.aborted) process.exit(130);
+          stop.abort(new CliError('interrupted'));
+        };
+        process.on('SIGINT', onSignal);
+        process.on('SIGTERM', onSignal);
+        try {
+          migrationId = await scaleDuplicateSensitive(api, {
+            ...group,
+            shardCount,
+            change,
+            groupsOnPrefix: async () =>
+              (await listAllGroups(api))
+                .filter((g) => g.streamPrefix === group.streamPrefix)
+                .map((g) => g.consumerGroup),
+            drainMs: flags.drain,
+            refreshMs: flags.refresh,
+            routingTimeoutMs: flags.routingTimeout,
+            sleep: (ms) =>
+              sleep(ms, undefined, { signal: stop.signal }).catch(() => {
+                throw stop.signal.reason as Error;
+              }),
+            signal: stop.signal,
+            progress,
+          });
+        } finally {
+          process.off('SIGINT', onSignal);
+          process.off('SIGTERM', onSignal);
+        }
       } else {
         const { migration } = await api.scale(
           group.streamPrefix,
