@@ -44,12 +44,16 @@ export class RetiredShards {
         const seal = group.layout.id
           ? { id: group.layout.id, version: group.layout.version }
           : { id: group.lifecycleId, version: group.metadataVersion };
+        // Where the group's members would start a shard they never read (the SDK's
+        // `groupStart`): the beginning for `earliest`, its creation for `latest`.
+        const startFromMs = group.startAt === 'latest' ? group.startFrom : null;
         const drained: number[] = [];
         for (const shard of shards) {
           const result = await reader.sealRetired(
             `${group.streamPrefix}:${shard}`,
             group.consumerGroup,
             seal,
+            startFromMs,
           );
           if (result.drained) drained.push(shard);
         }

@@ -184,13 +184,16 @@ export class StreamsReader {
 
   /**
    * Seals a retiring shard no member reads, as a member would (`sealRetired-1.lua`), and says
-   * whether the group left anything unread or unacknowledged before the seal.
-   * `STREAMS_UNAVAILABLE` when the streams Redis cannot be reached.
+   * whether the group left anything unread or unacknowledged before the seal. `startFromMs`:
+   * where the group starts on a shard it never read (null: the beginning), as its members create
+   * the shard's consumer group (docs/protocol.md#start-position); entries before it are not the
+   * group's to read. `STREAMS_UNAVAILABLE` when the streams Redis cannot be reached.
    */
   async sealRetired(
     stream: string,
     group: string,
     seal: { readonly id: string; readonly version: number },
+    startFromMs: number | null,
   ): Promise<{ drained: boolean; sealId: string }> {
     const call = (this.client as unknown as Record<string, ScriptCall>)[SEAL_COMMAND]!;
     try {
@@ -201,6 +204,7 @@ export class StreamsReader {
         SEAL_FIELD,
         seal.id,
         String(seal.version),
+        startFromMs === null ? '-' : `(${Math.max(0, Math.floor(startFromMs))}-0`,
       )) as [number, string];
       return { drained: drained === 1, sealId };
     } catch (error) {

@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Consumer, CoordinatorClient, Producer } from '../../src/client/index.js';
 import {
   CHANGE,
+  startStreamsCoordinator,
   useCoordinator,
   type TestCoordinator,
   QUICK_MEMBERSHIP,
@@ -261,4 +262,72 @@ describe('a duplicate-sensitive scale of one group on a prefix with two', () => 
       [8, false],
     ]);
   }, 90_000);
+});
+
+describe('a scale-in of a prefix whose second group never had a member', () => {
+  it('lets that group go of removed shards holding only what came before it', async () => {
+    // A coordinator that reads the streams: it seals ownerless retiring shards itself.
+    const sc = await startStreamsCoordinator(streams.url);
+    closers.push(() => sc.close());
+    const scClient = (user: string) =>
+      new CoordinatorClient({ baseUrl: sc.url, token: sc.token(user) });
+    const sp = `orders-${randomBytes(4).toString('hex')}`;
+    const writer = scClient('writer');
+    await writer.createGroup(sp, 'billing', 4, CHANGE);
+    const billing: Processed[] = [];
+    for (const name of ['billing-a', 'billing-b']) {
+      const consumer = new Consumer({
+        client: scClient('consumer'),
+        redis: streams.url,
+        streamPrefix: sp,
+        consumerGroup: 'billing',
+        memberId: name,
+        blockMs: 50,
+        sessionTimeoutMs: 6_000,
+        handler: recordingHandler(billing, name),
+      });
+      consumer.on('error', () => undefined);
+      await consumer.start();
+      closers.push(() => consumer.close());
+    }
+    const producer = new Producer({
+      client: scClient('producer'),
+      redis: streams.url,
+      streamPrefix: sp,
+      consumerGroup: 'billing',
+      longPollWaitMs: 2_000,
+    });
+    closers.push(() => producer.close());
+    const keys: string[] = [];
+    for (let i = 0; i < 200; i++) {
+      await producer.send(`order-${i}`, { n: String(i) });
+      keys.push(`order-${i}`);
+    }
+    await waitFor(() => lostKeys(keys, billing).length === 0, { what: 'billing read all' });
+    // emails starts at its creation (latest): nothing on the streams is for it yet.
+    await writer.createGroup(sp, 'emails', undefined, CHANGE);
+    await writer.scale(sp, 'billing', 2, CHANGE);
+    const active = async (g: string) => {
+      const res = await sc.call(
+        'GET',
+        `/coord/v1/monitoring/streams/${sp}/groups/${g}/migrations`,
+        {
+          user: 'reader',
+        },
+      );
+      return ((await res.json()) as { active: { state: string; progress: unknown } | null }).active;
+    };
+    await waitFor(async () => (await active('billing'))?.state !== 'IN_PROGRESS', {
+      timeoutMs: 15_000,
+      what: 'billing converged',
+    });
+    await waitFor(async () => (await active('emails'))?.state !== 'IN_PROGRESS', {
+      timeoutMs: 10_000,
+      what: 'emails converged without a member',
+    }).catch(async (error: unknown) => {
+      throw new Error(`emails: ${JSON.stringify(await active('emails'))}`, { cause: error });
+    });
+    // The prefix can move again.
+    await writer.scale(sp, 'billing', 3, CHANGE);
+  }, 60_000);
 });

@@ -10,10 +10,13 @@
   ARGV[2]  the seal's first field (`__coord_seal`)
   ARGV[3]  the seal's identity (the stream prefix's layout id)
   ARGV[4]  the seal's version (the layout version)
+  ARGV[5]  where the group would start on the shard, as an XRANGE start (`-`, or `(<id>` for a
+           group that starts at its creation): while the group has no Redis consumer group
+           there, only entries after that are its to read (docs/protocol.md#start-position)
 
   Returns {drained, sealId}:
     drained  1 when every entry before the seal was delivered to the group and acknowledged
-             (or the stream held nothing before it), else 0
+             (or the stream held nothing before it that is the group's), else 0
     sealId   the seal's entry id
 ]]
 --- @include "groupInfo"
@@ -32,7 +35,7 @@ if info then
   if info['pending'] > 0 then return {0, sealId} end
   first = redis.call('XRANGE', stream, '(' .. info['last-delivered-id'], '+', 'COUNT', 1)[1]
 else
-  first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
+  first = redis.call('XRANGE', stream, ARGV[5], '+', 'COUNT', 1)[1]
 end
 -- Nothing but the seal (and, at most, older seals) is left to deliver.
 while first and first[2][1] == ARGV[2] and first[1] ~= sealId do
