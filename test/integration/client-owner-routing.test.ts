@@ -25,6 +25,7 @@ import {
   startReplicaOn,
   startTestReplica,
   type TestCoordinator,
+  waitUntilSeenByEach,
 } from '../support/coordinator.js';
 import {
   freePort,
@@ -43,11 +44,7 @@ beforeAll(async () => {
   redis = await startRedisServer();
   for (const id of ['o1', 'o2'])
     replicas.set(id, await startTestReplica(redis.url, prefix, id, '30s'));
-  for (const c of replicas.values()) {
-    await waitFor(() => ['o1', 'o2'].every((id) => c.services.replicas?.urlOf(id)), {
-      what: 'both replicas seen by each',
-    });
-  }
+  await waitUntilSeenByEach(replicas.values(), ['o1', 'o2']);
 }, 60_000);
 afterAll(async () => {
   for (const c of replicas.values()) await c.close();

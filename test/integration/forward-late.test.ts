@@ -17,11 +17,11 @@ import {
   startTestReplica,
   TEST_SECRET,
   type TestCoordinator,
+  waitUntilSeenByEach,
 } from '../support/coordinator.js';
 import {
   randomKeyPrefix,
   startRedisServer,
-  waitFor,
   type RedisServerHandle,
 } from '../support/redis-server.js';
 
@@ -34,11 +34,7 @@ beforeAll(async () => {
   for (const id of ['l1', 'l2']) {
     replicas.set(id, await startTestReplica(redis.url, prefix, id, '30s'));
   }
-  for (const c of replicas.values()) {
-    await waitFor(() => ['l1', 'l2'].every((id) => c.services.replicas?.urlOf(id)), {
-      what: 'both replicas seen by each',
-    });
-  }
+  await waitUntilSeenByEach(replicas.values(), ['l1', 'l2']);
 }, 60_000);
 afterAll(async () => {
   for (const c of replicas.values()) await c.close();

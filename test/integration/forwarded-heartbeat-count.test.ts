@@ -2,7 +2,12 @@ import { request } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rendezvousOwner } from '../../src/actors/ownership/rendezvous.js';
-import { CHANGE, startTestReplica, type TestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  startTestReplica,
+  type TestCoordinator,
+  waitUntilSeenByEach,
+} from '../support/coordinator.js';
 import { heartbeatOf, SimulatedMember } from '../support/members.js';
 import {
   randomKeyPrefix,
@@ -75,11 +80,7 @@ describe('a heartbeat forwarded to the owner is counted once', () => {
     redis = await startRedisServer();
     for (const id of ['r1', 'r2'])
       replicas.set(id, await startTestReplica(redis.url, prefix, id, '30s'));
-    for (const c of replicas.values()) {
-      await waitFor(() => ['r1', 'r2'].every((id) => c.services.replicas?.urlOf(id)), {
-        what: 'both replicas seen by each',
-      });
-    }
+    await waitUntilSeenByEach(replicas.values(), ['r1', 'r2']);
     const first = replicas.get('r1') as TestCoordinator;
     const created = await first.call('POST', '/coord/v1/admin/groups', {
       user: 'writer',

@@ -13,7 +13,12 @@ import { rendezvousOwner } from '../../src/actors/ownership/rendezvous.js';
 import { toErrorResponse } from '../../src/http/errors.js';
 import { keyNames } from '../../src/store/keys.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  startTestCoordinator,
+  type TestCoordinator,
+  waitUntilSeenByEach,
+} from '../support/coordinator.js';
 import { captureLogs } from '../support/logs.js';
 import { heartbeatOf, joinBody, SimulatedMember } from '../support/members.js';
 import { randomKeyPrefix, startRedisServer, waitFor } from '../support/redis-server.js';
@@ -467,11 +472,7 @@ describe('two replicas: held requests pass through a forwarding replica whole', 
         }),
       );
     }
-    for (const c of replicas) {
-      await waitFor(() => ['r1', 'r2'].every((id) => c.services.replicas?.urlOf(id)), {
-        what: 'both replicas seen by each',
-      });
-    }
+    await waitUntilSeenByEach(replicas, ['r1', 'r2']);
   }, 60_000);
 
   afterAll(async () => {

@@ -17,6 +17,7 @@ import {
   startTestCoordinator,
   startTestReplica,
   type TestCoordinator,
+  waitUntilSeenByEach,
 } from '../support/coordinator.js';
 import { SimulatedMember } from '../support/members.js';
 import {
@@ -182,11 +183,7 @@ describe('two replicas on one Redis', () => {
 
   beforeAll(async () => {
     for (const id of ['r1', 'r2']) await start(id);
-    for (const c of replicas.values()) {
-      await waitFor(() => ['r1', 'r2'].every((id) => c.services.replicas?.urlOf(id)), {
-        what: 'both replicas seen by each',
-      });
-    }
+    await waitUntilSeenByEach(replicas.values(), ['r1', 'r2']);
   }, 60_000);
 
   afterAll(async () => {

@@ -13,6 +13,7 @@ import {
   mintToken,
   startTestCoordinator,
   type TestCoordinator,
+  waitUntilSeenByEach,
 } from '../support/coordinator.js';
 import { SimulatedMember } from '../support/members.js';
 import {
@@ -577,11 +578,7 @@ describe('lag metrics of groups nobody asked for', () => {
       streams.disconnect();
       await replicas.pop()!.close();
       replicas.push(await start('r1'), await start('r2'));
-      for (const c of replicas) {
-        await waitFor(() => ['r1', 'r2'].every((id) => c.services.replicas?.urlOf(id)), {
-          what: 'both replicas seen by each',
-        });
-      }
+      await waitUntilSeenByEach(replicas, ['r1', 'r2']);
       for (const c of replicas) await c.host.refreshLag();
       const metrics = await Promise.all(replicas.map(metricsOf));
       for (const [i, sp] of groups.entries()) {

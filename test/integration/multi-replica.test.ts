@@ -1,6 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyNames } from '../../src/store/keys.js';
-import { CHANGE, startTestReplica, type TestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  startTestReplica,
+  type TestCoordinator,
+  waitUntilSeenByEach,
+} from '../support/coordinator.js';
 import { heartbeatOf, SimulatedMember } from '../support/members.js';
 import {
   randomKeyPrefix,
@@ -48,11 +53,7 @@ describe('several replicas on one Redis', () => {
     redis = await startRedisServer();
     for (const id of ['r1', 'r2', 'r3']) await start(id);
     // Each replica's own view of the live set (its registry refresh), not only the store's.
-    for (const c of replicas.values()) {
-      await waitFor(() => ['r1', 'r2', 'r3'].every((id) => c.services.replicas?.urlOf(id)), {
-        what: 'three replicas seen by each',
-      });
-    }
+    await waitUntilSeenByEach(replicas.values(), ['r1', 'r2', 'r3']);
   }, 60_000);
 
   afterAll(async () => {

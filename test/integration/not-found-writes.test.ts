@@ -5,7 +5,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyNames } from '../../src/store/keys.js';
-import { CHANGE, startReplicaOn, type TestCoordinator } from '../support/coordinator.js';
+import {
+  CHANGE,
+  startReplicaOn,
+  type TestCoordinator,
+  waitUntilSeenByEach,
+} from '../support/coordinator.js';
 import { joinBody } from '../support/members.js';
 import { monitorRedis } from '../support/redis-monitor.js';
 import {
@@ -26,11 +31,7 @@ describe('a request for a group that does not exist', () => {
   beforeAll(async () => {
     redis = await startRedisServer();
     for (const id of ['r1', 'r2']) replicas.push(await startReplicaOn(redis.url, prefix, id));
-    for (const c of replicas) {
-      await waitFor(() => ['r1', 'r2'].every((id) => c.services.replicas?.urlOf(id)), {
-        what: 'both replicas seen by each',
-      });
-    }
+    await waitUntilSeenByEach(replicas, ['r1', 'r2']);
   }, 60_000);
 
   afterAll(async () => {

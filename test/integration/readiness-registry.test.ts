@@ -5,7 +5,11 @@
  * replica may go on saying it is ready. Two replicas in this process on one real redis-server.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startReplicaOn, type TestCoordinator } from '../support/coordinator.js';
+import {
+  startReplicaOn,
+  type TestCoordinator,
+  waitUntilSeenByEach,
+} from '../support/coordinator.js';
 import {
   randomKeyPrefix,
   startRedisServer,
@@ -33,11 +37,7 @@ describe('readiness of a replica whose registry entry cannot be written', () => 
     redis = await startRedisServer();
     // Lease TTL 1.5 s: registry entries live 750 ms, refreshed every 250 ms.
     for (const id of ['r1', 'r2']) replicas.push(await startReplicaOn(redis.url, prefix, id));
-    for (const c of replicas) {
-      await waitFor(() => ['r1', 'r2'].every((id) => c.services.replicas?.urlOf(id)), {
-        what: 'both replicas seen by each',
-      });
-    }
+    await waitUntilSeenByEach(replicas, ['r1', 'r2']);
   }, 60_000);
 
   afterAll(async () => {

@@ -9,7 +9,12 @@ import type { Role } from '../../src/http/auth/roles.js';
 import { createLogger, type Logger } from '../../src/observability/logger.js';
 import { startCoordinator, type RunningCoordinator } from '../../src/server.js';
 import { afterAll, beforeAll } from 'vitest';
-import { randomKeyPrefix, startRedisServer, type RedisServerHandle } from './redis-server.js';
+import {
+  randomKeyPrefix,
+  startRedisServer,
+  waitFor,
+  type RedisServerHandle,
+} from './redis-server.js';
 
 export const TEST_SECRET = 'test-secret-that-is-at-least-32-characters-long';
 export const PASSWORD = 'correct horse battery';
@@ -135,6 +140,18 @@ export async function startTestCoordinator(
       });
     },
   };
+}
+
+/** Waits until each of `replicas` lists every replica of `ids` as live, with its URL. */
+export async function waitUntilSeenByEach(
+  replicas: Iterable<TestCoordinator>,
+  ids: readonly string[],
+): Promise<void> {
+  for (const c of replicas) {
+    await waitFor(() => ids.every((id) => c.services.replicas?.urlOf(id)), {
+      what: `${ids.join(', ')} seen by each replica`,
+    });
+  }
 }
 
 /**
