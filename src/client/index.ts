@@ -33,6 +33,7 @@ export {
   type ProducerEvents,
   type ProducerOptions,
   type RoutingSource,
+  type SendOptions,
   type SendResult,
 } from './producer.js';
 export type {

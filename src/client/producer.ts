@@ -64,6 +64,16 @@ export interface ProducerEvents {
   error: [error: unknown];
 }
 
+/** Options of one {@link Producer.send}. */
+export interface SendOptions {
+  /**
+   * Gives the send up: while it waits (for the first routing read, for producers to be resumed,
+   * for newer routing after a seal refused it) it rejects with the signal's reason and appends
+   * nothing. An append already sent to Redis is not taken back.
+   */
+  readonly signal?: AbortSignal;
+}
+
 /** Where {@link Producer.send} wrote a message. */
 export interface SendResult {
   readonly shard: number;
@@ -130,15 +140,22 @@ export class Producer extends EventEmitter<ProducerEvents> {
    * starts reading it to its end (src/client/stream-seal.ts): an append chosen with routing older
    * than the seal is refused by Redis, the producer reads routing again and sends the message
    * where the new routing puts it, so a message is never written after the end of a shard.
+   * `options.signal` bounds the waiting: once it aborts, the send rejects with its reason.
    */
-  async send(key: string, fields: Readonly<Record<string, string>> = {}): Promise<SendResult> {
+  async send(
+    key: string,
+    fields: Readonly<Record<string, string>> = {},
+    options: SendOptions = {},
+  ): Promise<SendResult> {
     if (Object.hasOwn(fields, this.keyField)) {
       throw new TypeError(`field "${this.keyField}" is reserved for the key`);
     }
-    await this.start();
+    const { signal } = options;
+    signal?.throwIfAborted();
+    await untilAborted(this.start(), signal);
     const flat = [this.keyField, key, ...Object.entries(fields).flat()];
     for (let refused = 0; ; refused++) {
-      const routing = await this.writable();
+      const routing = await this.writable(signal);
       const shard = shardForKey(key, routing.shardCount);
       const stream = `${this.options.streamPrefix}:${shard}`;
       const result = await appendUnlessSealed(
@@ -156,21 +173,20 @@ export class Producer extends EventEmitter<ProducerEvents> {
           shardCount: routing.shardCount,
         };
       }
-      await this.catchUp(result.sealedAt, refused);
+      await this.catchUp(result.sealedAt, refused, signal);
     }
   }
 
   /** Reads routing until it is at least `version` (a seal of that version refused an append). */
-  private async catchUp(version: number, attempt: number): Promise<void> {
+  private async catchUp(version: number, attempt: number, signal?: AbortSignal): Promise<void> {
     if (attempt > 0) {
-      await delay(
-        backoffDelay(attempt - 1, { baseDelayMs: 20, maxDelayMs: 1_000 }, null),
-        this.stop.signal,
-      );
+      const wait = backoffDelay(attempt - 1, { baseDelayMs: 20, maxDelayMs: 1_000 }, null);
+      await delay(wait, signal ? AbortSignal.any([this.stop.signal, signal]) : this.stop.signal);
     }
+    signal?.throwIfAborted();
     if (this.stop.signal.aborted) throw new Error('producer closed');
     if (sealVersionOf(this.current!).metadataVersion >= version) return;
-    this.adopt(await this.read());
+    this.adopt(await untilAborted(this.read(), signal));
   }
 
   /**
@@ -186,12 +202,12 @@ export class Producer extends EventEmitter<ProducerEvents> {
   }
 
   /** The current routing once producers are not paused. */
-  private async writable(): Promise<RoutingMetadata> {
+  private async writable(signal?: AbortSignal): Promise<RoutingMetadata> {
     for (;;) {
       const routing = this.current!;
       if (!routing.producersPaused) return routing;
       if (this.stop.signal.aborted) throw new Error('producer closed');
-      await this.changed.promise;
+      await untilAborted(this.changed.promise, signal);
     }
   }
 
@@ -240,6 +256,18 @@ export class Producer extends EventEmitter<ProducerEvents> {
       }
     }
   }
+}
+
+/** `work`, or a rejection with `signal`'s reason as soon as it aborts (`work` goes on). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return work;
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  let onAbort!: () => void;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return Promise.race([work, aborted]).finally(() => signal.removeEventListener('abort', onAbort));
 }
 
 function signal(): { promise: Promise<void>; resolve: () => void } {

@@ -1,0 +1,83 @@
+/**
+ * The Producer's lifecycle against a real coordinator (real HTTP) and real Redis streams: what
+ * a caller can bound, and what it is told when routing cannot be read.
+ */
+import { randomBytes } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CoordinatorClient, Producer } from '../../src/client/index.js';
+import { CHANGE, PASSWORD, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+
+let streams: RedisServerHandle;
+let coordinator: TestCoordinator;
+const closers: (() => Promise<void>)[] = [];
+
+useCoordinator({ store: 'memory' }, (c) => {
+  coordinator = c;
+});
+beforeAll(async () => {
+  streams = await startRedisServer();
+});
+afterAll(async () => {
+  await streams.stop();
+});
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close();
+});
+
+function admin(): CoordinatorClient {
+  return new CoordinatorClient({ baseUrl: coordinator.url, username: 'admin', password: PASSWORD });
+}
+
+async function createGroup(shardCount: number): Promise<string> {
+  const sp = `orders-${randomBytes(4).toString('hex')}`;
+  await admin().createGroup(sp, 'billing', shardCount, CHANGE);
+  return sp;
+}
+
+function startProducer(sp: string): Producer {
+  const producer = new Producer({
+    client: new CoordinatorClient({
+      baseUrl: coordinator.url,
+      token: coordinator.token('producer'),
+    }),
+    redis: streams.url,
+    streamPrefix: sp,
+    consumerGroup: 'billing',
+    longPollWaitMs: 2_000,
+  });
+  closers.push(() => producer.close());
+  return producer;
+}
+
+async function entries(sp: string, shardCount: number): Promise<number> {
+  let total = 0;
+  for (let shard = 0; shard < shardCount; shard++) {
+    total += await streams.client().xlen(`${sp}:${shard}`);
+  }
+  return total;
+}
+
+describe('a send waiting while producers are paused', () => {
+  it('gives up when its signal aborts, appends nothing, and the producer sends on after the resume', async () => {
+    const sp = await createGroup(2);
+    const producer = startProducer(sp);
+    await producer.start();
+    await admin().pauseProducers(sp, 'billing', CHANGE);
+    await waitFor(() => producer.routing()?.producersPaused === true, { what: 'paused seen' });
+
+    const controller = new AbortController();
+    const waiting = producer.send('customer-1', { n: '1' }, { signal: controller.signal });
+    controller.abort(new Error('gave up waiting'));
+    await expect(waiting).rejects.toThrow('gave up waiting');
+    // An already aborted signal refuses at once.
+    await expect(
+      producer.send('customer-2', {}, { signal: AbortSignal.abort(new Error('too late')) }),
+    ).rejects.toThrow('too late');
+
+    await admin().resumeProducers(sp, 'billing', CHANGE);
+    const sent = await producer.send('customer-3', { n: '3' });
+    expect(sent.shardCount).toBe(2);
+    expect(await entries(sp, 2)).toBe(1);
+  });
+});
