@@ -57,8 +57,10 @@ export interface ProducerOptions {
 /** Events of a {@link Producer}. */
 export interface ProducerEvents {
   /**
-   * Trouble with the streams Redis the producer connected itself (a URL given as `redis`):
-   * once per episode, the first error after the connection worked, not one per reconnect.
+   * Trouble with the streams Redis the producer connected itself (a URL given as `redis`), and
+   * routing that cannot be read (the coordinator unreachable, the group deleted or failed
+   * closed, a `CoordinatorApiError`): each once per episode, the first error after things worked,
+   * not one per reconnect or retried long poll. Meanwhile sends go on with the last routing read.
    * Emitted only while listened to.
    */
   error: [error: unknown];
@@ -238,7 +240,10 @@ export class Producer extends EventEmitter<ProducerEvents> {
     resolve();
   }
 
-  /** The long-poll loop; failures keep the last routing and retry with backoff. */
+  /**
+   * The long-poll loop; failures keep the last routing and retry with backoff, and the first of
+   * each episode is an `error` event.
+   */
   private async follow(): Promise<void> {
     const waitMs = this.options.longPollWaitMs ?? 30_000;
     let failures = 0;
@@ -248,6 +253,8 @@ export class Producer extends EventEmitter<ProducerEvents> {
         failures = 0;
       } catch (error) {
         if (this.stop.signal.aborted) return;
+        // The first failure after a read that worked; the retries of this episode are quiet.
+        if (failures === 0 && this.listenerCount('error') > 0) this.emit('error', error);
         const retryAfterMs = error instanceof CoordinatorApiError ? error.retryAfterMs : null;
         await delay(
           backoffDelay(failures++, { baseDelayMs: 100, maxDelayMs: 5_000 }, retryAfterMs),

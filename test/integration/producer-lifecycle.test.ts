@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CoordinatorClient, Producer } from '../../src/client/index.js';
+import { CoordinatorClient, NotFoundError, Producer } from '../../src/client/index.js';
 import { CHANGE, PASSWORD, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 
@@ -79,5 +79,48 @@ describe('a send waiting while producers are paused', () => {
     const sent = await producer.send('customer-3', { n: '3' });
     expect(sent.shardCount).toBe(2);
     expect(await entries(sp, 2)).toBe(1);
+  });
+});
+
+describe('routing that cannot be read', () => {
+  it('is reported once per episode on the error event, however many long polls fail', async () => {
+    const sp = await createGroup(2);
+    const real = new CoordinatorClient({
+      baseUrl: coordinator.url,
+      token: coordinator.token('producer'),
+    });
+    let reads = 0;
+    const producer = new Producer({
+      // The real client, counting the routing reads it is asked for.
+      client: {
+        routing: (...args: Parameters<CoordinatorClient['routing']>) => {
+          reads++;
+          return real.routing(...args);
+        },
+      },
+      redis: streams.url,
+      streamPrefix: sp,
+      consumerGroup: 'billing',
+      longPollWaitMs: 500,
+    });
+    closers.push(() => producer.close());
+    const errors: unknown[] = [];
+    producer.on('error', (error) => errors.push(error));
+    await producer.start();
+
+    await admin().request('DELETE', admin().groupPath('admin', sp, 'billing'), CHANGE);
+    await waitFor(() => errors.length > 0, { what: 'the routing failure reported' });
+    const failedFrom = reads;
+    await waitFor(() => reads >= failedFrom + 3, { what: 'more failed routing reads' });
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toBeInstanceOf(NotFoundError);
+    expect((errors[0] as NotFoundError).code).toBe('GROUP_NOT_FOUND');
+
+    // Routing read again ends the episode; the next failure is a new one.
+    await admin().createGroup(sp, 'billing', 2, CHANGE);
+    const lifecycle = producer.routing()!.lifecycleId;
+    await waitFor(() => producer.routing()!.lifecycleId !== lifecycle, { what: 'new lifecycle' });
+    await admin().request('DELETE', admin().groupPath('admin', sp, 'billing'), CHANGE);
+    await waitFor(() => errors.length === 2, { what: 'the second episode reported' });
   });
 });
