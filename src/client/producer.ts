@@ -119,8 +119,13 @@ export class Producer extends EventEmitter<ProducerEvents> {
     this.keyField = options.keyField ?? 'key';
   }
 
-  /** Reads routing and starts following it; `send` does this by itself when needed. */
+  /**
+   * Reads routing and starts following it; `send` does this by itself when needed. Rejects once
+   * the producer is closed.
+   */
   start(): Promise<void> {
+    // Closed, it follows routing no more: a send would ignore pauses and scales it cannot see.
+    if (this.stop.signal.aborted) return Promise.reject(new Error('producer closed'));
     this.first ??= (async () => {
       this.adopt(await this.read());
       this.loop = this.follow();
@@ -154,6 +159,7 @@ export class Producer extends EventEmitter<ProducerEvents> {
     }
     const { signal } = options;
     signal?.throwIfAborted();
+    if (this.stop.signal.aborted) throw new Error('producer closed');
     await untilAborted(this.start(), signal);
     const flat = [this.keyField, key, ...Object.entries(fields).flat()];
     for (let refused = 0; ; refused++) {
@@ -193,7 +199,7 @@ export class Producer extends EventEmitter<ProducerEvents> {
 
   /**
    * Stops following routing and closes the connection it owns (a `send` still waiting for it
-   * then rejects); resolves within `closeTimeoutMs`.
+   * then rejects, and so does every later `send`); resolves within `closeTimeoutMs`.
    */
   async close(): Promise<void> {
     const deadline = Date.now() + (this.options.closeTimeoutMs ?? 5_000);

@@ -124,3 +124,35 @@ describe('routing that cannot be read', () => {
     await waitFor(() => errors.length === 2, { what: 'the second episode reported' });
   });
 });
+
+describe('a closed producer', () => {
+  it('refuses to send, and appends nothing, also on a Redis connection it does not own', async () => {
+    const sp = await createGroup(2);
+    const redis = streams.client();
+    const producer = new Producer({
+      client: new CoordinatorClient({
+        baseUrl: coordinator.url,
+        token: coordinator.token('producer'),
+      }),
+      redis,
+      streamPrefix: sp,
+      consumerGroup: 'billing',
+      longPollWaitMs: 2_000,
+    });
+    await producer.send('customer-1');
+    await producer.close();
+
+    // It no longer follows routing: a send now would ignore a pause or a scale it cannot see.
+    await expect(producer.send('customer-2')).rejects.toThrow('producer closed');
+    await expect(producer.start()).rejects.toThrow('producer closed');
+    expect(await entries(sp, 2)).toBe(1);
+  });
+
+  it('that never started refuses to send too', async () => {
+    const sp = await createGroup(2);
+    const producer = startProducer(sp);
+    await producer.close();
+    await expect(producer.send('customer-1')).rejects.toThrow('producer closed');
+    expect(await entries(sp, 2)).toBe(0);
+  });
+});
