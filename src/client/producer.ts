@@ -20,6 +20,9 @@ export interface RoutingSource {
   ): Promise<RoutingMetadata>;
 }
 
+/** The longest routing long poll the coordinator accepts (README, "API at a glance"), in milliseconds. */
+const MAX_LONG_POLL_WAIT_MS = 60_000;
+
 /** Options of {@link Producer}. */
 export interface ProducerOptions {
   /** The coordinator, usually a `CoordinatorClient` whose token has the `PRODUCER` role. */
@@ -36,7 +39,8 @@ export interface ProducerOptions {
    */
   readonly keyField?: string;
   /**
-   * How long one routing long poll waits for a new version, in milliseconds.
+   * How long one routing long poll waits for a new version, in milliseconds: above 0; more than
+   * the coordinator's longest wait (60000) is cut to it.
    * @default 30000
    */
   readonly longPollWaitMs?: number;
@@ -106,8 +110,15 @@ export class Producer extends EventEmitter<ProducerEvents> {
   /** An error of the streams Redis was reported, and the connection has not been ready since. */
   private troubled = false;
 
+  private readonly longPollWaitMs: number;
+
   constructor(private readonly options: ProducerOptions) {
     super();
+    const waitMs = options.longPollWaitMs ?? 30_000;
+    // A wait of 0 is answered at once, and the loop would poll again straight away.
+    if (!(waitMs > 0)) throw new RangeError('longPollWaitMs must be > 0');
+    // The coordinator refuses a longer wait (400): every poll would fail and routing go stale.
+    this.longPollWaitMs = Math.min(MAX_LONG_POLL_WAIT_MS, Math.ceil(waitMs));
     const { redis, owned } = resolveRedis(options.redis, (error) => {
       if (this.troubled || this.stop.signal.aborted) return;
       this.troubled = true;
@@ -251,7 +262,7 @@ export class Producer extends EventEmitter<ProducerEvents> {
    * each episode is an `error` event.
    */
   private async follow(): Promise<void> {
-    const waitMs = this.options.longPollWaitMs ?? 30_000;
+    const waitMs = this.longPollWaitMs;
     let failures = 0;
     while (!this.stop.signal.aborted) {
       try {

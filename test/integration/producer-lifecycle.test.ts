@@ -156,3 +156,41 @@ describe('a closed producer', () => {
     expect(await entries(sp, 2)).toBe(0);
   });
 });
+
+describe('the routing long poll wait', () => {
+  it('longer than the coordinator allows is cut to its longest: the producer still sees a pause', async () => {
+    const sp = await createGroup(2);
+    const producer = new Producer({
+      client: new CoordinatorClient({
+        baseUrl: coordinator.url,
+        token: coordinator.token('producer'),
+      }),
+      redis: streams.url,
+      streamPrefix: sp,
+      consumerGroup: 'billing',
+      longPollWaitMs: 120_000,
+    });
+    closers.push(() => producer.close());
+    const errors: unknown[] = [];
+    producer.on('error', (error) => errors.push(error));
+    await producer.start();
+    await admin().pauseProducers(sp, 'billing', CHANGE);
+    await waitFor(() => producer.routing()?.producersPaused === true, { what: 'paused seen' });
+    expect(errors).toEqual([]);
+  });
+
+  it('of zero or less is refused at once: it would poll without a pause', () => {
+    for (const longPollWaitMs of [0, -1, Number.NaN]) {
+      expect(
+        () =>
+          new Producer({
+            client: new CoordinatorClient({ baseUrl: coordinator.url }),
+            redis: streams.url,
+            streamPrefix: 'orders',
+            consumerGroup: 'billing',
+            longPollWaitMs,
+          }),
+      ).toThrow(RangeError);
+    }
+  });
+});
