@@ -475,13 +475,16 @@ export class CoordinatorClient {
       // A gateway in front of the replica (or a load balancer) could not reach it.
       this.setAside(base, 1);
     } else if (at >= 0) this.demoted[at] = null;
-    if (!res.ok)
+    if (!res.ok) {
+      const url = urlOn(base, path);
       throw CoordinatorApiError.fromResponse(
         res.status,
         parsed,
         res.headers.get('x-request-id') ?? requestId,
         res.headers.get('retry-after'),
+        { url: `${url.origin}${url.pathname}`, text },
       );
+    }
     return parsed as T;
   }
 

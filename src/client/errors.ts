@@ -30,18 +30,24 @@ export class CoordinatorApiError extends Error {
     super(message);
   }
 
-  /** Builds the error class matching a non-2xx answer (any body shape). */
+  /**
+   * Builds the error class matching a non-2xx answer (any body shape). An answer without the
+   * coordinator's error body (a proxy's HTML error page, say) is told by its status, the URL it
+   * came from and the start of its text, when `answer` gives them.
+   */
   static fromResponse(
     status: number,
     body: unknown,
     requestId: string | null,
     retryAfter: string | null = null,
+    answer?: { readonly url: string; readonly text: string },
   ): CoordinatorApiError {
     const error = (
       body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | null
     )?.error;
     const code = typeof error?.code === 'string' ? error.code : `HTTP_${status}`;
-    const message = typeof error?.message === 'string' ? error.message : `HTTP ${status}`;
+    const message =
+      typeof error?.message === 'string' ? error.message : foreignAnswer(status, answer);
     const details =
       error?.details && typeof error.details === 'object'
         ? (error.details as Record<string, unknown>)
@@ -150,6 +156,25 @@ function reasonOf(error: unknown, timeoutMs: number): string {
   if (typeof code === 'string') return code;
   if (typeof cause?.message === 'string' && cause.message) return cause.message;
   return typeof e?.message === 'string' ? e.message : String(error);
+}
+
+/** The longest start of a foreign answer's text an error message quotes. */
+const QUOTED_CHARS = 200;
+
+/** `HTTP 502 from <url>: <its text, tags and runs of white space taken out>`. */
+function foreignAnswer(
+  status: number,
+  answer: { readonly url: string; readonly text: string } | undefined,
+): string {
+  if (!answer) return `HTTP ${status}`;
+  const text = answer.text
+    .slice(0, 4 * 1024)
+    .replace(/<(script|style)\b[\s\S]*?<\/\1\s*>/gi, ' ')
+    .replace(/<[^>]*>/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
+  const quoted = text.length > QUOTED_CHARS ? `${text.slice(0, QUOTED_CHARS)}…` : text;
+  return `HTTP ${status} from ${answer.url}${quoted ? `: ${quoted}` : ' (no body)'}`;
 }
 
 /** `Retry-After` in seconds (or an HTTP date) as milliseconds; null when absent or unreadable. */
