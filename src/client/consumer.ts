@@ -597,10 +597,21 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
                 ? Math.max(0, sentAt + reply.heartbeatIntervalMs - Date.now())
                 : 0;
           }
+        } else if (
+          this.closed &&
+          generation === this.generation &&
+          reply.outcome !== 'FENCED_MEMBER_EPOCH'
+        ) {
+          // Answered after close() began (a join, say): nothing is read any more, but the member
+          // is in the group now, and its versions let close() send the leave, so the shards are
+          // not held until the session expires.
+          this.versions = versionsAfter(reply);
         }
         if (!started) {
           started = true;
-          joined();
+          // start() promised a consumer that reads; a closed one does not.
+          if (this.closed) refused(new Error('consumer closed before it joined'));
+          else joined();
         }
       } catch (error) {
         if (held?.signal.aborted) {
