@@ -73,9 +73,11 @@ export interface ProducerEvents {
 /** Options of one {@link Producer.send}. */
 export interface SendOptions {
   /**
-   * Gives the send up: while it waits (for the first routing read, for producers to be resumed,
-   * for newer routing after a seal refused it) it rejects with the signal's reason and appends
-   * nothing. An append already sent to Redis is not taken back.
+   * Gives the send up: once it aborts, the send rejects with the signal's reason. Aborted while
+   * the send waits (for the first routing read, for producers to be resumed, for newer routing
+   * after a seal refused it), nothing is appended; aborted while the append waits for the
+   * streams Redis's answer (Redis down or silent), the append may still be made once Redis
+   * answers: as after any timeout, whether it was is unknown (delivery is at least once).
    */
   readonly signal?: AbortSignal;
 }
@@ -177,12 +179,11 @@ export class Producer extends EventEmitter<ProducerEvents> {
       const routing = await this.writable(signal);
       const shard = shardForKey(key, routing.shardCount);
       const stream = `${this.options.streamPrefix}:${shard}`;
-      const result = await appendUnlessSealed(
-        this.redis,
-        stream,
-        sealVersionOf(routing),
-        this.options.maxLen,
-        flat,
+      // Redis commands wait for a connection as long as it takes (`maxRetriesPerRequest: null`):
+      // the signal is the caller's only bound on a streams Redis that does not answer.
+      const result = await untilAborted(
+        appendUnlessSealed(this.redis, stream, sealVersionOf(routing), this.options.maxLen, flat),
+        signal,
       );
       if ('id' in result) {
         return {

@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinatorClient, NotFoundError, Producer } from '../../src/client/index.js';
 import { CHANGE, PASSWORD, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 
 let streams: RedisServerHandle;
 let coordinator: TestCoordinator;
@@ -192,5 +193,34 @@ describe('the routing long poll wait', () => {
           }),
       ).toThrow(RangeError);
     }
+  });
+});
+
+describe('a send whose append gets no answer from the streams Redis', () => {
+  it('gives up when its signal aborts, and close() still resolves', async () => {
+    const sp = await createGroup(2);
+    const proxy = await TcpProxy.start(`http://127.0.0.1:${new URL(streams.url).port}`);
+    closers.push(() => proxy.close());
+    const producer = new Producer({
+      client: new CoordinatorClient({
+        baseUrl: coordinator.url,
+        token: coordinator.token('producer'),
+      }),
+      redis: `redis://127.0.0.1:${new URL(proxy.url).port}`,
+      streamPrefix: sp,
+      consumerGroup: 'billing',
+      longPollWaitMs: 2_000,
+    });
+    closers.push(() => producer.close());
+    await producer.send('customer-1');
+
+    // The streams Redis stops answering (a stalled network): the append waits for its reply.
+    proxy.setMode('stall');
+    const controller = new AbortController();
+    const sending = producer.send('customer-2', {}, { signal: controller.signal });
+    await waitFor(() => proxy.stats().stalledChunks > 0, { what: 'the append held' });
+    controller.abort(new Error('gave up waiting'));
+    await expect(sending).rejects.toThrow('gave up waiting');
+    await producer.close();
   });
 });
