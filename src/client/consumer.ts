@@ -954,7 +954,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       const keepAlive = (this.sessionTimeoutMs * SESSION_LOSS_FRACTION) / 2;
       return Math.min(backoffDelay(attempt, patient, retryAfterMs), keepAlive);
     }
-    if (isRefusal(error)) {
+    if (isRefusal(error) && !isForeign(error)) {
       // The membership is gone (group deleted, member id taken, group full): hold nothing.
       if (this.slots.size > 0 || this.versions.memberEpoch > 0) {
         this.dropAll((error as CoordinatorApiError).code);
@@ -1025,6 +1025,14 @@ function oneLine(error: unknown): string {
 }
 
 /** Answers that say this member cannot be (or stay) a member, as opposed to "try again". */
+/**
+ * An error answer without the coordinator's error body (a proxy's own page, `HTTP_<status>`):
+ * it says nothing of the membership, so after the join it counts as no answer.
+ */
+function isForeign(error: unknown): boolean {
+  return error instanceof CoordinatorApiError && error.code.startsWith('HTTP_');
+}
+
 function isRefusal(error: unknown): boolean {
   return (
     error instanceof InvalidRequestError ||
