@@ -267,7 +267,12 @@ export class Producer extends EventEmitter<ProducerEvents> {
     let failures = 0;
     while (!this.stop.signal.aborted) {
       try {
-        this.adopt(await this.read({ afterVersion: this.current!.metadataVersion, waitMs }));
+        // After a failure the group may be another one (deleted and created again, its versions
+        // starting over below ours): a long poll above our version would wait out `waitMs` on
+        // it, so the first read of the way back is a plain one.
+        const poll =
+          failures === 0 ? { afterVersion: this.current!.metadataVersion, waitMs } : undefined;
+        this.adopt(await this.read(poll));
         failures = 0;
       } catch (error) {
         if (this.stop.signal.aborted) return;

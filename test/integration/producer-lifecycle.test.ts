@@ -224,3 +224,40 @@ describe('a send whose append gets no answer from the streams Redis', () => {
     await producer.close();
   });
 });
+
+describe('a group deleted and created again under a following producer', () => {
+  it('is followed at once, not after a long poll on the old version', async () => {
+    const sp = await createGroup(4);
+    const producer = new Producer({
+      client: new CoordinatorClient({
+        baseUrl: coordinator.url,
+        token: coordinator.token('producer'),
+      }),
+      redis: streams.url,
+      streamPrefix: sp,
+      consumerGroup: 'billing',
+      // The default: a long poll on a version the new group has not reached waits this long.
+      longPollWaitMs: 30_000,
+    });
+    closers.push(() => producer.close());
+    const errors: unknown[] = [];
+    producer.on('error', (error) => errors.push(error));
+    await producer.start();
+    // A few versions up, as a group that lived a while: pause and resume.
+    await admin().pauseProducers(sp, 'billing', CHANGE);
+    await admin().resumeProducers(sp, 'billing', CHANGE);
+    await waitFor(() => producer.routing()!.metadataVersion >= 3, { what: 'version 3' });
+    const old = producer.routing()!;
+
+    await admin().request('DELETE', admin().groupPath('admin', sp, 'billing'), CHANGE);
+    await waitFor(() => errors.length > 0, { what: 'the deleted group seen' });
+    await admin().createGroup(sp, 'billing', 2, CHANGE);
+
+    // Well under the 30 s long poll: the producer asks for the group as it is now.
+    await waitFor(() => producer.routing()!.lifecycleId !== old.lifecycleId, {
+      timeoutMs: 15_000,
+      what: 'the new group followed',
+    });
+    expect((await producer.send('customer-1')).shardCount).toBe(2);
+  });
+});
