@@ -709,8 +709,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         started.push(shard);
       }
     }
-    if (gone.length > 0) this.emit('revoked', gone);
-    if (started.length > 0) this.emit('assigned', started, this.shards());
+    if (gone.length > 0) this.announce('revoked', gone);
+    if (started.length > 0) this.announce('assigned', started, this.shards());
     return reply.heartbeatIntervalMs;
   }
 
@@ -720,7 +720,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     if (before.length === paused.length && before.every((shard, i) => shard === paused[i])) return;
     this.paused = [...paused];
     const resumed = before.filter((shard) => !paused.includes(shard));
-    this.emit('pausedShards', { paused: this.paused, resumed });
+    this.announce('pausedShards', { paused: this.paused, resumed });
   }
 
   /** The group's paused shards as the coordinator last said (docs/operations.md#pausing-consumption). */
@@ -752,17 +752,17 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       retry: this.retry,
       onDeadLettered: (letter) => {
         this.counter(letter.shard).deadLettered++;
-        this.emit('deadLettered', letter);
+        this.announce('deadLettered', letter);
       },
       onSkipped: (skipped) => {
         this.counter(skipped.shard).skipped++;
-        this.emit('replaySkipped', skipped);
+        this.announce('replaySkipped', skipped);
       },
       onRetired: (done) => {
         const slot = this.slots.get(done);
         if (generation !== this.generation || slot?.reader !== reader) return;
         slot.phase = 'retired';
-        this.emit('revoked', [done]);
+        this.announce('revoked', [done]);
         this.nudge();
       },
     });
@@ -782,11 +782,11 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       if (generation !== this.generation || this.slots.get(shard) !== slot) return;
       if (slot.restart !== null) {
         this.open(shard, slot.restart);
-        this.emit('assigned', [shard], this.shards());
+        this.announce('assigned', [shard], this.shards());
       } else {
         slot.phase = 'drained';
         slot.reader = null;
-        this.emit('revoked', [shard]);
+        this.announce('revoked', [shard]);
       }
       this.nudge();
     });
@@ -800,7 +800,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     for (const slot of this.slots.values()) void slot.reader?.stop({ drain: false });
     this.slots.clear();
     this.versions = JOINING;
-    this.emit('fenced', { reason, shards });
+    this.announce('fenced', { reason, shards });
     this.nudge();
   }
 
@@ -854,7 +854,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       this.lastStreamsError === null
         ? `no reply from the streams Redis for ${stalledMs} ms`
         : oneLine(this.lastStreamsError);
-    this.emit('streamsUnreachable', { shards: [...shards], cause });
+    this.announce('streamsUnreachable', { shards: [...shards], cause });
     this.nudge();
   }
 
@@ -867,7 +867,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       this.unreachable = null;
       this.versions = JOINING;
       this.streamsFine();
-      this.emit('streamsReachable');
+      this.announce('streamsReachable');
       return 0;
     }
     if (state.leave && !this.closed) {
@@ -990,6 +990,26 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       const timer = setTimeout(done, ms);
       this.wake = done;
     });
+  }
+
+  /**
+   * Emits one of the consumer's events. A listener that throws is the application's error, not
+   * the consumer's: it is reported on `error` (or, with no `error` listener, thrown on its own,
+   * as an uncaught exception), and what the consumer was doing goes on.
+   */
+  private announce<K extends Exclude<keyof ConsumerEvents, 'error'>>(
+    event: K,
+    ...args: ConsumerEvents[K]
+  ): void {
+    try {
+      (this.emit as (event: K, ...args: ConsumerEvents[K]) => boolean)(event, ...args);
+    } catch (error) {
+      if (this.listenerCount('error') > 0) this.emit('error', error);
+      else
+        process.nextTick(() => {
+          throw error;
+        });
+    }
   }
 
   private report(error: unknown): void {

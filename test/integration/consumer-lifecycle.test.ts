@@ -161,3 +161,48 @@ describe("a proxy's own 404 page after the consumer joined", () => {
     expect(await members(sp)).toEqual(['consumer-a']);
   });
 });
+
+describe('a listener that throws', () => {
+  it("is the application's error: the revoke still finishes and the other member gets the shard", async () => {
+    const sp = `orders-${randomBytes(4).toString('hex')}`;
+    await new CoordinatorClient({
+      baseUrl: coordinator.url,
+      token: coordinator.token('writer'),
+    }).createGroup(sp, 'billing', 2, CHANGE);
+    const start = async (memberId: string) => {
+      const consumer = new Consumer({
+        client: new CoordinatorClient({
+          baseUrl: coordinator.url,
+          token: coordinator.token('consumer'),
+        }),
+        redis: streams.url,
+        streamPrefix: sp,
+        consumerGroup: 'billing',
+        memberId,
+        blockMs: 50,
+        handler: async () => undefined,
+      });
+      closers.push(() => consumer.close());
+      return consumer;
+    };
+    const a = await start('consumer-a');
+    const errors: unknown[] = [];
+    a.on('error', (error) => errors.push(error));
+    a.on('revoked', () => {
+      throw new Error('listener bug');
+    });
+    await a.start();
+    await waitFor(() => a.shards().length === 2, { what: 'a reads both shards' });
+
+    const b = await start('consumer-b');
+    b.on('error', () => undefined);
+    await b.start();
+    await waitFor(() => a.shards().length === 1 && b.shards().length === 1, {
+      timeoutMs: 15_000,
+      what: 'one shard each',
+    });
+    await waitFor(() => errors.some((e) => String(e).includes('listener bug')), {
+      what: 'the listener error reported',
+    });
+  });
+});
