@@ -2,6 +2,7 @@ import { CoordinatorError } from '../errors.js';
 import { lifecycleRefusal } from '../machines/refusals.js';
 import { allShards } from '../machines/group-state.js';
 import {
+  inSlices,
   purgeDeadLetters,
   readDeadLetters,
   replayDeadLetter,
@@ -9,7 +10,7 @@ import {
 } from '../streams/dead-letter-admin.js';
 import { deadLetterStream, replayShard, type DeadLetter } from '../streams/dead-letters.js';
 import { keyErrorText } from '../streams/key-error.js';
-import type { StreamsReader } from '../streams/streams-reader.js';
+import { READ_SLICE, type StreamsReader } from '../streams/streams-reader.js';
 import type { GroupSnapshot } from './types.js';
 
 /**
@@ -210,32 +211,47 @@ export class GroupDeadLetters {
     const replayed: ReplayedView[] = [];
     const gone: { shard: number; id: string; shared: boolean }[] = [];
     const failed: { shard: number; id: string; toShard: number; error: string }[] = [];
-    for (const letter of letters) {
-      const toShard = replayShard(letter, shardCount);
-      // For this group only, a shared dead letter too (docs/protocol.md#dead-letters). A target
-      // whose key holds another type is that shard's trouble, not the streams'
-      // (docs/operations.md#a-broken-shard-stream): the letter stays, the others go on.
-      const sent = select.dryRun
-        ? null
-        : await reader.use(async (client) => {
-            try {
-              const newId = await replayDeadLetter(
-                client,
-                streamPrefix,
-                consumerGroup,
-                letter,
-                toShard,
-              );
-              return { newId, error: null };
-            } catch (error) {
-              return { newId: null, error: keyErrorText(`${streamPrefix}:${toShard}`, error) };
-            }
-          });
-      if (sent !== null && sent.error !== null) {
-        failed.push({ shard: letter.shard, id: letter.id, toShard, error: sent.error });
+    // For this group only, a shared dead letter too (docs/protocol.md#dead-letters). A target
+    // whose key holds another type is that shard's trouble, not the streams'
+    // (docs/operations.md#a-broken-shard-stream): the letter stays, the others go on.
+    const send = (letter: DeadLetter, toShard: number) =>
+      reader.use(async (client) => {
+        try {
+          const newId = await replayDeadLetter(
+            client,
+            streamPrefix,
+            consumerGroup,
+            letter,
+            toShard,
+          );
+          return { newId, error: null };
+        } catch (error) {
+          return { newId: null, error: keyErrorText(`${streamPrefix}:${toShard}`, error) };
+        }
+      });
+    // A slice of letters at a time, those going to one shard one after the other in the order
+    // listed, so that they arrive there in that order; different shards' at once.
+    const targets = letters.map((letter) => replayShard(letter, shardCount));
+    const sent: ({ newId: string | null; error: string | null } | null)[] = [];
+    for (let from = 0; from < letters.length; from += READ_SLICE) {
+      const chains = new Map<number, Promise<unknown>>();
+      const slice = letters.slice(from, from + READ_SLICE).map((letter, i) => {
+        const toShard = targets[from + i]!;
+        if (select.dryRun) return Promise.resolve(null);
+        const answer = (chains.get(toShard) ?? Promise.resolve()).then(() => send(letter, toShard));
+        chains.set(toShard, answer);
+        return answer;
+      });
+      sent.push(...(await Promise.all(slice)));
+    }
+    for (const [i, letter] of letters.entries()) {
+      const toShard = targets[i]!;
+      const answer = sent[i] ?? null;
+      if (answer !== null && answer.error !== null) {
+        failed.push({ shard: letter.shard, id: letter.id, toShard, error: answer.error });
         continue;
       }
-      const newId = sent?.newId ?? null;
+      const newId = answer?.newId ?? null;
       if (!select.dryRun && newId === null) {
         gone.push({ shard: letter.shard, id: letter.id, shared: letter.shared });
         continue;
@@ -270,7 +286,6 @@ export class GroupDeadLetters {
     const { streamPrefix, consumerGroup } = snapshot.context.group;
     const shards = chosenShards(this.shardsOf(snapshot), select.shards, 'body.shards');
     const reader = this.streams();
-    const result = [];
     // A key of that name that holds another type is left alone and named; the other keys are
     // purged (docs/operations.md#a-broken-shard-stream).
     const purgeOne = (stream: string) =>
@@ -282,20 +297,20 @@ export class GroupDeadLetters {
           return { purged: 0, error: keyErrorText(stream, error) };
         }
       });
-    for (const shard of shards) {
+    // A slice of shards at a time, both streams of each at once (docs/operations.md#dead-letters).
+    const result = await inSlices(shards, async (shard) => {
       const stream = deadLetterStream(`${streamPrefix}:${shard}`, consumerGroup);
       const sharedStream = deadLetterStream(`${streamPrefix}:${shard}`, null);
-      const own = await purgeOne(stream);
-      const shared = await purgeOne(sharedStream);
+      const [own, shared] = await Promise.all([purgeOne(stream), purgeOne(sharedStream)]);
       const errors = [own.error, shared.error].filter((e): e is string => e !== null);
-      result.push({
+      return {
         shard,
         stream,
         purged: own.purged + shared.purged,
         error: errors.length === 0 ? null : errors.join('; '),
         shared: { stream: sharedStream, purged: shared.purged },
-      });
-    }
+      };
+    });
     return {
       ...this.names(snapshot),
       shards: result,

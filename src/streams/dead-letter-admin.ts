@@ -14,6 +14,7 @@ import {
   type DeadLetter,
 } from './dead-letters.js';
 import { keyErrorText } from './key-error.js';
+import { READ_SLICE } from './streams-reader.js';
 
 const REPLAY_SCRIPT = readFileSync(
   new URL('./lua/replayDeadLetter-1.lua', import.meta.url),
@@ -91,30 +92,39 @@ interface StreamRead extends DeadLetterStreamReading {
   readonly found: string[];
 }
 
-/** Reads one dead-letter stream: at most `limit` dead letters, or those of `ids`. */
-async function readStream(
+/** One dead-letter stream's length, or Redis's error about its key (that key's trouble). */
+async function countStream(
   client: Redis | Cluster,
   stream: string,
+): Promise<DeadLetterStreamReading> {
+  try {
+    return { stream, count: await client.xlen(stream), error: null };
+  } catch (error) {
+    // That key's trouble (docs/operations.md#a-broken-shard-stream): the others are read.
+    return { stream, count: 0, error: keyErrorText(stream, error) };
+  }
+}
+
+/**
+ * Reads the entries of one counted dead-letter stream: its first `most`, or those of `ids`
+ * (each looked up even past the limit: one not taken is not one not found).
+ */
+async function readStream(
+  client: Redis | Cluster,
+  counted: DeadLetterStreamReading,
   shard: number,
   shared: boolean,
   select: {
-    readonly limit: number;
+    readonly most: number;
     readonly ids: readonly string[] | null;
     readonly keyField: string;
   },
 ): Promise<StreamRead> {
-  let count: number;
-  try {
-    count = await client.xlen(stream);
-  } catch (error) {
-    // That key's trouble (docs/operations.md#a-broken-shard-stream): the others are read.
-    return { stream, count: 0, letters: [], found: [], error: keyErrorText(stream, error) };
-  }
+  const { stream, count } = counted;
   let entries: [string, string[]][] = [];
-  // With ids, each is looked up even past the limit: one not taken is not one not found.
-  if (count > 0 && (select.limit > 0 || select.ids !== null)) {
+  if (counted.error === null && count > 0 && (select.most > 0 || select.ids !== null)) {
     if (select.ids === null) {
-      entries = await client.xrange(stream, '-', '+', 'COUNT', select.limit);
+      entries = await client.xrange(stream, '-', '+', 'COUNT', select.most);
     } else {
       const found = await Promise.all(select.ids.map((id) => client.xrange(stream, id, id)));
       entries = found.flat();
@@ -128,7 +138,25 @@ async function readStream(
     found.push(id);
     letters.push(letter);
   }
-  return { stream, count, letters, found, error: null };
+  return { ...counted, letters, found };
+}
+
+/**
+ * Runs `work` on each of `items`, {@link READ_SLICE} at a time (all of a slice in flight at
+ * once, auto-pipelined on a single Redis), one slice after the other; the results in the order
+ * of `items`. A group's 1,024 shards then cost 16 round trips to the streams Redis, not 1,024
+ * (docs/operations.md#dead-letters), and no turn of the event loop sends more than a slice.
+ */
+export async function inSlices<T, R>(
+  items: readonly T[],
+  work: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = [];
+  for (let from = 0; from < items.length; from += READ_SLICE) {
+    const slice = items.slice(from, from + READ_SLICE);
+    results.push(...(await Promise.all(slice.map((item, i) => work(item, from + i)))));
+  }
+  return results;
 }
 
 /**
@@ -136,7 +164,9 @@ async function readStream(
  * of the group's own dead-letter stream and of the shard's shared one, merged oldest first, at
  * most `limit` in all; with `ids`, only the dead letters of those ids, and `found` says which
  * of them each shard holds, also those the limit left out. Entries that are not dead letters
- * are skipped.
+ * are skipped. Every stream is counted first, a slice of shards at a time; then the entries
+ * are read, a slice at a time, from the shards the limit still reaches, each for as many as
+ * the limit leaves it, so the round trips do not grow with the shards one by one.
  */
 export async function readDeadLetters(
   client: Redis | Cluster,
@@ -149,26 +179,48 @@ export async function readDeadLetters(
     readonly keyField: string;
   },
 ): Promise<ShardDeadLetters[]> {
+  const counted = await inSlices(select.shards, async (shard) => {
+    const shardStream = `${streamPrefix}:${shard}`;
+    const [own, shared] = await Promise.all([
+      countStream(client, deadLetterStream(shardStream, group)),
+      countStream(client, deadLetterStream(shardStream, null)),
+    ]);
+    return { shard, own, shared };
+  });
   const result: ShardDeadLetters[] = [];
   let left = select.limit;
-  for (const shard of select.shards) {
-    const shardStream = `${streamPrefix}:${shard}`;
-    const each = { limit: left, ids: select.ids, keyField: select.keyField };
-    const own = await readStream(client, deadLetterStream(shardStream, group), shard, false, each);
-    const shared = await readStream(client, deadLetterStream(shardStream, null), shard, true, each);
-    const merged = [...own.letters, ...shared.letters].sort((a, b) => compareStreamIds(a.id, b.id));
-    const letters = merged.slice(0, left);
-    left -= letters.length;
-    const errors = [own.error, shared.error].filter((e): e is string => e !== null);
-    result.push({
-      shard,
-      stream: own.stream,
-      count: own.count + shared.count,
-      letters,
-      found: select.ids === null ? [] : [...own.found, ...shared.found],
-      error: errors.length === 0 ? null : errors.join('; '),
-      shared: { stream: shared.stream, count: shared.count, error: shared.error },
-    });
+  for (let from = 0; from < counted.length; from += READ_SLICE) {
+    const slice = counted.slice(from, from + READ_SLICE);
+    // What the limit leaves each shard of the slice, were every entry a dead letter.
+    let allotted = left;
+    const reads = await Promise.all(
+      slice.map(({ shard, own, shared }) => {
+        const most = Math.min(own.count + shared.count, allotted);
+        allotted -= most;
+        const each = { most, ids: select.ids, keyField: select.keyField };
+        return Promise.all([
+          readStream(client, own, shard, false, each),
+          readStream(client, shared, shard, true, each),
+        ]);
+      }),
+    );
+    for (const [i, [own, shared]] of reads.entries()) {
+      const merged = [...own.letters, ...shared.letters].sort((a, b) =>
+        compareStreamIds(a.id, b.id),
+      );
+      const letters = merged.slice(0, left);
+      left -= letters.length;
+      const errors = [own.error, shared.error].filter((e): e is string => e !== null);
+      result.push({
+        shard: slice[i]!.shard,
+        stream: own.stream,
+        count: own.count + shared.count,
+        letters,
+        found: select.ids === null ? [] : [...own.found, ...shared.found],
+        error: errors.length === 0 ? null : errors.join('; '),
+        shared: { stream: shared.stream, count: shared.count, error: shared.error },
+      });
+    }
   }
   return result;
 }
