@@ -28,10 +28,18 @@ interface Window {
   startedAt: number;
 }
 
+/** How many (username, address) pairs {@link LocalLoginThrottle} keeps at most. */
+export const LOCAL_THROTTLE_MAX_ENTRIES = 100_000;
+
 /**
  * The throttle of one process (embedded mode: one replica, a memory store): counts kept in
  * memory, gone on restart. Each reservation checks and counts in one synchronous step, so
  * attempts that overlap cannot all pass the check.
+ *
+ * At most `maxEntries` pairs are kept. The map holds windows in the order they started (a window
+ * is only ever added when it starts), so making room drops expired windows from the old end and,
+ * when none has expired, the oldest window: each step costs what it removes, never a scan of the
+ * map. A pair that is kept is throttled exactly as before (docs/operations.md#login-throttling).
  */
 export class LocalLoginThrottle implements LoginThrottle {
   private readonly windows = new Map<string, Window>();
@@ -40,7 +48,13 @@ export class LocalLoginThrottle implements LoginThrottle {
     private readonly maxFailures: number,
     private readonly windowMs: number,
     private readonly clock: Clock,
+    private readonly maxEntries = LOCAL_THROTTLE_MAX_ENTRIES,
   ) {}
+
+  /** How many pairs are kept now. */
+  get size(): number {
+    return this.windows.size;
+  }
 
   async reserve(username: string, address: string): Promise<number> {
     const key = `${username}\u0000${address}`;
@@ -50,8 +64,10 @@ export class LocalLoginThrottle implements LoginThrottle {
       return Math.max(1, window.startedAt + this.windowMs - now);
     }
     window.failures += 1;
-    this.windows.set(key, window);
-    if (this.windows.size > 100_000) this.prune();
+    if (!this.windows.has(key)) {
+      this.makeRoom(now);
+      this.windows.set(key, window);
+    }
     return 0;
   }
 
@@ -68,8 +84,13 @@ export class LocalLoginThrottle implements LoginThrottle {
     return window;
   }
 
-  private prune(): void {
-    for (const key of [...this.windows.keys()]) this.current(key);
+  /** Leaves room for one more window: expired ones go first, then the oldest kept ones. */
+  private makeRoom(now: number): void {
+    for (const [key, window] of this.windows) {
+      const expired = window.startedAt + this.windowMs <= now;
+      if (!expired && this.windows.size < this.maxEntries) return;
+      this.windows.delete(key);
+    }
   }
 }
 
