@@ -4,7 +4,15 @@ import { z } from 'zod';
 import { yamlErrorText } from '../../config/yaml-error.js';
 import { groupPatternsSchema } from './group-scope.js';
 import { ROLES, type GroupPattern, type Principal, type Role } from './roles.js';
-import { hashPassword, verifyPassword } from './password-hash.js';
+import {
+  checkPassword,
+  decoyHash,
+  parseHash,
+  scrypt,
+  usableParams,
+  type ParsedHash,
+  type ScryptFunction,
+} from './password-hash.js';
 
 const usersFileSchema = z.object({
   users: z.array(
@@ -25,15 +33,29 @@ export interface UserRecord {
   readonly groups?: readonly GroupPattern[] | undefined;
 }
 
-/** Who may log in. */
+export interface UserDirectoryOptions {
+  /** Derives the keys checked (`node:crypto`'s scrypt unless given). */
+  readonly scrypt?: ScryptFunction;
+}
+
+/**
+ * Who may log in. Every failed login costs one scrypt run with the parameters of the users'
+ * hashes, so its timing does not tell which usernames exist: an unknown user, or a user whose
+ * stored hash is malformed or has parameters scrypt refuses, is checked against a decoy with the
+ * parameters most of the users' hashes have (docs/operations.md#login-throttling).
+ */
 export class UserDirectory {
   private readonly users: Map<string, UserRecord>;
-  // A hash to verify against when the user is unknown, so timing does not reveal who exists.
-  private readonly decoy: Promise<string>;
+  private readonly hashes: Map<string, ParsedHash | null>;
+  /** The hash checked when there is no usable one of the user's own; no password matches it. */
+  private readonly decoy: ParsedHash;
+  private readonly derive: ScryptFunction;
 
-  constructor(users: readonly UserRecord[]) {
+  constructor(users: readonly UserRecord[], options: UserDirectoryOptions = {}) {
     this.users = new Map(users.map((u) => [u.username, u]));
-    this.decoy = hashPassword('decoy-password-for-unknown-users');
+    this.hashes = new Map(users.map((u) => [u.username, parseHash(u.passwordHash)]));
+    this.decoy = decoyHash(commonest([...this.hashes.values()]));
+    this.derive = options.scrypt ?? scrypt;
   }
 
   /** Reads a users file (`users: [{username, passwordHash, roles, groups?}]`); throws with the file name on error. */
@@ -67,10 +89,42 @@ export class UserDirectory {
   /** The principal a token is issued to (roles and, if any, groups) when the password matches, else null. */
   async authenticate(username: string, password: string): Promise<Principal | null> {
     const user = this.users.get(username);
-    const ok = await verifyPassword(password, user?.passwordHash ?? (await this.decoy));
+    const own = this.hashes.get(username);
+    let ok = own ? await checkPassword(password, own, this.derive) : null;
+    if (ok === null) {
+      // Unknown user, or a stored hash that cannot be checked: the same work, then a refusal.
+      await checkPassword(password, this.decoy, this.derive);
+      ok = false;
+    }
     if (!ok || !user) return null;
     return user.groups === undefined
       ? { name: user.username, roles: user.roles }
       : { name: user.username, roles: user.roles, groups: user.groups };
   }
+}
+
+/**
+ * The usable hash parameters (cost, salt and key length) most of `hashes` share, the costlier on
+ * a tie; undefined when none is usable.
+ */
+function commonest(hashes: readonly (ParsedHash | null)[]): ParsedHash | undefined {
+  const counts = new Map<string, { hash: ParsedHash; count: number }>();
+  for (const hash of hashes) {
+    if (!hash || !usableParams(hash)) continue;
+    const key = [hash.N, hash.r, hash.p, hash.salt.length, hash.key.length].join('/');
+    const entry = counts.get(key);
+    if (entry) entry.count += 1;
+    else counts.set(key, { hash, count: 1 });
+  }
+  const cost = (h: ParsedHash) => h.N * h.r * h.p;
+  let best: { hash: ParsedHash; count: number } | undefined;
+  for (const entry of counts.values()) {
+    if (
+      !best ||
+      entry.count > best.count ||
+      (entry.count === best.count && cost(entry.hash) > cost(best.hash))
+    )
+      best = entry;
+  }
+  return best?.hash;
 }
