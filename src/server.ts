@@ -34,6 +34,7 @@ import { refusedWithoutHost } from './http/connection-errors.js';
 import { StoreOutageBound } from './http/store-outage.js';
 import { AuditLog } from './http/audit.js';
 import { LocalLoginThrottle, StoreLoginThrottle } from './http/auth/login-throttle.js';
+import { PasswordCheckGate } from './http/auth/password-check-gate.js';
 import { hashPassword } from './http/auth/password-hash.js';
 import { ROLES } from './http/auth/roles.js';
 import { TokenService } from './http/auth/tokens.js';
@@ -289,6 +290,11 @@ export async function startCoordinator(
             settings.security['login-max-failures'],
             settings.security['login-throttle-window'],
           ),
+    passwordChecks: new PasswordCheckGate(
+      settings.security['login-max-concurrent-checks'],
+      settings.security['login-max-queued-checks'],
+      () => metrics.loginChecksRefused.inc(),
+    ),
     audit: new AuditLog(store, clock, settings.audit['denied-per-minute']),
     metrics,
     logger,

@@ -11,6 +11,8 @@ const ADVICE: Readonly<Record<string, string>> = {
   TOKEN_EXPIRED: 'the token expired: log in again with `coordctl login --username <name>`',
   INVALID_CREDENTIALS: 'check the username and password',
   LOGIN_THROTTLED: 'too many failed logins: wait for the time in Retry-After, then try again',
+  LOGIN_BUSY:
+    'the coordinator is checking as many passwords as it allows (a flood of logins?): try again after Retry-After',
   FORBIDDEN: 'use a token whose roles allow this (reads need READ, changes need WRITE)',
   GROUP_NOT_PERMITTED: 'use a token whose `groups` claim includes <group>',
   GROUP_NOT_FOUND: 'check the name with `coordctl groups`, or create it with `coordctl apply -f`',

@@ -87,6 +87,8 @@ export const settingsSchema = z.object({
       'bootstrap-admin-password': z.string().min(8, 'must be at least 8 characters').optional(),
       'login-max-failures': int(5, 1, 1000),
       'login-throttle-window': duration('1m'),
+      'login-max-concurrent-checks': int(2, 1, 64),
+      'login-max-queued-checks': int(8, 0, 10_000),
     })
     .prefault({}),
   membership: z

@@ -30,6 +30,7 @@ const EXPECTED_REFUSALS: ReadonlyMap<string, RateLimitedLevel> = new Map<
   ['FENCED_WRITE', 'info'],
   ['GROUP_FAILED_CLOSED', 'info'],
   ['LOGIN_THROTTLED', 'info'],
+  ['LOGIN_BUSY', 'warn'],
   ['STORE_UNAVAILABLE', 'warn'],
   ['STREAMS_UNAVAILABLE', 'warn'],
   ['STALE_REVISION', 'warn'],

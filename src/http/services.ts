@@ -10,6 +10,7 @@ import type { RateLimitedLog } from '../observability/rate-limited-log.js';
 import type { Store } from '../store/store.js';
 import type { AuditLog } from './audit.js';
 import type { LoginThrottle } from './auth/login-throttle.js';
+import type { PasswordCheckGate } from './auth/password-check-gate.js';
 import type { TokenService } from './auth/tokens.js';
 import type { UserDirectory } from './auth/users.js';
 import type { StoreOutageBound } from './store-outage.js';
@@ -42,6 +43,8 @@ export interface Services {
   readonly tokens: TokenService;
   readonly users: UserDirectory;
   readonly throttle: LoginThrottle;
+  /** Bounds the password checks running and waiting on this replica. */
+  readonly passwordChecks: PasswordCheckGate;
   readonly audit: AuditLog;
   readonly metrics: Metrics;
   readonly logger: Logger;

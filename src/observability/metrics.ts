@@ -125,6 +125,13 @@ export class Metrics {
       'out past coordinator.audit.denied-per-minute; the next record written carries how many',
     registers: [this.registry],
   });
+  readonly loginChecksRefused = new Counter({
+    name: 'coord_login_checks_refused_total',
+    help:
+      'Logins answered 503 LOGIN_BUSY: coordinator.security.login-max-concurrent-checks ' +
+      'password checks were running and login-max-queued-checks waiting',
+    registers: [this.registry],
+  });
   readonly storeErrors = new Counter({
     name: 'coord_store_errors_total',
     help: 'Store operations that failed',

@@ -37,6 +37,7 @@ describe('expected refusals are not errors (docs/operations.md#logs)', () => {
     ['FENCED_WRITE', 503, 'info'],
     ['GROUP_FAILED_CLOSED', 503, 'info'],
     ['LOGIN_THROTTLED', 429, 'info'],
+    ['LOGIN_BUSY', 503, 'warn'],
     ['STORE_UNAVAILABLE', 503, 'warn'],
     ['STALE_REVISION', 503, 'warn'],
     ['AUDIT_UNAVAILABLE', 503, 'warn'],
