@@ -17,7 +17,7 @@ import {
   type GroupEvent,
 } from './group-entry.js';
 import { failedShell } from './group-loader.js';
-import type { ClientClaim, LostSource } from './lost-groups.js';
+import { UNKNOWN_LIFECYCLE, type ClientClaim, type LostSource } from './lost-groups.js';
 import type { HoldEnd, TakenHold } from './held-heartbeats.js';
 import type { Settled } from './mailbox.js';
 import { snapshotOf } from './snapshots.js';
@@ -706,10 +706,25 @@ export class GroupHost implements GroupCoordinator {
     }
   }
 
-  async observeVersion(ref: GroupRef, version: number, source: 'routing'): Promise<void> {
-    await this.unlessLost(ref, { metadataVersion: version }, source, () =>
+  async observeVersion(
+    ref: GroupRef,
+    version: number,
+    source: 'routing',
+    lifecycleId?: string,
+  ): Promise<void> {
+    const claim = { metadataVersion: version, ...(lifecycleId ? { lifecycleId } : {}) };
+    await this.unlessLost(ref, claim, source, () =>
       this.withEntry(ref, async (entry) => {
-        if (version <= groupOf(entry).metadataVersion) return;
+        const group = groupOf(entry);
+        // Versions of another lifecycle (the group deleted and created again, or recreated)
+        // cannot be compared with this one's: no signal, and no evidence for a RESUME. A group
+        // failed closed without knowing its lifecycle takes every report as evidence.
+        const comparable =
+          lifecycleId === undefined ||
+          lifecycleId === group.lifecycleId ||
+          group.lifecycleId === UNKNOWN_LIFECYCLE;
+        if (!comparable) return;
+        if (version <= group.metadataVersion) return;
         const now = this.options.clock.now();
         const reported = { event: 'OBSERVE_VERSION', cause: { kind: 'producer' as const } };
         await this.parts.publication.during(entry.ref, reported, () =>

@@ -321,8 +321,17 @@ export interface GroupCoordinator {
     listener: (transition: GroupTransition) => void,
     onEnd?: () => void,
   ): Promise<() => void>;
-  /** A producer reported the metadata version it has seen (header X-Observed-Metadata-Version). */
-  observeVersion(ref: GroupRef, version: number, source: 'routing'): Promise<void>;
+  /**
+   * A producer reported the metadata version it has seen (header X-Observed-Metadata-Version),
+   * and maybe the lifecycle it saw it in (X-Observed-Lifecycle-Id): a version of another
+   * lifecycle than the group's is no rollback signal. Older producers send the version alone.
+   */
+  observeVersion(
+    ref: GroupRef,
+    version: number,
+    source: 'routing',
+    lifecycleId?: string,
+  ): Promise<void>;
   /** Throws `STORE_UNAVAILABLE` when writes cannot be made now (checked before admin mutations). */
   assertWritable(): Promise<void>;
   close(): Promise<void>;

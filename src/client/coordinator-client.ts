@@ -719,23 +719,35 @@ export class CoordinatorClient {
   /**
    * Routing metadata; with `poll` it waits up to `waitMs` for a version above `afterVersion`.
    * `observedMetadataVersion` reports the highest version this caller has seen, so the
-   * coordinator notices a rollback of its metadata.
+   * coordinator notices a rollback of its metadata; `observedLifecycleId` the lifecycle that
+   * version is of, so a group deleted and created again in between (its versions starting over)
+   * is not taken for a rollback (docs/operations.md#what-the-coordinator-notices).
    */
   routing(
     sp: string,
     cg: string,
     poll?: { afterVersion: number; waitMs: number },
-    options: { observedMetadataVersion?: number; signal?: AbortSignal } = {},
+    options: {
+      observedMetadataVersion?: number;
+      observedLifecycleId?: string;
+      signal?: AbortSignal;
+    } = {},
   ): Promise<RoutingMetadata> {
     const query = poll ? `?afterVersion=${poll.afterVersion}&waitMs=${poll.waitMs}` : '';
     const observed = options.observedMetadataVersion;
+    const lifecycle = options.observedLifecycleId;
     return this.request('GET', `${this.groupPath('routing', sp, cg)}${query}`, undefined, {
       timeoutMs: (poll?.waitMs ?? 0) + this.timeoutMs,
       ...(poll ? { holdMs: poll.waitMs } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
       ...(observed === undefined
         ? {}
-        : { headers: { 'x-observed-metadata-version': String(observed) } }),
+        : {
+            headers: {
+              'x-observed-metadata-version': String(observed),
+              ...(lifecycle ? { 'x-observed-lifecycle-id': lifecycle } : {}),
+            },
+          }),
     });
   }
 }

@@ -16,7 +16,12 @@ export interface RoutingSource {
     streamPrefix: string,
     consumerGroup: string,
     poll?: { afterVersion: number; waitMs: number },
-    options?: { observedMetadataVersion?: number; signal?: AbortSignal },
+    options?: {
+      observedMetadataVersion?: number;
+      /** The lifecycle `observedMetadataVersion` is of. */
+      observedLifecycleId?: string;
+      signal?: AbortSignal;
+    },
   ): Promise<RoutingMetadata>;
 }
 
@@ -237,7 +242,14 @@ export class Producer extends EventEmitter<ProducerEvents> {
       this.options.consumerGroup,
       poll,
       {
-        ...(this.highest > 0 ? { observedMetadataVersion: this.highest } : {}),
+        // The highest version seen, and the lifecycle it is of: after the group was deleted and
+        // created again, the coordinator does not compare it with the new lifecycle's versions.
+        ...(this.highest > 0 && this.current !== null
+          ? {
+              observedMetadataVersion: this.highest,
+              observedLifecycleId: this.current.lifecycleId,
+            }
+          : {}),
         signal: this.stop.signal,
       },
     );

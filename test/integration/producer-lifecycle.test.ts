@@ -4,8 +4,15 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CoordinatorClient, NotFoundError, Producer } from '../../src/client/index.js';
-import { CHANGE, PASSWORD, useCoordinator, type TestCoordinator } from '../support/coordinator.js';
+import { Consumer, CoordinatorClient, NotFoundError, Producer } from '../../src/client/index.js';
+import {
+  CHANGE,
+  PASSWORD,
+  QUICK_MEMBERSHIP,
+  groupView,
+  useCoordinator,
+  type TestCoordinator,
+} from '../support/coordinator.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
@@ -13,7 +20,7 @@ let streams: RedisServerHandle;
 let coordinator: TestCoordinator;
 const closers: (() => Promise<void>)[] = [];
 
-useCoordinator({ store: 'memory' }, (c) => {
+useCoordinator({ store: 'memory', overrides: QUICK_MEMBERSHIP }, (c) => {
   coordinator = c;
 });
 beforeAll(async () => {
@@ -259,5 +266,83 @@ describe('a group deleted and created again under a following producer', () => {
       what: 'the new group followed',
     });
     expect((await producer.send('customer-1')).shardCount).toBe(2);
+  });
+});
+
+/** `coord_metadata_version_regression_total{source}` as the coordinator's /metrics has it now. */
+async function regressions(source: 'routing' | 'heartbeat'): Promise<number> {
+  const text = await (await coordinator.call('GET', '/metrics')).text();
+  const line = new RegExp(
+    `^coord_metadata_version_regression_total\\{source="${source}"\\} (\\d+)$`,
+    'm',
+  );
+  return Number(line.exec(text)?.[1] ?? 0);
+}
+
+describe('a group deleted and created again under its producer and consumer', () => {
+  it('is no rollback signal: the versions the old lifecycle reached are not compared with the new one', async () => {
+    const sp = await createGroup(2);
+    const producer = startProducer(sp);
+    const errors: unknown[] = [];
+    producer.on('error', (error) => errors.push(error));
+    const consumer = new Consumer({
+      client: new CoordinatorClient({
+        baseUrl: coordinator.url,
+        token: coordinator.token('consumer'),
+      }),
+      redis: streams.url,
+      streamPrefix: sp,
+      consumerGroup: 'billing',
+      memberId: 'consumer-a',
+      handler: async () => undefined,
+    });
+    consumer.on('error', () => undefined);
+    closers.push(() => consumer.close());
+    await consumer.start();
+    await producer.start();
+    // The old lifecycle goes a few versions up (pause, resume), and both clients see it.
+    await admin().pauseProducers(sp, 'billing', CHANGE);
+    await admin().resumeProducers(sp, 'billing', CHANGE);
+    await waitFor(() => producer.routing()!.metadataVersion >= 3, { what: 'version 3 read' });
+    const old = producer.routing()!;
+    const before = {
+      routing: await regressions('routing'),
+      heartbeat: await regressions('heartbeat'),
+    };
+
+    await admin().request(
+      'DELETE',
+      `${admin().groupPath('admin', sp, 'billing')}?force=true`,
+      CHANGE,
+    );
+    await waitFor(() => errors.length > 0, { what: 'the deleted group seen' });
+    await admin().createGroup(sp, 'billing', 2, CHANGE);
+    await waitFor(() => producer.routing()!.lifecycleId !== old.lifecycleId, {
+      what: 'the new group followed by the producer',
+    });
+    await waitFor(async () => (await groupView(coordinator, sp, 'billing')).assignmentEpoch > 0, {
+      what: 'the consumer in the new group',
+    });
+    // A routing read and heartbeats of the new lifecycle after it, all answered.
+    expect((await producer.send('customer-1')).shardCount).toBe(2);
+
+    const view = await groupView(coordinator, sp, 'billing');
+    expect(view.lifecycleId).not.toBe(old.lifecycleId);
+    expect(view.metadataVersion).toBeLessThan(old.metadataVersion);
+    expect(view.rollbackSignals).toBeNull();
+    expect(await regressions('routing')).toBe(before.routing);
+    expect(await regressions('heartbeat')).toBe(before.heartbeat);
+
+    // A version above the group's, reported for its own lifecycle, is still a rollback signal.
+    const read = await coordinator.call('GET', admin().groupPath('routing', sp, 'billing'), {
+      user: 'producer',
+      headers: {
+        'x-observed-metadata-version': String(view.metadataVersion + 5),
+        'x-observed-lifecycle-id': view.lifecycleId,
+      },
+    });
+    expect(read.status).toBe(200);
+    expect(await regressions('routing')).toBe(before.routing + 1);
+    expect((await groupView(coordinator, sp, 'billing')).rollbackSignals?.count).toBe(1);
   });
 });

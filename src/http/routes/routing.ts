@@ -29,8 +29,16 @@ export const routingRoutes = [
       const ref = { streamPrefix: params.stream, consumerGroup: params.group };
       const observed = req.get('x-observed-metadata-version');
       if (observed !== undefined && /^\d{1,15}$/.test(observed)) {
-        // A producer that saw a higher version than we hold is a rollback signal (docs/operations.md#what-the-coordinator-notices).
-        await services.coordinator.observeVersion(ref, Number(observed), 'routing');
+        // A producer that saw a higher version than we hold is a rollback signal
+        // (docs/operations.md#what-the-coordinator-notices), unless it names the lifecycle the
+        // version belongs to and that is not this one: the group was deleted and created again
+        // (or recreated), and versions of two lifecycles are not comparable.
+        const lifecycle = req.get('x-observed-lifecycle-id');
+        const lifecycleId =
+          lifecycle !== undefined && lifecycle !== '' && lifecycle.length <= 128
+            ? lifecycle
+            : undefined;
+        await services.coordinator.observeVersion(ref, Number(observed), 'routing', lifecycleId);
       }
       // A client that goes away ends its wait: nothing is held for nobody.
       const gone = new AbortController();
