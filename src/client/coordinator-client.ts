@@ -130,7 +130,10 @@ export interface RequestOptions {
    * @default true
    */
   readonly retry?: boolean;
-  /** Cancels the request (a long poll, typically). */
+  /**
+   * Cancels the request (a long poll, typically): an attempt in flight, and a retry's backoff
+   * under way, which then ends at once with the last failure.
+   */
   readonly signal?: AbortSignal;
   /**
    * How long the coordinator may hold the answer on purpose (a long poll's or a held
@@ -288,6 +291,9 @@ export class CoordinatorClient {
       (error) =>
         options.signal?.aborted ? { retry: false } : retryDecision(error, idempotent || unsent),
       retryPolicy(this.options.retry),
+      undefined,
+      // Given up during a backoff (an aborted call, a closing Producer): it ends then.
+      options.signal,
     );
   }
 

@@ -57,21 +57,24 @@ export interface RetryDecision {
 
 /**
  * Runs `operation` until it succeeds, `classify` says a failure is final, or the attempts run
- * out; the last error is rethrown.
+ * out; the last error is rethrown. Once `signal` aborts (the caller gave the operation up), no
+ * attempt follows: a backoff under way ends at once and the last error is rethrown.
  */
 export async function withRetry<T>(
   operation: () => Promise<T>,
   classify: (error: unknown) => RetryDecision,
   policy: RetryPolicy,
-  sleep: (ms: number) => Promise<void> = delay,
+  sleep: (ms: number, signal?: AbortSignal) => Promise<void> = delay,
+  signal?: AbortSignal,
 ): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await operation();
     } catch (error) {
       const decision = classify(error);
-      if (!decision.retry || attempt + 1 >= policy.maxAttempts) throw error;
-      await sleep(backoffDelay(attempt, policy, decision.retryAfterMs ?? null));
+      if (!decision.retry || attempt + 1 >= policy.maxAttempts || signal?.aborted) throw error;
+      await sleep(backoffDelay(attempt, policy, decision.retryAfterMs ?? null), signal);
+      if (signal?.aborted) throw error;
     }
   }
 }
