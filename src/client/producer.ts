@@ -25,6 +25,9 @@ export interface RoutingSource {
   ): Promise<RoutingMetadata>;
 }
 
+/** How many lifecycles left behind a producer remembers (see `Producer.adopt`). */
+const MAX_REPLACED_LIFECYCLES = 16;
+
 /** The longest routing long poll the coordinator accepts (README, "API at a glance"), in milliseconds. */
 const MAX_LONG_POLL_WAIT_MS = 60_000;
 
@@ -110,6 +113,14 @@ export class Producer extends EventEmitter<ProducerEvents> {
   private readonly keyField: string;
   private current: RoutingMetadata | null = null;
   private highest = 0;
+  /** Routing reads sent so far: each answer is adopted with the number of its read. */
+  private reads = 0;
+  /**
+   * Lifecycles this producer followed and left for a newer one, each with the number of the
+   * read that brought the newer one: an answer of such a lifecycle to a read sent before that
+   * was late (see {@link adopt}). The last few only.
+   */
+  private readonly replaced = new Map<string, number>();
   private changed: { promise: Promise<void>; resolve: () => void } = signal();
   private readonly stop = new AbortController();
   private loop: Promise<void> | null = null;
@@ -145,7 +156,7 @@ export class Producer extends EventEmitter<ProducerEvents> {
     // Closed, it follows routing no more: a send would ignore pauses and scales it cannot see.
     if (this.stop.signal.aborted) return Promise.reject(new Error('producer closed'));
     this.first ??= (async () => {
-      this.adopt(await this.read());
+      await this.readAndAdopt();
       this.loop = this.follow();
     })().catch((error: unknown) => {
       this.first = null; // the next send asks again
@@ -211,7 +222,7 @@ export class Producer extends EventEmitter<ProducerEvents> {
     signal?.throwIfAborted();
     if (this.stop.signal.aborted) throw new Error('producer closed');
     if (sealVersionOf(this.current!).metadataVersion >= version) return;
-    this.adopt(await untilAborted(this.read(), signal));
+    await untilAborted(this.readAndAdopt(), signal);
   }
 
   /**
@@ -236,6 +247,12 @@ export class Producer extends EventEmitter<ProducerEvents> {
     }
   }
 
+  /** Reads routing and adopts the answer, if it is newer than what is held. */
+  private async readAndAdopt(poll?: { afterVersion: number; waitMs: number }): Promise<void> {
+    const read = ++this.reads;
+    this.adopt(await this.read(poll), read);
+  }
+
   private read(poll?: { afterVersion: number; waitMs: number }): Promise<RoutingMetadata> {
     return this.options.client.routing(
       this.options.streamPrefix,
@@ -255,14 +272,29 @@ export class Producer extends EventEmitter<ProducerEvents> {
     );
   }
 
-  private adopt(next: RoutingMetadata): void {
+  /**
+   * Takes `next`, the answer to read number `read`, when it is newer than the routing held: a
+   * higher version of the same lifecycle, or another lifecycle (the group deleted and created
+   * again, or recreated), unless it is one this producer already left for a newer one and the
+   * read was sent before that: two reads answered out of order around a recreate (a long poll
+   * answered by the old lifecycle, held up on its way, after a plain read of the new one) must
+   * not switch it back. Read again after that, the old lifecycle is the group's again (restored
+   * and resumed), and is followed.
+   */
+  private adopt(next: RoutingMetadata, read: number): void {
     const current = this.current;
-    const newer =
-      current === null ||
-      next.lifecycleId !== current.lifecycleId ||
-      next.metadataVersion > current.metadataVersion;
-    if (!newer) return;
-    if (current !== null && next.lifecycleId !== current.lifecycleId) this.highest = 0;
+    if (current !== null && next.lifecycleId === current.lifecycleId) {
+      if (next.metadataVersion <= current.metadataVersion) return;
+    } else if (current !== null) {
+      const leftAt = this.replaced.get(next.lifecycleId);
+      if (leftAt !== undefined && read < leftAt) return;
+      this.replaced.delete(next.lifecycleId);
+      this.replaced.set(current.lifecycleId, read);
+      if (this.replaced.size > MAX_REPLACED_LIFECYCLES) {
+        this.replaced.delete(this.replaced.keys().next().value!);
+      }
+      this.highest = 0;
+    }
     this.current = next;
     this.highest = Math.max(this.highest, next.metadataVersion);
     const { resolve } = this.changed;
@@ -284,7 +316,7 @@ export class Producer extends EventEmitter<ProducerEvents> {
         // it, so the first read of the way back is a plain one.
         const poll =
           failures === 0 ? { afterVersion: this.current!.metadataVersion, waitMs } : undefined;
-        this.adopt(await this.read(poll));
+        await this.readAndAdopt(poll);
         failures = 0;
       } catch (error) {
         if (this.stop.signal.aborted) return;

@@ -15,6 +15,7 @@ import {
 } from '../support/coordinator.js';
 import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
+import { appendSeal } from '../../src/client/stream-seal.js';
 
 let streams: RedisServerHandle;
 let coordinator: TestCoordinator;
@@ -344,5 +345,72 @@ describe('a group deleted and created again under its producer and consumer', ()
     expect(read.status).toBe(200);
     expect(await regressions('routing')).toBe(before.routing + 1);
     expect((await groupView(coordinator, sp, 'billing')).rollbackSignals?.count).toBe(1);
+  });
+});
+
+describe('routing answered out of order around a recreate', () => {
+  it('a late answer of the lifecycle already replaced does not switch the producer back', async () => {
+    const sp = await createGroup(2);
+    const proxy = await TcpProxy.start(coordinator.url);
+    closers.push(() => proxy.close());
+    const token = coordinator.token('producer');
+    const direct = new CoordinatorClient({ baseUrl: coordinator.url, token });
+    const proxied = new CoordinatorClient({ baseUrl: proxy.url, token });
+    // The real clients: long polls go through the proxy, which can hold their answers; plain
+    // reads go straight to the coordinator. Each long poll is noted as it is sent.
+    const polls: { afterVersion: number; lifecycleId: string | undefined }[] = [];
+    const producer = new Producer({
+      client: {
+        routing: (sp_, cg, poll, options) => {
+          if (!poll) return direct.routing(sp_, cg, poll, options);
+          polls.push({
+            afterVersion: poll.afterVersion,
+            lifecycleId: options?.observedLifecycleId,
+          });
+          return proxied.routing(sp_, cg, poll, options);
+        },
+      },
+      redis: streams.url,
+      streamPrefix: sp,
+      consumerGroup: 'billing',
+      longPollWaitMs: 30_000,
+    });
+    closers.push(() => producer.close());
+    producer.on('error', () => undefined);
+    await producer.start();
+    const old = producer.routing()!;
+    await waitFor(() => polls.length === 1 && proxy.stats().connections > 0, {
+      what: 'the long poll sent',
+    });
+
+    // The long poll is answered (producers paused: a new version of the old lifecycle), and
+    // the answer is held on its way back.
+    proxy.setMode('stall-replies');
+    await admin().pauseProducers(sp, 'billing', CHANGE);
+    await waitFor(() => proxy.stats().stalledChunks > 0, { what: 'the answer held' });
+
+    // Meanwhile the group is deleted and created again, and a consumer of the old lifecycle
+    // sealed its shards: the next send is refused there and reads routing again, plainly.
+    await admin().request(
+      'DELETE',
+      `${admin().groupPath('admin', sp, 'billing')}?force=true`,
+      CHANGE,
+    );
+    await admin().createGroup(sp, 'billing', 2, CHANGE);
+    const seal = { lifecycleId: old.layoutId!, metadataVersion: (old.layoutVersion ?? 0) + 1 };
+    for (let shard = 0; shard < 2; shard++)
+      await appendSeal(streams.client(), `${sp}:${shard}`, seal);
+    await producer.send('customer-1');
+    const renewed = producer.routing()!;
+    expect(renewed.lifecycleId).not.toBe(old.lifecycleId);
+
+    // The old lifecycle's answer arrives now; the producer has taken it once it polls again.
+    proxy.setMode('pass');
+    await waitFor(() => polls.length === 2, { what: 'the next long poll' });
+    expect(producer.routing()!.lifecycleId).toBe(renewed.lifecycleId);
+    expect(producer.routing()!.producersPaused).toBe(false);
+    expect(polls[1]!.lifecycleId).toBe(renewed.lifecycleId);
+    // Sends go on with the new lifecycle's routing, not paused by the old one's.
+    expect((await producer.send('customer-2')).metadataVersion).toBe(renewed.metadataVersion);
   });
 });
