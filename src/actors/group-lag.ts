@@ -4,7 +4,7 @@ import { groupId, type GroupRef } from '../machines/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { GroupPage } from '../store/store.js';
-import { entryAgeSeconds, type StreamsReader } from '../streams/streams-reader.js';
+import { entryAgeSeconds, type ReadBound, type StreamsReader } from '../streams/streams-reader.js';
 import type { GroupEntry } from './group-entry.js';
 import type { GroupSnapshot } from './types.js';
 import type { LagTotals, LagView, ShardLagView } from '../streams/lag-view.js';
@@ -101,7 +101,7 @@ export class GroupLag {
     const cached = this.cache.get(id);
     if (cached && now - cached.at < cacheMs) return cached.view;
     this.pruneCache(now);
-    const view = this.measure(snapshot);
+    const view = this.measure(snapshot, 'reading');
     this.cache.set(id, { at: now, view });
     view.catch(() => this.cache.delete(id));
     return view;
@@ -216,7 +216,10 @@ export class GroupLag {
     const entry = await entryOf(ref).catch(() => null);
     if (entry === null) return;
     const triedAt = clock.now();
-    const view = await this.measure(snapshotOf(entry)).catch(() => null);
+    // Read at the pace the streams Redis answers, each slice bounded: the whole reading of a
+    // large group on a distant Redis outlasts the lag request's bound, and its series would
+    // never be written (docs/operations.md#lag).
+    const view = await this.measure(snapshotOf(entry), 'slice').catch(() => null);
     // Left this replica while it was read: reported by its new owner, or nowhere.
     if (entry.phase !== 'owned') return;
     if (view?.totals) this.record(entry.ref, view, clock.now());
@@ -239,7 +242,7 @@ export class GroupLag {
     );
   }
 
-  private async measure(snapshot: GroupSnapshot): Promise<LagView> {
+  private async measure(snapshot: GroupSnapshot, bound: ReadBound): Promise<LagView> {
     const { reader, clock } = this.options;
     const group = snapshot.context.group;
     const base = { streamPrefix: group.streamPrefix, consumerGroup: group.consumerGroup };
@@ -271,6 +274,7 @@ export class GroupLag {
     const readings = await reader.read(
       records.map((r) => `${group.streamPrefix}:${r.shard}`),
       group.consumerGroup,
+      { bound },
     );
     const shards = records.map((record, i): ShardLagView => {
       const reading = readings[i]!;

@@ -55,8 +55,9 @@ export interface StreamsTarget {
 
 export interface StreamsReaderOptions extends StreamsTarget {
   /**
-   * How long one reading may take before it is answered STREAMS_UNAVAILABLE: below the
-   * forwarding answer timeout, so a forwarded lag request is answered by the owner in time.
+   * How long one reading may take before it is answered STREAMS_UNAVAILABLE (see
+   * {@link ReadBound}): below the forwarding answer timeout, so a forwarded lag request is
+   * answered by the owner in time.
    * @default 1000
    */
   readonly timeoutMs?: number;
@@ -79,6 +80,14 @@ const SEAL_SCRIPT = readLua(new URL('./lua/sealRetired-1.lua', import.meta.url))
 const SEAL_COMMAND = 'coordSealRetired';
 /** First field of a seal entry (the SDK's `SEAL_FIELD`, docs/protocol.md). */
 const SEAL_FIELD = '__coord_seal';
+
+/**
+ * What the timeout bounds: `reading`, the whole reading (a lag request, which must be answered
+ * within the forwarding answer timeout); `slice`, each slice on its own (the metrics refresh,
+ * which reads a large group at the pace Redis answers: 16 slices of a 1,024-shard group at
+ * 100 ms a round trip never fit in one 1 s bound, and its lag series were never written).
+ */
+export type ReadBound = 'reading' | 'slice';
 
 type ScriptCall = (
   stream: string,
@@ -141,9 +150,14 @@ export class StreamsReader {
 
   /**
    * Reads each stream for `group`; `STREAMS_UNAVAILABLE` (with the host and cause) when the
-   * streams Redis cannot be reached within the timeout.
+   * streams Redis cannot be reached within the timeout, which bounds the whole reading or each
+   * slice of it (`bound`, {@link ReadBound}).
    */
-  async read(streams: readonly string[], group: string): Promise<ShardStreamReading[]> {
+  async read(
+    streams: readonly string[],
+    group: string,
+    { bound = 'reading' }: { readonly bound?: ReadBound } = {},
+  ): Promise<ShardStreamReading[]> {
     const call = (this.client as unknown as Record<string, ScriptCall>)[COMMAND]!;
     // An error about one key is that shard's (docs/operations.md#a-broken-shard-stream): the
     // other shards are read on, and the reading names it.
@@ -162,21 +176,30 @@ export class StreamsReader {
     const reading = (async () => {
       const readings: ShardStreamReading[] = [];
       for (let from = 0; from < streams.length && !abandoned; from += READ_SLICE) {
-        const slice = streams.slice(from, from + READ_SLICE);
-        readings.push(...(await Promise.all(slice.map(readOne))));
+        const slice = Promise.all(streams.slice(from, from + READ_SLICE).map(readOne));
+        readings.push(...(await (bound === 'slice' ? this.within(slice) : slice)));
       }
       return readings;
     })();
+    try {
+      return await (bound === 'slice' ? reading : this.within(reading));
+    } catch (error) {
+      abandoned = true;
+      throw this.unavailable(error);
+    }
+  }
+
+  /** `work`, or `no answer` once the timeout has passed (what `work` does later is ignored). */
+  private async within<T>(work: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error('no answer')), this.timeoutMs);
     });
     try {
-      return await Promise.race([reading, timeout]);
+      return await Promise.race([work, timeout]);
     } catch (error) {
-      abandoned = true;
-      reading.catch(() => undefined);
-      throw this.unavailable(error);
+      work.catch(() => undefined);
+      throw error;
     } finally {
       clearTimeout(timer);
     }

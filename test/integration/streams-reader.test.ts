@@ -92,4 +92,47 @@ describe('StreamsReader.read', () => {
       await slow.close();
     }
   });
+
+  it('bounded per slice, reads on past the whole bound as long as each slice is answered in time', async () => {
+    // Each command answered 400 ms late: 5 slices in a row take at least 2 s, twice the 1 s
+    // bound, while one slice needs 400 ms of it (a large group on a distant Redis).
+    const far = new StreamsReader({ url: server.url, timeoutMs: 1_000 });
+    // Connected first: only the reading's own commands are late (and counted).
+    await far.read(['warm:0'], 'billing');
+    const { counts, restore } = instrumented(far, 400);
+    try {
+      const streams = Array.from({ length: 5 * READ_SLICE }, (_, shard) => `far:${shard}`);
+      await expect(far.read(streams, 'billing')).rejects.toMatchObject({
+        code: 'STREAMS_UNAVAILABLE',
+      });
+      await vi.waitFor(() => expect(counts.inFlight).toBe(0), { timeout: 5_000 });
+      const sentBefore = counts.sent;
+      const readings = await far.read(streams, 'billing', { bound: 'slice' });
+      expect(readings.map((r) => r.stream)).toEqual(streams);
+      expect(readings.every((r) => r.missing && r.error === null)).toBe(true);
+      expect(counts.sent - sentBefore).toBe(3 * streams.length);
+    } finally {
+      restore();
+      await far.close();
+    }
+  });
+
+  it('bounded per slice, a slice not answered in time is STREAMS_UNAVAILABLE and ends the reading', async () => {
+    const slow = new StreamsReader({ url: server.url, timeoutMs: 100 });
+    await slow.read(['warm:0'], 'billing');
+    // Every command answered 1 s late: ten times the bound of its slice.
+    const { counts, restore } = instrumented(slow, 1_000);
+    try {
+      const streams = Array.from({ length: 4 * READ_SLICE }, (_, shard) => `stuck:${shard}`);
+      await expect(slow.read(streams, 'billing', { bound: 'slice' })).rejects.toMatchObject({
+        code: 'STREAMS_UNAVAILABLE',
+      });
+      await vi.waitFor(() => expect(counts.inFlight).toBe(0), { timeout: 5_000 });
+      // The first slice only.
+      expect(counts.sent).toBe(3 * READ_SLICE);
+    } finally {
+      restore();
+      await slow.close();
+    }
+  });
 });

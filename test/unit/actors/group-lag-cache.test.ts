@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { GroupLag } from '../../../src/actors/group-lag.js';
+import type { GroupEntry } from '../../../src/actors/group-entry.js';
 import type { GroupSnapshot } from '../../../src/actors/types.js';
+import { CoordinatorError } from '../../../src/errors.js';
+import { allShards } from '../../../src/machines/group-state.js';
 import { ManualClock } from '../../../src/machines/clock.js';
 import { Metrics } from '../../../src/observability/metrics.js';
 import type { ShardStreamReading, StreamsReader } from '../../../src/streams/streams-reader.js';
@@ -88,5 +91,55 @@ describe('lag readings kept for reuse', () => {
     clock.advance(CACHE_MS);
     await lag.refresh();
     expect(lag.cached).toBe(0);
+  });
+});
+
+describe('what bounds a lag reading', () => {
+  it('the metrics refresh reads each slice within the timeout, the lag request the whole reading', async () => {
+    // The reader answers as for a 1,024-shard group on a distant streams Redis: its whole
+    // reading never fits the bound of a lag request (STREAMS_UNAVAILABLE), each slice of it does.
+    const bounds: string[] = [];
+    const reader = {
+      read: (streams: readonly string[], _group: string, options?: { bound?: string }) => {
+        const bound = options?.bound ?? 'reading';
+        bounds.push(bound);
+        if (bound !== 'slice') {
+          return Promise.reject(
+            new CoordinatorError('STREAMS_UNAVAILABLE', 'cannot be read (no answer)'),
+          );
+        }
+        return Promise.resolve(streams.map(reading));
+      },
+      describe: () => 'far',
+      close: () => Promise.resolve(),
+    } as unknown as StreamsReader;
+    const group = makeGroupState({ consumerGroup: 'big' });
+    const snapshot = { context: { group } } as GroupSnapshot;
+    const ref = { streamPrefix: group.streamPrefix, consumerGroup: group.consumerGroup };
+    const entry = { ref, phase: 'owned' } as unknown as GroupEntry;
+    const metrics = new Metrics();
+    const lag = new GroupLag({
+      reader,
+      clock: new ManualClock(1_000_000),
+      metrics,
+      logger: silentLogger(),
+      cacheMs: CACHE_MS,
+      intervalMs: 0,
+      budget: 10,
+      shardMetrics: false,
+      registry: () => Promise.resolve({ groups: [ref], nextCursor: null }),
+      owns: () => true,
+      entryOf: () => Promise.resolve(entry),
+      entries: () => [entry],
+      snapshotOf: () => snapshot,
+    });
+
+    await lag.refresh();
+    const text = await metrics.registry.metrics();
+    const labels = `{stream_prefix="${ref.streamPrefix}",consumer_group="big"}`;
+    expect(text).toContain(`coord_group_lag_entries${labels} ${2 * allShards(group).length}`);
+    expect(text).toContain(`coord_group_lag_measured_age_seconds${labels} 0`);
+    await expect(lag.read(snapshot)).rejects.toMatchObject({ code: 'STREAMS_UNAVAILABLE' });
+    expect(bounds).toEqual(['slice', 'reading']);
   });
 });
