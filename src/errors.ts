@@ -57,6 +57,7 @@ export const ERROR_CODES = [
   'OWNER_UNAVAILABLE',
   'OWNER_MOVING',
   'STREAMS_UNAVAILABLE',
+  'FORWARDED_PLAN_TOO_SLOW',
   // 500
   'INTERNAL',
 ] as const;

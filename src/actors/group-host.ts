@@ -531,8 +531,10 @@ export class GroupHost implements GroupCoordinator {
       (entry, event) =>
         this.runCommand(entry, { type: 'RESET_POSITIONS', reset: event.reset, origin }),
     );
-    // With no member holding the shards, they can be moved at once.
-    if (view.reset) await this.resets.check(ref);
+    // With no member holding the shards, they can be moved at once; a forwarded request is
+    // answered first (the moves may outlast its forward deadline), its moves go on here.
+    if (view.reset && request.planWithinMs != null) void this.resets.check(ref);
+    else if (view.reset) await this.resets.check(ref);
     return view;
   }
 

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { CoordinatorError } from '../errors.js';
 
 import { consumptionPhase, shardsRefusal } from '../machines/consumption.js';
@@ -89,15 +90,24 @@ export class PositionResets {
       throw new CoordinatorError('INTERNAL', 'the chart refused the reset without an answer');
     }
     const reader = this.streams();
-    const to = validateResetTo(request.to, group.shardCount, await reader.time());
-    const plan = await reader.use((client) =>
-      planPositions(client, {
-        streamPrefix: group.streamPrefix,
-        consumerGroup: group.consumerGroup,
-        shards,
-        to,
-      }),
-    );
+    // A request forwarded by another replica is answered before that replica gives up on it:
+    // a plan that would outlast it is left unfinished (it writes nothing) and nothing is done.
+    const bound = request.planWithinMs ?? null;
+    const since = performance.now();
+    const planned = (async () => {
+      const to = validateResetTo(request.to, group.shardCount, await reader.time());
+      const plan = await reader.use((client) =>
+        planPositions(client, {
+          streamPrefix: group.streamPrefix,
+          consumerGroup: group.consumerGroup,
+          shards,
+          to,
+        }),
+      );
+      return { to, plan };
+    })();
+    const { to, plan } =
+      bound === null ? await planned : await within(planned, bound, shards.length, request.dryRun);
     const changes = plan.filter(changesShard).length;
     if (request.dryRun || changes === 0)
       return { dryRun: request.dryRun, plan, changes, reset: null };
@@ -124,6 +134,9 @@ export class PositionResets {
         assertRepeatOf(request, started, now.shardCount);
         return startedView(now, started);
       }
+      // Waited for the mailbox past the bound: the forwarding replica is about to give up.
+      if (bound !== null && performance.now() - since >= bound)
+        throw planTooSlow(bound, shards.length, request.dryRun);
       // The chart decides again on the group as it is now: it may have changed since the plan.
       await run(held, resetEvent(clock.now(), reset));
       return { dryRun: false, plan, changes, reset: resetView(reset, 'pausing') };
@@ -239,6 +252,41 @@ export interface PositionsRequest {
   readonly dryRun: boolean;
   readonly requestedBy: string;
   readonly reason: string;
+  /**
+   * Forwarded by another replica: how long the plan (and the wait for the group's mailbox) may
+   * take before the request is answered 503 `FORWARDED_PLAN_TOO_SLOW`, nothing done
+   * (docs/operations.md#replay-or-skip). Absent or null: no bound (sent to the owner directly).
+   */
+  readonly planWithinMs?: number | null;
+}
+
+/** `planned`, or `FORWARDED_PLAN_TOO_SLOW` once `boundMs` passed first (the plan runs on unseen). */
+async function within<T>(
+  planned: Promise<T>,
+  boundMs: number,
+  shards: number,
+  dryRun: boolean,
+): Promise<T> {
+  planned.catch(() => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(planTooSlow(boundMs, shards, dryRun)), boundMs);
+  });
+  try {
+    return await Promise.race([planned, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function planTooSlow(boundMs: number, shards: number, dryRun: boolean): CoordinatorError {
+  return new CoordinatorError(
+    'FORWARDED_PLAN_TOO_SLOW',
+    `the plan over ${shards} shards did not finish within ${boundMs} ms, before the forwarding ` +
+      `replica gives up: nothing was done${dryRun ? '' : ', no reset was started'}; try again, ` +
+      'send the request to the owner (X-Coord-Owner-Url) directly, or reset fewer shards at a time',
+    { details: { shards, boundMs, started: false } },
+  );
 }
 
 /** The answer: the plan, how many shards it changes, and the reset it started (if any). */

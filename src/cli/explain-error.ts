@@ -59,6 +59,8 @@ const ADVICE: Readonly<Record<string, string>> = {
     "the shard's stream key holds another type (the message names it): fix the key (`DEL` it if nothing of value is in it), then try again",
   STREAMS_UNAVAILABLE:
     'the coordinator cannot read the streams Redis (coordinator.streams.url): check it, then try again',
+  FORWARDED_PLAN_TOO_SLOW:
+    'nothing was done: the owner could not plan the reset before the forwarding replica gives up; try again, send it to the owner (X-Coord-Owner-Url) directly, or reset fewer shards at a time (--shards)',
 };
 
 /** Advice by HTTP status, for codes without their own. */

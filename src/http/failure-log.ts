@@ -27,6 +27,7 @@ const EXPECTED_REFUSALS: ReadonlyMap<string, RateLimitedLevel> = new Map<
   ['LEASE_NOT_HELD', 'info'],
   ['OWNER_MOVING', 'info'],
   ['OWNER_UNAVAILABLE', 'info'],
+  ['FORWARDED_PLAN_TOO_SLOW', 'info'],
   ['FENCED_WRITE', 'info'],
   ['GROUP_FAILED_CLOSED', 'info'],
   ['LOGIN_THROTTLED', 'info'],

@@ -17,6 +17,7 @@ import { MAX_HEARTBEAT_WAIT_MS } from '../machines/protocol.js';
 import { logRequestFailure } from './failure-log.js';
 import { MAX_WAIT_MS } from './routes/routing.js';
 import type { Services } from './services.js';
+import { FORWARDED_HEADROOM_MS } from './store-outage.js';
 
 /**
  * Whether `req` came from another replica of this deployment (README.md, "Running several
@@ -46,6 +47,27 @@ export function lateForwardError(): CoordinatorError {
     'the forwarded request came after its deadline (this replica was paused): nothing was done',
     { details: { reason: 'late' } },
   );
+}
+
+/**
+ * How long the work of a request another replica forwarded here may take before it must be
+ * answered (docs/operations.md#a-paused-owner): until its forward deadline, never more than
+ * `coordinator.forwarding.answer-timeout` from now, less {@link FORWARDED_HEADROOM_MS} so that
+ * the answer reaches the forwarder before it gives up on this replica. Null for a request sent
+ * here directly: no bound.
+ */
+export function forwardedAnswerWithinMs(
+  services: Services,
+  req: IncomingMessage,
+  forwarded: boolean,
+): number | null {
+  if (!forwarded) return null;
+  const answerTimeoutMs = services.settings.forwarding['answer-timeout'];
+  const deadline = Number(req.headers[FORWARD_DEADLINE_HEADER]);
+  const left = Number.isFinite(deadline)
+    ? Math.min(deadline - Date.now(), answerTimeoutMs)
+    : answerTimeoutMs;
+  return Math.max(0, left - FORWARDED_HEADROOM_MS);
 }
 
 /** The group's owner as this replica sees it (`X-Coord-Owner`); null while it moves. */

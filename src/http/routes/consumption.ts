@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import type { Settings } from '../../config/settings.js';
+import { forwardedAnswerWithinMs } from '../forwarding.js';
+import { requestContext } from '../request-context.js';
 import { route, type RouteSpec } from '../route.js';
 import { originOf, reportObserved } from './admin.js';
 import {
@@ -120,7 +122,7 @@ export function consumptionRoutes(settings: Settings): RouteSpec[] {
         },
         ...errors,
       },
-      async handler({ params, body, services, req, requestId, principal }) {
+      async handler({ params, body, services, req, res, requestId, principal }) {
         const ref = toRef(params);
         await reportObserved(services, req, ref);
         const view = await services.coordinator.resetPositions(
@@ -131,6 +133,8 @@ export function consumptionRoutes(settings: Settings): RouteSpec[] {
             dryRun: body.dryRun,
             requestedBy: body.requestedBy,
             reason: body.reason,
+            // Forwarded: answered before the forwarding replica gives up (docs/operations.md#replay-or-skip).
+            planWithinMs: forwardedAnswerWithinMs(services, req, requestContext(res).forwarded),
           },
           originOf(requestId, principal, body.requestedBy),
         );
