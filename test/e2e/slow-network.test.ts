@@ -18,12 +18,7 @@ import { describe, expect, it } from 'vitest';
 import { Consumer, CoordinatorClient, Producer, type FencedEvent } from '../../src/client/index.js';
 import { CHANGE, startTestCoordinator, type TestCoordinator } from '../support/coordinator.js';
 import { lostKeys, overlaps, type Processed, recordingHandler } from '../support/processing-log.js';
-import {
-  freePort,
-  startRedisServer,
-  waitFor,
-  type RedisServerHandle,
-} from '../support/redis-server.js';
+import { startRedisServer, waitFor, type RedisServerHandle } from '../support/redis-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
 interface FaultProfile {
@@ -145,19 +140,20 @@ describe(`a slow network between consumers and their coordinator (${profile.name
         redis = await startRedisServer();
         // The coordinator advertises the proxy as its URL: the SDK sends a group's requests to
         // the URL its owner advertises, so that is the path they all take.
-        const port = await freePort();
-        proxy = await TcpProxy.start(`http://127.0.0.1:${port}`);
+        // Started first (its target set once the coordinator listens), so that no port is
+        // chosen and freed for another process to take before the coordinator listens on it.
+        proxy = await TcpProxy.start('http://127.0.0.1:1');
         coordinator = await startTestCoordinator({
           store: 'redis',
           redisUrl: redis.url,
           overrides: {
-            'http.port': port,
             'http.advertised-url': proxy.url,
             'membership.heartbeat-interval': '1s',
             'membership.rebalance-heartbeat-interval': '100ms',
             'membership.assignment-debounce': '100ms',
           },
         });
+        proxy.retarget(coordinator.url);
         const token = coordinator.token('admin');
         const admin = new CoordinatorClient({ baseUrl: coordinator.url, token });
         await admin.createGroup(STREAM, GROUP, SHARDS, CHANGE);

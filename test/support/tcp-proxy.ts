@@ -55,8 +55,22 @@ export class TcpProxy {
   private readonly server: Server;
   private port = 0;
 
-  private constructor(host: string, port: number) {
-    this.server = createServer((client) => this.accept(client, host, port));
+  private constructor(
+    private targetHost: string,
+    private targetPort: number,
+  ) {
+    this.server = createServer((client) => this.accept(client, this.targetHost, this.targetPort));
+  }
+
+  /**
+   * Forwards connections opened from now on to `target` (`http://host:port`): a proxy started
+   * before what it stands in front of, whose address that needs (an advertised URL), is pointed
+   * at it once it listens, with no port chosen in between for another process to take.
+   */
+  retarget(target: string): void {
+    const { hostname, port } = new URL(target);
+    this.targetHost = hostname;
+    this.targetPort = Number(port);
   }
 
   /**
