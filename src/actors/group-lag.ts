@@ -246,30 +246,26 @@ export class GroupLag {
     const { reader, clock } = this.options;
     const group = snapshot.context.group;
     const base = { streamPrefix: group.streamPrefix, consumerGroup: group.consumerGroup };
+    const unavailable = (reason: string): LagView => ({
+      ...base,
+      measuredAt: new Date(clock.now()).toISOString(),
+      available: false,
+      reason,
+      shards: [],
+      totals: null,
+    });
     if (reader === null) {
-      return {
-        ...base,
-        measuredAt: new Date(clock.now()).toISOString(),
-        available: false,
-        reason:
-          'the coordinator does not know where the streams are: set coordinator.streams.url (COORDINATOR_STREAMS_URL)',
-        shards: [],
-        totals: null,
-      };
+      return unavailable(
+        'the coordinator does not know where the streams are: set coordinator.streams.url (COORDINATOR_STREAMS_URL)',
+      );
     }
     const records = allShards(group);
     if (records.length === 0) {
       // A group failed closed whose metadata cannot be read (lost, corrupt) stands in with no
       // shards: its streams are not known, and zeros would read as caught up.
-      return {
-        ...base,
-        measuredAt: new Date(clock.now()).toISOString(),
-        available: false,
-        reason:
-          'the group failed closed and its metadata cannot be read: its shards are not known until it is recovered',
-        shards: [],
-        totals: null,
-      };
+      return unavailable(
+        'the group failed closed and its metadata cannot be read: its shards are not known until it is recovered',
+      );
     }
     const readings = await reader.read(
       records.map((r) => `${group.streamPrefix}:${r.shard}`),

@@ -250,19 +250,11 @@ export class StreamsReader {
 
   /** The streams Redis's clock (epoch ms): stream ids are made from it. */
   async time(): Promise<number> {
-    const reading = this.client.time();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('no answer')), this.timeoutMs);
-    });
     try {
-      const [seconds, micros] = await Promise.race([reading, timeout]);
+      const [seconds, micros] = await this.within(this.client.time());
       return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     } catch (error) {
-      reading.catch(() => undefined);
       throw this.unavailable(error);
-    } finally {
-      clearTimeout(timer);
     }
   }
 
